@@ -1,0 +1,1 @@
+"""One module per ``nnunet-core`` command: ``configure_parser(parser)`` and ``run(args) -> int``."""

@@ -1,0 +1,1 @@
+"""Raw datasets: discovery, integrity verification and the synthetic demo generator."""

@@ -1,0 +1,83 @@
+"""Finding the cases of a raw dataset and their files (upstream's naming rules)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from nnunet_core.io.dataset_json import DatasetJson
+
+
+@dataclass(frozen=True)
+class RawCase:
+    """One case: its channel files in channel order and its label file (None for test cases)."""
+
+    identifier: str
+    images: tuple[Path, ...]
+    label: Path | None
+
+
+def case_identifiers(folder: Path, file_ending: str) -> list[str]:
+    """Sorted unique case ids in ``folder``: file names minus ``_XXXX`` and the ending."""
+    if not folder.is_dir():
+        return []
+    pattern = re.compile(r"^(.+)_\d{4}" + re.escape(file_ending) + "$")
+    found = {m.group(1) for p in folder.iterdir() if (m := pattern.match(p.name))}
+    return sorted(found)
+
+
+def channel_files(folder: Path, identifier: str, file_ending: str, num_channels: int) -> tuple[Path, ...]:
+    """The expected channel files of a case (they may not exist; verify checks that)."""
+    return tuple(folder / f"{identifier}_{c:04d}{file_ending}" for c in range(num_channels))
+
+
+def _explicit_cases(raw_dir: Path, dataset_json: DatasetJson) -> list[RawCase]:
+    """Upstream's undocumented ``dataset`` key: explicit per-case file lists."""
+    cases = []
+    for identifier, entry in sorted(dataset_json.raw["dataset"].items()):
+        images = tuple(_resolve(raw_dir, p) for p in entry["images"])
+        label = _resolve(raw_dir, entry["label"]) if entry.get("label") else None
+        cases.append(RawCase(identifier, images, label))
+    return cases
+
+
+def _resolve(raw_dir: Path, path: str) -> Path:
+    import os
+
+    candidate = Path(os.path.expandvars(path))
+    return candidate if candidate.is_absolute() else raw_dir / candidate
+
+
+def training_cases(raw_dir: Path, dataset_json: DatasetJson) -> list[RawCase]:
+    """Cases of ``imagesTr`` with their labels from ``labelsTr``, sorted by id."""
+    if "dataset" in dataset_json.raw:
+        return _explicit_cases(raw_dir, dataset_json)
+    ending = dataset_json.file_ending
+    images_dir, labels_dir = raw_dir / "imagesTr", raw_dir / "labelsTr"
+    identifiers = case_identifiers(images_dir, ending)
+    return [
+        RawCase(
+            identifier=i,
+            images=channel_files(images_dir, i, ending, dataset_json.num_channels),
+            label=labels_dir / f"{i}{ending}",
+        )
+        for i in identifiers
+    ]
+
+
+def test_cases(raw_dir: Path, dataset_json: DatasetJson, folder: str = "imagesTs") -> list[RawCase]:
+    """Cases of ``imagesTs`` (labels, if any, live in ``labelsTs``)."""
+    ending = dataset_json.file_ending
+    images_dir, labels_dir = raw_dir / folder, raw_dir / "labelsTs"
+    cases = []
+    for i in case_identifiers(images_dir, ending):
+        label = labels_dir / f"{i}{ending}"
+        cases.append(
+            RawCase(
+                identifier=i,
+                images=channel_files(images_dir, i, ending, dataset_json.num_channels),
+                label=label if label.is_file() else None,
+            )
+        )
+    return cases

@@ -1,0 +1,144 @@
+"""The one place that knows the raw / preprocessed / results folder layout (upstream's).
+
+Roots come from ``nnUNet_raw``, ``nnUNet_preprocessed`` and ``nnUNet_results``; every command can
+override them with ``--raw``, ``--preprocessed`` and ``--results``. Inside them the layout is
+upstream's, so an nnU-Net user finds every file where they expect it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from nnunet_core.errors import ConfigurationError
+
+RAW_ENV = "nnUNet_raw"
+PREPROCESSED_ENV = "nnUNet_preprocessed"
+RESULTS_ENV = "nnUNet_results"
+
+DATASET_NAME_RE = re.compile(r"^Dataset(\d{3})_([A-Za-z0-9_\-]+)$")
+
+DATASET_JSON = "dataset.json"
+FINGERPRINT_JSON = "dataset_fingerprint.json"
+SPLITS_JSON = "splits_final.json"
+VERIFY_JSON = "verify.json"
+DEFAULT_PLANS_NAME = "nnUNetPlans"
+DEFAULT_TRAINER = "nnUNetTrainer"
+
+
+def _root(flag_value: str | os.PathLike | None, env_name: str) -> Path:
+    if flag_value is not None:
+        return Path(flag_value)
+    value = os.environ.get(env_name)
+    if not value:
+        flag = {"nnUNet_raw": "--raw", "nnUNet_preprocessed": "--preprocessed"}.get(
+            env_name, "--results"
+        )
+        msg = f"{env_name} is not set: export {env_name}=/path or pass {flag}"
+        raise ConfigurationError(msg)
+    return Path(value)
+
+
+@dataclass(frozen=True)
+class Roots:
+    """The three root folders of a run."""
+
+    raw: Path | None = None
+    preprocessed: Path | None = None
+    results: Path | None = None
+
+    @classmethod
+    def from_env(
+        cls,
+        raw: str | os.PathLike | None = None,
+        preprocessed: str | os.PathLike | None = None,
+        results: str | os.PathLike | None = None,
+    ) -> "Roots":
+        """Flags win over environment variables; a root that is missing raises only when used."""
+        return cls(
+            raw=Path(raw) if raw else _optional_env(RAW_ENV),
+            preprocessed=Path(preprocessed) if preprocessed else _optional_env(PREPROCESSED_ENV),
+            results=Path(results) if results else _optional_env(RESULTS_ENV),
+        )
+
+    def require_raw(self) -> Path:
+        return _root(self.raw, RAW_ENV)
+
+    def require_preprocessed(self) -> Path:
+        return _root(self.preprocessed, PREPROCESSED_ENV)
+
+    def require_results(self) -> Path:
+        return _root(self.results, RESULTS_ENV)
+
+
+def _optional_env(name: str) -> Path | None:
+    value = os.environ.get(name)
+    return Path(value) if value else None
+
+
+def dataset_name_from_id(dataset_id: int, name: str) -> str:
+    """``(900, 'Synth')`` -> ``'Dataset900_Synth'``."""
+    return f"Dataset{dataset_id:03d}_{name}"
+
+
+def resolve_dataset_name(dataset: str | int, roots: Roots) -> str:
+    """Turn ``-d 900`` or ``-d Dataset900_Synth`` into the full dataset folder name.
+
+    An id is looked up in every root that is set (raw first); a full name is returned as is.
+    """
+    text = str(dataset).strip()
+    if DATASET_NAME_RE.match(text):
+        return text
+    if not text.isdigit():
+        msg = f"dataset {text!r} is neither an id (e.g. 900) nor a name like Dataset900_Synth"
+        raise ConfigurationError(msg)
+    prefix = f"Dataset{int(text):03d}_"
+    candidates: set[str] = set()
+    for root in (roots.raw, roots.preprocessed, roots.results):
+        if root is not None and root.is_dir():
+            candidates.update(p.name for p in root.iterdir() if p.name.startswith(prefix))
+    if not candidates:
+        searched = [str(r) for r in (roots.raw, roots.preprocessed, roots.results) if r]
+        msg = f"no dataset with id {int(text)} in {', '.join(searched) or '(no roots set)'}"
+        raise ConfigurationError(msg)
+    if len(candidates) > 1:
+        msg = f"dataset id {int(text)} is ambiguous: {', '.join(sorted(candidates))}"
+        raise ConfigurationError(msg)
+    return candidates.pop()
+
+
+def raw_dataset_dir(roots: Roots, dataset_name: str) -> Path:
+    return roots.require_raw() / dataset_name
+
+
+def preprocessed_dataset_dir(roots: Roots, dataset_name: str) -> Path:
+    return roots.require_preprocessed() / dataset_name
+
+
+def results_dataset_dir(roots: Roots, dataset_name: str) -> Path:
+    return roots.require_results() / dataset_name
+
+
+def plans_file(preprocessed_dir: Path, plans_name: str = DEFAULT_PLANS_NAME) -> Path:
+    return preprocessed_dir / f"{plans_name}.json"
+
+
+def data_identifier(plans_name: str, configuration: str) -> str:
+    """Default data folder name of a configuration, e.g. ``nnUNetPlans_3d_fullres``."""
+    return f"{plans_name}_{configuration}"
+
+
+def trained_model_dir(
+    results_dir: Path,
+    configuration: str,
+    plans_name: str = DEFAULT_PLANS_NAME,
+    trainer: str = DEFAULT_TRAINER,
+) -> Path:
+    """``results/DatasetXXX/Trainer__Plans__Config``."""
+    return results_dir / f"{trainer}__{plans_name}__{configuration}"
+
+
+def fold_dir(model_dir: Path, fold: int | str) -> Path:
+    return model_dir / f"fold_{fold}"

@@ -1,0 +1,1 @@
+"""Experiment planning: fingerprint, target spacing, topology, patch/batch size, plans files."""

@@ -1,0 +1,1 @@
+"""Preprocessing: crop to nonzero, normalize, resample, sample foreground locations, store."""
