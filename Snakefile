@@ -1,0 +1,20 @@
+# nnU-Net v2 method, raw dataset to preprocessed data (later stages build on it).
+# Config, includes and the default target only; helpers live in workflow/rules/common.smk.
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+
+configfile: "config/config.yaml"
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/dataset.smk"
+include: "workflow/rules/plan.smk"
+include: "workflow/rules/preprocess.smk"
+
+
+rule all:
+    default_target: True
+    input:
+        all_targets,
