@@ -8,6 +8,11 @@ min_version("9.0")
 configfile: "config/config.yaml"
 
 
+# Jobs find `nnunet-core` through PATH (common.smk puts this interpreter's folder first).
+envvars:
+    "PATH",
+
+
 include: "workflow/rules/common.smk"
 include: "workflow/rules/dataset.smk"
 include: "workflow/rules/plan.smk"
@@ -17,4 +22,6 @@ include: "workflow/rules/preprocess.smk"
 rule all:
     default_target: True
     input:
-        all_targets,
+        PRE / "verify.json",
+        PRE / "splits_final.json",
+        preprocessing_targets,

@@ -5,10 +5,40 @@ Kept in the package (not in the .smk files) so they are plain, unit-tested Pytho
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
+
+import jsonschema
+import yaml
 
 from nnunet_core.errors import ConfigurationError
 from nnunet_core.planning.plans import is_trainable, resolve_configuration
+
+
+def schema_errors(config: dict[str, Any], schema_path: str | Path) -> list[str]:
+    """Every schema violation as one line naming the key, e.g. ``planning.bogus: unknown key``."""
+    schema = yaml.safe_load(Path(schema_path).read_text())
+    validator = jsonschema.Draft202012Validator(schema)
+    lines = []
+    for error in sorted(validator.iter_errors(config), key=lambda e: list(e.absolute_path)):
+        where = ".".join(str(p) for p in error.absolute_path) or "(top level)"
+        if error.validator == "additionalProperties":
+            allowed = sorted(error.schema.get("properties", {}))
+            unknown = sorted(set(error.instance) - set(allowed))
+            for key in unknown:
+                prefix = f"{where}." if error.absolute_path else ""
+                lines.append(f"{prefix}{key}: unknown key (allowed: {', '.join(allowed)})")
+        else:
+            lines.append(f"{where}: {error.message}")
+    return lines
+
+
+def validate_config(config: dict[str, Any], schema_path: str | Path) -> None:
+    """Raise one clear message listing every wrong key before anything runs."""
+    errors = schema_errors(config, schema_path)
+    if errors:
+        msg = "invalid config: " + "; ".join(errors)
+        raise ConfigurationError(msg)
 
 
 def check_config(config: dict[str, Any]) -> None:

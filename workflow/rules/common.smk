@@ -1,6 +1,6 @@
 # Shared helpers: config validation, the folder layout and every input function.
 import json
-import shlex
+import os
 import sys
 from pathlib import Path
 
@@ -10,9 +10,11 @@ from nnunet_core.workflow_config import (
     check_config,
     data_identifier_of,
     selected_configurations,
+    validate_config,
 )
 
-
+# One line per wrong key first; then Snakemake's validation fills in the schema defaults.
+validate_config(config, Path(workflow.basedir) / "config" / "schema.yaml")
 validate(config, schema="../../config/schema.yaml")
 check_config(config)
 
@@ -29,8 +31,10 @@ PLANS_NAME = config["planning"]["plans_name"]
 PLANS = PRE / f"{PLANS_NAME}.json"
 ROOT_FLAGS = f"--raw {RAW_ROOT} --preprocessed {PRE_ROOT} --results {RESULTS_ROOT}"
 NUM_PROCESSES = config["processes"]["default"]
-# The package's CLI through this very interpreter: works from a venv that is not activated.
-NNUNET = f"{shlex.quote(sys.executable)} -m nnunet_core"
+# Jobs find `nnunet-core` next to this interpreter, even from a venv that is not activated.
+os.environ["PATH"] = (
+    f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+)
 
 
 wildcard_constraints:
@@ -77,7 +81,11 @@ def configuration_of_identifier(wildcards):
 
 
 def all_targets(wildcards):
-    return [PRE / "verify.json", PRE / "splits_final.json", *preprocessing_targets(wildcards)]
+    return [
+        PRE / "verify.json",
+        PRE / "splits_final.json",
+        *preprocessing_targets(wildcards),
+    ]
 
 
 def synthetic_options():

@@ -9,9 +9,10 @@ if SYNTHETIC:
         log:
             LOGS / "synthesize_dataset.log",
         params:
+            raw=RAW,
             options=synthetic_options(),
         shell:
-            "{NNUNET} synthesize --output {RAW} --force {params.options} > {log} 2>&1"
+            "nnunet-core synthesize --output {params.raw} --force {params.options} > {log} 2>&1"
 
 
 rule verify_dataset:
@@ -22,5 +23,9 @@ rule verify_dataset:
     log:
         LOGS / "verify_dataset.log",
     threads: NUM_PROCESSES
+    params:
+        dataset=DATASET,
+        roots=ROOT_FLAGS,
     shell:
-        "{NNUNET} verify -d {DATASET} {ROOT_FLAGS} -np {threads} --output {output} > {log} 2>&1"
+        "nnunet-core verify -d {params.dataset} {params.roots} -np {threads} "
+        "--output {output} > {log} 2>&1"

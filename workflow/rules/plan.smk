@@ -10,8 +10,11 @@ rule fingerprint:
     log:
         LOGS / "fingerprint.log",
     threads: NUM_PROCESSES
+    params:
+        dataset=DATASET,
+        roots=ROOT_FLAGS,
     shell:
-        "{NNUNET} fingerprint -d {DATASET} {ROOT_FLAGS} -np {threads} > {log} 2>&1"
+        "nnunet-core fingerprint -d {params.dataset} {params.roots} -np {threads} > {log} 2>&1"
 
 
 checkpoint plan:
@@ -24,11 +27,14 @@ checkpoint plan:
     log:
         LOGS / "plan.log",
     params:
+        dataset=DATASET,
+        roots=ROOT_FLAGS,
+        plans_name=PLANS_NAME,
         planner=config["planning"]["planner"],
         gpu_memory=config["planning"]["gpu_memory_target_gb"],
         overrides=plan_overrides(),
     shell:
-        "{NNUNET} plan -d {DATASET} {ROOT_FLAGS} --plans-name {PLANS_NAME} "
+        "nnunet-core plan -d {params.dataset} {params.roots} --plans-name {params.plans_name} "
         "-pl {params.planner} --gpu-memory-target {params.gpu_memory} "
         "--overrides {params.overrides:q} > {log} 2>&1"
 
@@ -42,8 +48,10 @@ rule splits:
     log:
         LOGS / "splits.log",
     params:
+        dataset=DATASET,
+        roots=ROOT_FLAGS,
         folds=config["splits"]["num_folds"],
         seed=config["splits"]["seed"],
     shell:
-        "{NNUNET} splits -d {DATASET} {ROOT_FLAGS} --folds {params.folds} "
+        "nnunet-core splits -d {params.dataset} {params.roots} --folds {params.folds} "
         "--seed {params.seed} > {log} 2>&1"

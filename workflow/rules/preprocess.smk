@@ -11,7 +11,10 @@ rule preprocess:
         LOGS / "preprocess_{data_identifier}.log",
     threads: NUM_PROCESSES
     params:
+        dataset=DATASET,
+        roots=ROOT_FLAGS,
+        plans_name=PLANS_NAME,
         configuration=configuration_of_identifier,
     shell:
-        "{NNUNET} preprocess -d {DATASET} {ROOT_FLAGS} -c {params.configuration} "
-        "--plans-name {PLANS_NAME} -np {threads} > {log} 2>&1"
+        "nnunet-core preprocess -d {params.dataset} {params.roots} -c {params.configuration} "
+        "--plans-name {params.plans_name} -np {threads} > {log} 2>&1"
