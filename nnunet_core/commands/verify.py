@@ -1,0 +1,59 @@
+"""Check a raw dataset's integrity before fingerprinting, planning or training touch it.
+
+Every problem is one line naming the case (or file) and what is wrong; with several problems all
+are listed, then a summary line, and the exit code is 2. Only a clean dataset gets a report
+(``--output``, default ``$nnUNet_preprocessed/<dataset>/verify.json``, written atomically), so
+the workflow never proceeds on a broken dataset. Cases without foreground are warnings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from nnunet_core.commands.common import (
+    add_dataset_flag,
+    add_processes_flag,
+    add_root_flags,
+    dataset_from_args,
+)
+from nnunet_core.dataset.verify import verify_dataset
+from nnunet_core.errors import DatasetError
+from nnunet_core.io.atomic import write_json
+from nnunet_core.paths import VERIFY_JSON, preprocessed_dataset_dir, raw_dataset_dir
+
+
+def configure_parser(parser: argparse.ArgumentParser) -> None:
+    add_dataset_flag(parser)
+    add_root_flags(parser)
+    add_processes_flag(parser)
+    parser.add_argument(
+        "--output", help=f"report file (default: $nnUNet_preprocessed/<dataset>/{VERIFY_JSON})"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    roots, name = dataset_from_args(args)
+    raw_dir = raw_dataset_dir(roots, name)
+    # Resolve the report path first: a missing preprocessed root should fail before the work.
+    output = (
+        Path(args.output) if args.output else preprocessed_dataset_dir(roots, name) / VERIFY_JSON
+    )
+    result = verify_dataset(raw_dir, name, num_processes=args.num_processes)
+    prefix = f"nnunet-core {getattr(args, 'command', 'verify')}"
+    if len(result.problems) == 1:
+        raise DatasetError(result.problems[0])
+    if result.problems:
+        for problem in result.problems:
+            print(f"{prefix}: error: {problem}", file=sys.stderr)
+        raise DatasetError(result.summary(name))
+    for warning in result.warnings:
+        print(f"{prefix}: warning: {warning}", file=sys.stderr)
+    write_json(output, result.report)
+    report = result.report
+    print(
+        f"{name}: {report['cases_checked']} case(s) OK, {len(report['channels'])} channel(s), "
+        f"labels {report['labels_found']}, {len(result.warnings)} warning(s); report: {output}"
+    )
+    return 0
