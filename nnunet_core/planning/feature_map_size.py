@@ -4,8 +4,8 @@ Upstream instantiates the network (dynamic_network_architectures 0.4.4) and call
 ``compute_conv_feature_map_size(patch)``. The count is pure arithmetic on the topology, so it is
 computed here without torch: planning stays fast and needs no network library. Each term below
 mirrors one module of those networks (counted per sample, int64 arithmetic, floor division for
-strided sizes). Deep supervision is on (upstream builds the planning net with it), so every
-decoder stage adds a segmentation output.
+strided sizes). The planning net has no deep supervision, so only the last (full-resolution)
+decoder stage adds a segmentation output; the reference traces confirm this.
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ def plain_unet_feature_map_size(
     n_conv_per_stage: Sequence[int],
     n_conv_per_stage_decoder: Sequence[int],
     num_classes: int,
-    deep_supervision: bool = True,
+    deep_supervision: bool = False,
 ) -> int:
     """``PlainConvUNet.compute_conv_feature_map_size(patch)``: strided-conv encoder + decoder."""
     encoder = 0
@@ -100,7 +100,7 @@ def resenc_unet_feature_map_size(
     n_blocks_per_stage: Sequence[int],
     n_conv_per_stage_decoder: Sequence[int],
     num_classes: int,
-    deep_supervision: bool = True,
+    deep_supervision: bool = False,
 ) -> int:
     """``ResidualEncoderUNet.compute_conv_feature_map_size(patch)``: stem + residual stages + decoder."""
     total = _volume(features[0], patch)  # stem: one conv to features[0] at full resolution

@@ -1,0 +1,120 @@
+"""Plan the experiment: configurations, target spacing, patch and batch size, network topology.
+
+Reads ``dataset_fingerprint.json`` (run ``fingerprint`` first) and the raw ``dataset.json``;
+writes ``<plans-name>.json`` and a copy of ``dataset.json`` to the preprocessed dataset folder.
+The plans are regenerated from scratch on every run; extra configurations come from
+``--overrides`` (a JSON file or inline JSON: ``{"name": {"inherits_from": "3d_fullres", ...}}``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+from nnunet_core.commands.common import add_dataset_flag, add_root_flags, dataset_from_args
+from nnunet_core.errors import ConfigurationError
+from nnunet_core.io.atomic import atomic_path, read_json, write_json
+from nnunet_core.io.dataset_json import load_dataset_json
+from nnunet_core.paths import (
+    DATASET_JSON,
+    FINGERPRINT_JSON,
+    plans_file,
+    preprocessed_dataset_dir,
+    raw_dataset_dir,
+)
+from nnunet_core.planning.overrides import apply_overrides
+from nnunet_core.planning.planner import PRESETS, get_preset, plan_experiment
+from nnunet_core.planning.plans import resolve_configuration
+
+
+def configure_parser(parser: argparse.ArgumentParser) -> None:
+    add_dataset_flag(parser)
+    add_root_flags(parser)
+    parser.add_argument(
+        "--gpu-memory-target",
+        type=float,
+        default=None,
+        help="GPU memory to plan for in GB (default: the planner's own, 8; ResEncL 24, ResEncXL 40)",
+    )
+    parser.add_argument(
+        "-pl",
+        "--planner",
+        default="default",
+        help=f"planner preset: {', '.join(PRESETS)} (upstream class names work too)",
+    )
+    parser.add_argument("--overrides", help="extra configurations: a JSON file or inline JSON")
+    parser.add_argument("--plans-name", help="plans file name (default: the planner's)")
+    parser.add_argument(
+        "--overwrite-target-spacing",
+        type=float,
+        nargs="+",
+        metavar="S",
+        help="full-resolution target spacing (z y x), replacing the automatic choice",
+    )
+
+
+def load_overrides(value: str | None) -> dict[str, Any]:
+    """``--overrides``: inline JSON if it starts with '{', else a JSON file."""
+    if not value:
+        return {}
+    try:
+        if value.lstrip().startswith("{"):
+            return json.loads(value)
+        path = Path(value)
+        if not path.is_file():
+            msg = f"overrides file {value!r} not found"
+            raise ConfigurationError(msg)
+        return read_json(path)
+    except json.JSONDecodeError as exc:
+        msg = f"overrides {value[:60]!r} are not valid JSON ({exc})"
+        raise ConfigurationError(msg) from None
+
+
+def summary(plans: dict[str, Any]) -> str:
+    """One line per configuration: what a user checks first."""
+    lines = [
+        f"{plans['plans_name']} ({plans['experiment_planner_used']}), transpose {plans['transpose_forward']}"
+    ]
+    for name in plans["configurations"]:
+        config = resolve_configuration(plans, name)
+        extra = f", previous stage {config['previous_stage']}" if "previous_stage" in config else ""
+        spacing = ", ".join(f"{s:.4g}" for s in config["spacing"])
+        lines.append(
+            f"  {name}: spacing ({spacing}), patch {config['patch_size']}, batch {config['batch_size']}, "
+            f"{config['architecture']['arch_kwargs']['n_stages']} stages, "
+            f"median shape {[round(float(m), 1) for m in config['median_image_size_in_voxels']]}{extra}"
+        )
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    roots, name = dataset_from_args(args)
+    preset = get_preset(args.planner)
+    raw_json = raw_dataset_dir(roots, name) / DATASET_JSON
+    dataset_json = load_dataset_json(raw_json)
+    out_dir = preprocessed_dataset_dir(roots, name)
+    fingerprint_path = out_dir / FINGERPRINT_JSON
+    if not fingerprint_path.is_file():
+        msg = f"{fingerprint_path} not found: run `nnunet-core fingerprint -d {name}` first"
+        raise ConfigurationError(msg)
+    plans_name = args.plans_name or preset.plans_name
+    plans = plan_experiment(
+        read_json(fingerprint_path),
+        dataset_json.raw,
+        name,
+        gpu_memory_target_gb=args.gpu_memory_target,
+        planner=args.planner,
+        overwrite_target_spacing=args.overwrite_target_spacing,
+        plans_name=plans_name,
+    )
+    plans = apply_overrides(plans, load_overrides(args.overrides))
+    target = plans_file(out_dir, plans_name)
+    write_json(target, plans)
+    with atomic_path(out_dir / DATASET_JSON, suffix=".json") as tmp:
+        shutil.copyfile(raw_json, tmp)
+    print(summary(plans))
+    print(f"plans written to {target}")
+    return 0
