@@ -83,7 +83,9 @@ def run_steps(steps: dict[str, list[str]], env: dict[str, str]) -> dict[str, flo
     return result
 
 
-def ours(work: Path, configurations: list[str], processes: int) -> tuple[dict[str, list[str]], dict]:
+def ours(
+    work: Path, configurations: list[str], processes: int
+) -> tuple[dict[str, list[str]], dict]:
     pre = work / "ours_preprocessed"
     shutil.rmtree(pre, ignore_errors=True)
     base = [sys.executable, "-m", "nnunet_core"]
@@ -91,8 +93,17 @@ def ours(work: Path, configurations: list[str], processes: int) -> tuple[dict[st
     steps = {
         "fingerprint": [*base, "fingerprint", "-d", str(DATASET_ID), *roots, "-np", str(processes)],
         "plan": [*base, "plan", "-d", str(DATASET_ID), *roots],
-        "preprocess": [*base, "preprocess", "-d", str(DATASET_ID), *roots, "-c", *configurations,
-                       "-np", str(processes)],
+        "preprocess": [
+            *base,
+            "preprocess",
+            "-d",
+            str(DATASET_ID),
+            *roots,
+            "-c",
+            *configurations,
+            "-np",
+            str(processes),
+        ],
     }
     return steps, dict(os.environ)
 
@@ -110,11 +121,24 @@ def upstream(work: Path, peer_venv: Path, configurations: list[str], processes: 
     )
     bin_dir = peer_venv / "bin"
     steps = {
-        "fingerprint": [str(bin_dir / "nnUNetv2_extract_fingerprint"), "-d", str(DATASET_ID),
-                        "-np", str(processes)],
+        "fingerprint": [
+            str(bin_dir / "nnUNetv2_extract_fingerprint"),
+            "-d",
+            str(DATASET_ID),
+            "-np",
+            str(processes),
+        ],
         "plan": [str(bin_dir / "nnUNetv2_plan_experiment"), "-d", str(DATASET_ID)],
-        "preprocess": [str(bin_dir / "nnUNetv2_preprocess"), "-d", str(DATASET_ID), "-c",
-                       *configurations, "-np", *[str(processes)] * len(configurations), "--no_pbar"],
+        "preprocess": [
+            str(bin_dir / "nnUNetv2_preprocess"),
+            "-d",
+            str(DATASET_ID),
+            "-c",
+            *configurations,
+            "-np",
+            *[str(processes)] * len(configurations),
+            "--no_pbar",
+        ],
     }
     return steps, env
 
@@ -137,11 +161,26 @@ def main() -> None:
     raw = work / "raw" / DATASET
     if not raw.exists():
         subprocess.run(
-            [sys.executable, "-m", "nnunet_core", "synthesize", "--output", str(raw),
-             "--num-training", str(args.num_training), "--num-test", "0",
-             "--shape", *map(str, args.shape), "--spacing", *map(str, args.spacing),
-             "--channels", str(args.channels)],
-            check=True, capture_output=True,
+            [
+                sys.executable,
+                "-m",
+                "nnunet_core",
+                "synthesize",
+                "--output",
+                str(raw),
+                "--num-training",
+                str(args.num_training),
+                "--num-test",
+                "0",
+                "--shape",
+                *map(str, args.shape),
+                "--spacing",
+                *map(str, args.spacing),
+                "--channels",
+                str(args.channels),
+            ],
+            check=True,
+            capture_output=True,
         )
     runs: dict[str, list[dict]] = {"ours": [], "upstream": []}
     for repeat in range(args.repeats):
@@ -153,14 +192,20 @@ def main() -> None:
             runs["upstream"].append(run_steps(steps, env))
             print(f"[{repeat + 1}] upstream {runs['upstream'][-1]}", flush=True)
 
-    summary = {"cases": args.num_training, "shape": args.shape, "processes": args.num_processes,
-               "configurations": args.configurations}
+    summary = {
+        "cases": args.num_training,
+        "shape": args.shape,
+        "processes": args.num_processes,
+        "configurations": args.configurations,
+    }
     for who, results in runs.items():
         if results:
             best = min(results, key=lambda r: r["total_s"])
             summary[who] = {**best, "cases_per_s": round(args.num_training / best["total_s"], 2)}
     if runs["upstream"]:
-        summary["speedup_vs_upstream"] = round(summary["upstream"]["total_s"] / summary["ours"]["total_s"], 2)
+        summary["speedup_vs_upstream"] = round(
+            summary["upstream"]["total_s"] / summary["ours"]["total_s"], 2
+        )
     print(json.dumps(summary, indent=2))
     if args.json:
         args.json.write_text(json.dumps(summary, indent=2))

@@ -18,7 +18,10 @@ from nnunet_core.errors import NnunetCoreError
 COMMANDS: dict[str, tuple[str, str]] = {
     "synthesize": ("synthesize", "write a seeded synthetic nnU-Net raw dataset (the demo data)"),
     "verify": ("verify", "check a raw dataset's integrity; exit 2 with one line per problem"),
-    "fingerprint": ("fingerprint", "extract the dataset fingerprint (spacings, shapes, intensities)"),
+    "fingerprint": (
+        "fingerprint",
+        "extract the dataset fingerprint (spacings, shapes, intensities)",
+    ),
     "plan": ("plan", "plan the experiment: configurations, patch/batch size, topology"),
     "splits": ("splits", "write splits_final.json (5-fold, seed 12345) once"),
     "preprocess": ("preprocess", "crop, normalize, resample and store cases as blosc2"),

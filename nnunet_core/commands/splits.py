@@ -26,7 +26,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     roots, name = dataset_from_args(args)
     raw_dir = raw_dataset_dir(roots, name)
-    identifiers = [c.identifier for c in training_cases(raw_dir, load_dataset_json(raw_dir / DATASET_JSON))]
+    identifiers = [
+        c.identifier for c in training_cases(raw_dir, load_dataset_json(raw_dir / DATASET_JSON))
+    ]
     user_file = raw_dir / SPLITS_JSON
     if user_file.is_file():
         splits = read_json(user_file)

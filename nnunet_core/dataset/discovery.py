@@ -27,7 +27,9 @@ def case_identifiers(folder: Path, file_ending: str) -> list[str]:
     return sorted(found)
 
 
-def channel_files(folder: Path, identifier: str, file_ending: str, num_channels: int) -> tuple[Path, ...]:
+def channel_files(
+    folder: Path, identifier: str, file_ending: str, num_channels: int
+) -> tuple[Path, ...]:
     """The expected channel files of a case (they may not exist; verify checks that)."""
     return tuple(folder / f"{identifier}_{c:04d}{file_ending}" for c in range(num_channels))
 

@@ -20,7 +20,7 @@ import SimpleITK as sitk
 
 from nnunet_core.dataset.shapes import BACKGROUND, LESION, ORGAN, make_phantom
 from nnunet_core.errors import ConfigurationError
-from nnunet_core.io.atomic import write_json
+from nnunet_core.io.atomic import current_umask, write_json
 from nnunet_core.paths import DATASET_JSON, DATASET_NAME_RE
 
 # Not "CT" (nor another scheme name), so normalisation is ZScore as for real MR data.
@@ -194,6 +194,7 @@ def synthesize_dataset(
         raise ConfigurationError(msg)
     output.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.", suffix=".tmp", dir=output.parent))
+    os.chmod(staging, 0o777 & ~current_umask())  # mkdtemp makes 0700; the dataset is shared
     try:
         cases = write_dataset(staging, options)
         _replace_folder(staging, output)

@@ -29,11 +29,20 @@ def atomic_path(target: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
     tmp = Path(tmp_name)
     try:
         yield tmp
-        _fsync_file(tmp)
+        if tmp.is_file():
+            _fsync_file(tmp)
+            os.chmod(tmp, 0o666 & ~current_umask())
         os.replace(tmp, target)
     finally:
         if tmp.exists():
             tmp.unlink()
+
+
+def current_umask() -> int:
+    # mkstemp creates files 0600; results should get the permissions any new file gets.
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def _fsync_file(path: Path) -> None:

@@ -83,7 +83,9 @@ def parse_labels(dataset_json: dict[str, Any], source: str = "dataset.json") -> 
     if has_regions and order is None:
         msg = f"{source}: region-based labels need 'regions_class_order'"
         raise DatasetError(msg)
-    if has_regions and len(order) != len([k for k in labels if k not in ("background", IGNORE_KEY)]):
+    if has_regions and len(order) != len(
+        [k for k in labels if k not in ("background", IGNORE_KEY)]
+    ):
         msg = f"{source}: 'regions_class_order' needs one entry per region (background excluded)"
         raise DatasetError(msg)
     every_label = tuple(all_labels + ([ignore_label] if ignore_label is not None else []))

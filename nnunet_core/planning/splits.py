@@ -61,5 +61,7 @@ def check_splits(splits: object, identifiers: list[str], source: str) -> None:
             raise ConfigurationError(msg)
         overlap = sorted(set(split["train"]) & set(split["val"]))
         if overlap:
-            msg = f"{source}: fold {fold} has case(s) in both train and val: {', '.join(overlap[:5])}"
+            msg = (
+                f"{source}: fold {fold} has case(s) in both train and val: {', '.join(overlap[:5])}"
+            )
             raise ConfigurationError(msg)

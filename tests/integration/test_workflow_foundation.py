@@ -38,10 +38,14 @@ def snakemake(workdir: Path, config: dict, *extra: str, check: bool = True):
     config_file.write_text(yaml.safe_dump(config))
     command = [
         str(Path(sys.executable).parent / "snakemake"),
-        "--snakefile", str(REPO / "Snakefile"),
-        "--directory", str(workdir),
-        "--configfile", str(config_file),
-        "--cores", "2",
+        "--snakefile",
+        str(REPO / "Snakefile"),
+        "--directory",
+        str(workdir),
+        "--configfile",
+        str(config_file),
+        "--cores",
+        "2",
         *extra,
     ]
     result = subprocess.run(command, capture_output=True, text=True, cwd=workdir)
@@ -84,7 +88,10 @@ def test_run_produces_preprocessed_data(finished_run) -> None:
     pre = workdir / "work" / "preprocessed" / DATASET
     plans = json.loads((pre / "nnUNetPlans.json").read_text())
     assert {"2d", "3d_fullres"} <= set(plans["configurations"])
-    cases = sorted(p.name.removesuffix(".nii.gz") for p in (workdir / "work/raw" / DATASET / "labelsTr").iterdir())
+    cases = sorted(
+        p.name.removesuffix(".nii.gz")
+        for p in (workdir / "work/raw" / DATASET / "labelsTr").iterdir()
+    )
     assert len(cases) == 6
     for identifier in ("nnUNetPlans_2d", "nnUNetPlans_3d_fullres"):
         folder = pre / identifier
@@ -146,10 +153,21 @@ def test_unknown_config_key_is_one_clear_line(tmp_path) -> None:
 def test_lint_and_format_are_clean() -> None:
     bin_dir = Path(sys.executable).parent
     fmt = subprocess.run(
-        [str(bin_dir / "snakefmt"), "--check", "Snakefile", "workflow"], cwd=REPO, capture_output=True, text=True
+        [str(bin_dir / "snakefmt"), "--check", "Snakefile", "workflow"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
     )
     assert fmt.returncode == 0, fmt.stderr
-    lint = subprocess.run([str(bin_dir / "snakemake"), "--lint"], cwd=REPO, capture_output=True, text=True)
-    lints = [line.strip() for line in (lint.stdout + lint.stderr).splitlines() if line.strip().startswith("* ")]
+    lint = subprocess.run(
+        [str(bin_dir / "snakemake"), "--lint"], cwd=REPO, capture_output=True, text=True
+    )
+    lints = [
+        line.strip()
+        for line in (lint.stdout + lint.stderr).splitlines()
+        if line.strip().startswith("* ")
+    ]
     assert lints, "expected the documented conda/container lint"
-    assert all(line.startswith("* Specify a conda environment or container") for line in lints), lints
+    assert all(line.startswith("* Specify a conda environment or container") for line in lints), (
+        lints
+    )

@@ -43,7 +43,7 @@ wildcard_constraints:
 
 
 def raw_training_files(wildcards):
-    """Every raw file of the dataset, so touching one image reruns what depends on it."""
+    """Every raw training file: touching one reruns the check, and through it what follows."""
     if SYNTHETIC:
         checkpoints.synthesize_dataset.get()
     files = [RAW / "dataset.json"]

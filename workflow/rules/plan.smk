@@ -3,7 +3,6 @@
 
 rule fingerprint:
     input:
-        raw_training_files,
         verified=PRE / "verify.json",
     output:
         PRE / "dataset_fingerprint.json",

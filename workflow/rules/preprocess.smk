@@ -3,7 +3,7 @@
 
 rule preprocess:
     input:
-        raw_training_files,
+        verified=PRE / "verify.json",
         plans=PLANS,
     output:
         PRE / "{data_identifier}" / "preprocess_summary.json",
