@@ -1,0 +1,1 @@
+"""Training: losses, deep supervision and (later) the training loop."""
