@@ -1,0 +1,1 @@
+"""Evaluation: Dice/IoU per label or region and upstream's summary.json."""

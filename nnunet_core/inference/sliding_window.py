@@ -1,0 +1,271 @@
+"""Sliding-window prediction of a whole preprocessed case, as upstream's ``nnUNetPredictor`` does.
+
+The case is padded (constant 0, centred) to at least the patch size, covered by overlapping tiles
+placed like upstream's ``compute_steps_for_sliding_window``, and each tile's logits are weighted
+with a Gaussian importance map (sigma = tile/8, max 10, no zeros) before they are summed; the sum
+is divided by the summed weights. Mirroring test-time augmentation averages the network over every
+combination of the allowed axes. 2-D configurations predict a ``(c, z, y, x)`` case slice by slice.
+
+One deliberate difference: upstream accumulates in float16; we accumulate in float32 (the same
+memory order of magnitude, no overflow check needed, and fold averages that do not lose digits).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Iterator, Sequence
+from contextlib import nullcontext
+from functools import lru_cache
+
+import numpy as np
+import torch
+from scipy.ndimage import gaussian_filter1d
+from tqdm import tqdm
+
+from nnunet_core.errors import ConfigurationError
+
+SIGMA_SCALE = 1.0 / 8
+VALUE_SCALING_FACTOR = 10.0
+
+
+def compute_steps(
+    image_size: Sequence[int], tile_size: Sequence[int], step_size: float
+) -> list[list[int]]:
+    """Tile start positions per axis: ``ceil((size - tile) / (tile * step)) + 1`` evenly spaced steps.
+
+    The first tile starts at 0 and the last ends at the image border; the actual step is at most
+    ``tile * step_size`` voxels (upstream's rounding: round-half-to-even of ``i * actual_step``).
+    """
+    if not 0 < step_size <= 1:
+        msg = f"tile step size must be in (0, 1], got {step_size}"
+        raise ConfigurationError(msg)
+    if len(image_size) != len(tile_size) or any(
+        i < t for i, t in zip(image_size, tile_size, strict=True)
+    ):
+        msg = f"image size {tuple(image_size)} must be at least the tile size {tuple(tile_size)} (pad first)"
+        raise ConfigurationError(msg)
+    steps = []
+    for size, tile in zip(image_size, tile_size, strict=True):
+        num = int(math.ceil((size - tile) / (tile * step_size))) + 1
+        actual = (size - tile) / (num - 1) if num > 1 else 0.0
+        steps.append([int(round(actual * i)) for i in range(num)])
+    return steps
+
+
+@lru_cache(maxsize=4)
+def _gaussian_numpy(
+    tile_size: tuple[int, ...], sigma_scale: float, value_scaling: float
+) -> np.ndarray:
+    # a delta at the tile centre (index size // 2) blurred with a truncated, constant-mode Gaussian;
+    # the filter is separable, so the map is the outer product of the blurred 1-D deltas
+    profiles = []
+    for size in tile_size:
+        delta = np.zeros(size)
+        delta[size // 2] = 1.0
+        profiles.append(gaussian_filter1d(delta, size * sigma_scale, mode="constant", cval=0.0))
+    gaussian = profiles[0]
+    for profile in profiles[1:]:
+        gaussian = np.multiply.outer(gaussian, profile)
+    gaussian = (gaussian / (gaussian.max() / value_scaling)).astype(np.float32)
+    # a zero weight could leave voxels with weight sum 0 (NaN after dividing)
+    zero = gaussian == 0
+    if zero.any():
+        gaussian[zero] = gaussian[~zero].min()
+    gaussian.setflags(write=False)
+    return gaussian
+
+
+def gaussian_importance_map(
+    tile_size: Sequence[int],
+    sigma_scale: float = SIGMA_SCALE,
+    value_scaling_factor: float = VALUE_SCALING_FACTOR,
+    device: torch.device | str = "cpu",
+) -> torch.Tensor:
+    """Float32 weights of one tile: peak ``value_scaling_factor`` at the centre, no zeros."""
+    array = _gaussian_numpy(tuple(int(t) for t in tile_size), sigma_scale, value_scaling_factor)
+    return torch.from_numpy(array.copy()).to(device)
+
+
+def pad_to_patch(
+    data: torch.Tensor, patch_size: Sequence[int]
+) -> tuple[torch.Tensor, tuple[slice, ...]]:
+    """Pad the last ``len(patch_size)`` axes with zeros to at least the patch, content centred.
+
+    An odd amount puts the extra voxel after the content, as upstream's ``pad_nd_image``.
+    Returns the padded tensor and the slicer (all axes) that crops it back.
+    """
+    lead = data.ndim - len(patch_size)
+    pads: list[tuple[int, int]] = [(0, 0)] * lead
+    for size, patch in zip(data.shape[lead:], patch_size, strict=True):
+        missing = max(0, int(patch) - size)
+        pads.append((missing // 2, missing - missing // 2))
+    revert = tuple(slice(lo, lo + size) for (lo, _), size in zip(pads, data.shape, strict=True))
+    if not any(lo or hi for lo, hi in pads):
+        return data, revert
+    flat = [p for lo_hi in reversed(pads) for p in lo_hi]  # torch wants the last axis first
+    return torch.nn.functional.pad(data, flat, mode="constant", value=0.0), revert
+
+
+def tile_slicers(
+    spatial_shape: Sequence[int], patch_size: Sequence[int], step_size: float
+) -> list[tuple[int | slice, ...]]:
+    """Spatial indices of every tile; with a 2-D patch on 3-D data, one slice index comes first."""
+    spatial_shape = tuple(int(s) for s in spatial_shape)
+    extra = len(spatial_shape) - len(patch_size)
+    if extra not in (0, 1):
+        msg = f"patch {tuple(patch_size)} does not fit data with spatial shape {spatial_shape}"
+        raise ConfigurationError(msg)
+    steps = compute_steps(spatial_shape[extra:], patch_size, step_size)
+    leading: list[tuple[int, ...]] = [(z,) for z in range(spatial_shape[0])] if extra else [()]
+    slicers: list[tuple[int | slice, ...]] = []
+    for lead in leading:
+        for starts in itertools.product(*steps):
+            tile = tuple(slice(s, s + int(p)) for s, p in zip(starts, patch_size, strict=True))
+            slicers.append((*lead, *tile))
+    return slicers
+
+
+def _forward(network: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
+    out = network(x)
+    if isinstance(out, (list, tuple)):  # deep supervision: the full-resolution output comes first
+        out = out[0]
+    return out
+
+
+def mirror_and_predict(
+    network: torch.nn.Module, x: torch.Tensor, mirror_axes: Sequence[int] | None
+) -> torch.Tensor:
+    """Network output on ``x`` (b, c, *patch), averaged over every flip combination of ``mirror_axes``.
+
+    ``mirror_axes`` count spatial axes of the patch (0 is the first spatial axis).
+    """
+    prediction = _forward(network, x).float()
+    if not mirror_axes:
+        return prediction
+    if max(mirror_axes) >= x.ndim - 2 or min(mirror_axes) < 0:
+        msg = f"mirror axes {tuple(mirror_axes)} do not fit a {x.ndim - 2}-D patch"
+        raise ConfigurationError(msg)
+    axes = [a + 2 for a in mirror_axes]
+    combinations = [c for n in range(1, len(axes) + 1) for c in itertools.combinations(axes, n)]
+    for flip in combinations:
+        # out of place: a network may hand back its input (or a buffer it keeps)
+        prediction = prediction + torch.flip(_forward(network, torch.flip(x, flip)), flip).float()
+    return prediction / (len(combinations) + 1)
+
+
+def _batches(items: list, size: int) -> Iterator[list]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def _accumulate(
+    network: torch.nn.Module,
+    data: torch.Tensor,
+    slicers: list[tuple[int | slice, ...]],
+    patch_size: Sequence[int],
+    num_outputs: int,
+    gaussian: torch.Tensor | None,
+    mirror_axes: Sequence[int] | None,
+    device: torch.device,
+    results_device: torch.device,
+    batch_tiles: int,
+    progress: bool,
+) -> torch.Tensor:
+    data = data.to(results_device)
+    logits = torch.zeros((num_outputs, *data.shape[1:]), dtype=torch.float32, device=results_device)
+    weights = torch.zeros(data.shape[1:], dtype=torch.float32, device=results_device)
+    weight = 1.0 if gaussian is None else gaussian.to(results_device)
+    autocast = torch.autocast("cuda") if device.type == "cuda" else nullcontext()
+    expected = (num_outputs, *(int(p) for p in patch_size))
+    bar = tqdm(total=len(slicers), disable=not progress, desc="sliding window")
+    with bar, autocast, torch.no_grad():
+        for batch in _batches(slicers, batch_tiles):
+            x = torch.stack([data[(slice(None), *s)] for s in batch]).to(device)
+            with torch.inference_mode():
+                prediction = mirror_and_predict(network, x, mirror_axes).to(results_device)
+            if tuple(prediction.shape[1:]) != expected:
+                msg = f"network output {tuple(prediction.shape[1:])} per tile; expected {expected} (num_outputs, *patch)"
+                raise ConfigurationError(msg)
+            for tile_logits, s in zip(prediction, batch, strict=True):
+                logits[(slice(None), *s)] += tile_logits * weight
+                weights[s] += weight
+            bar.update(len(batch))
+    logits /= weights
+    return logits
+
+
+def sliding_window_logits(
+    network: torch.nn.Module,
+    data: torch.Tensor,
+    patch_size: Sequence[int],
+    num_outputs: int,
+    step_size: float = 0.5,
+    use_gaussian: bool = True,
+    mirror_axes: Sequence[int] | None = None,
+    device: torch.device | str = "cpu",
+    batch_tiles: int = 1,
+    progress: bool = False,
+) -> torch.Tensor:
+    """Logits ``(num_outputs, *spatial)`` (float32, on the CPU) of a whole ``(c, *spatial)`` case.
+
+    ``patch_size`` has one axis fewer than ``spatial`` for 2-D configurations: the case is then
+    predicted slice by slice along the first spatial axis. The accumulators live on ``device``; if
+    that runs out of memory they move to the CPU and the prediction is repeated (as upstream).
+    """
+    if data.ndim - 1 - len(patch_size) not in (0, 1):
+        msg = f"data of shape {tuple(data.shape)} (c, *spatial) does not fit patch size {tuple(patch_size)}"
+        raise ConfigurationError(msg)
+    if batch_tiles < 1:
+        msg = f"batch_tiles must be >= 1, got {batch_tiles}"
+        raise ConfigurationError(msg)
+    device = torch.device(device)
+    network = network.to(device).eval()
+    padded, revert = pad_to_patch(data.float(), patch_size)
+    slicers = tile_slicers(padded.shape[1:], patch_size, step_size)
+    gaussian = gaussian_importance_map(patch_size) if use_gaussian else None
+    args = (network, padded, slicers, patch_size, num_outputs, gaussian, mirror_axes, device)
+    try:
+        logits = _accumulate(*args, device, batch_tiles, progress)
+    except torch.cuda.OutOfMemoryError:
+        if device.type == "cpu":
+            raise
+        torch.cuda.empty_cache()
+        logits = _accumulate(*args, torch.device("cpu"), batch_tiles, progress)
+    return logits[(slice(None), *revert[1:])].cpu()
+
+
+def predict_logits_from_folds(
+    networks: Sequence[torch.nn.Module],
+    data: torch.Tensor,
+    patch_size: Sequence[int],
+    num_outputs: int,
+    step_size: float = 0.5,
+    use_gaussian: bool = True,
+    mirror_axes: Sequence[int] | None = None,
+    device: torch.device | str = "cpu",
+    batch_tiles: int = 1,
+    progress: bool = False,
+) -> torch.Tensor:
+    """Mean of the fold networks' logits (upstream averages logits, not probabilities)."""
+    if not networks:
+        msg = "predict_logits_from_folds needs at least one network (no folds given)"
+        raise ConfigurationError(msg)
+    total: torch.Tensor | None = None
+    for network in networks:
+        logits = sliding_window_logits(
+            network,
+            data,
+            patch_size,
+            num_outputs,
+            step_size,
+            use_gaussian,
+            mirror_axes,
+            device,
+            batch_tiles,
+            progress,
+        )
+        total = logits if total is None else total.add_(logits)
+        del logits
+    assert total is not None
+    return total / len(networks)
