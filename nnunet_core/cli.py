@@ -25,10 +25,18 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "plan": ("plan", "plan the experiment: configurations, patch/batch size, topology"),
     "splits": ("splits", "write splits_final.json (5-fold, seed 12345) once"),
     "preprocess": ("preprocess", "crop, normalize, resample and store cases as blosc2"),
+    "crossval": ("crossval", "merge a configuration's fold validations and evaluate them"),
+    "ensemble-cv": ("ensemble_cv", "ensemble the cross-validation of configurations and evaluate"),
+    "find-best-config": ("find_best_config", "pick the best configuration/ensemble and postprocessing"),
+    "ensemble": ("ensemble", "average the probabilities of prediction folders"),
+    "apply-postprocessing": ("apply_postprocessing", "apply postprocessing.json to a folder"),
+    "evaluate": ("evaluate", "evaluate predictions against references -> summary.json"),
+    "train": ("train", "train one fold, then predict and evaluate its validation cases"),
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(selected: str | None = None) -> argparse.ArgumentParser:
+    """The parser; only the selected command's module is imported (each costs startup time)."""
     parser = argparse.ArgumentParser(
         prog="nnunet-core",
         description="nnU-Net v2 method: dataset checks, planning, preprocessing and more.",
@@ -36,6 +44,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, (module_name, help_text) in COMMANDS.items():
+        if name != selected:
+            sub.add_parser(name, help=help_text, add_help=False)
+            continue
         module = importlib.import_module(f"nnunet_core.commands.{module_name}")
         command_parser = sub.add_parser(name, help=help_text, description=module.__doc__)
         module.configure_parser(command_parser)
@@ -44,7 +55,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    selected = next((arg for arg in argv if not arg.startswith("-")), None)
+    parser = build_parser(selected if selected in COMMANDS else None)
     args = parser.parse_args(argv)
     try:
         return int(args._run(args) or 0)
