@@ -27,7 +27,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "preprocess": ("preprocess", "crop, normalize, resample and store cases as blosc2"),
     "crossval": ("crossval", "merge a configuration's fold validations and evaluate them"),
     "ensemble-cv": ("ensemble_cv", "ensemble the cross-validation of configurations and evaluate"),
-    "find-best-config": ("find_best_config", "pick the best configuration/ensemble and postprocessing"),
+    "find-best-config": ("find_best_config", "select model(s) and postprocessing by CV Dice"),
     "ensemble": ("ensemble", "average the probabilities of prediction folders"),
     "apply-postprocessing": ("apply_postprocessing", "apply postprocessing.json to a folder"),
     "evaluate": ("evaluate", "evaluate predictions against references -> summary.json"),

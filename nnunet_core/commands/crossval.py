@@ -1,0 +1,36 @@
+"""Merge one configuration's fold validations into ``crossval_results_folds_*`` and evaluate.
+
+Writes ``summary.json`` there (upstream's ``nnUNetv2_accumulate_crossval_results``). The folder is
+rebuilt every time, so a retrained fold is never mixed with stale predictions.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from nnunet_core.commands.common import add_dataset_flag, add_processes_flag, add_root_flags
+from nnunet_core.commands.model_args import add_model_flags, dataset_dirs_from_args, paired_models
+from nnunet_core.errors import ConfigurationError
+
+
+def configure_parser(parser: argparse.ArgumentParser) -> None:
+    add_dataset_flag(parser)
+    add_model_flags(parser, "the configuration", required=True)
+    add_processes_flag(parser)
+    add_root_flags(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    from nnunet_core.evaluation.crossval import accumulate_crossval, crossval_dir
+
+    if len(args.configurations) != 1:
+        msg = f"crossval takes one configuration, got {args.configurations}"
+        raise ConfigurationError(msg)
+    dirs = dataset_dirs_from_args(args)
+    (model,) = paired_models(args)
+    summary = accumulate_crossval(dirs, model, args.folds, args.num_processes)
+    output = crossval_dir(dirs.model_dir(model), args.folds)
+    cases = len(summary["metric_per_case"])
+    dice = summary["foreground_mean"]["Dice"]
+    print(f"{output / 'summary.json'}: {cases} cases, foreground-mean Dice {dice:.4f}")
+    return 0

@@ -1,0 +1,57 @@
+"""Evaluate a folder of predictions against references and write upstream's ``summary.json``.
+
+``-djfile`` defaults to the prediction folder's ``dataset.json``, else the one above the
+reference folder (``labelsTs`` sits in the raw dataset).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from nnunet_core.commands.common import add_processes_flag
+from nnunet_core.errors import DatasetError
+from nnunet_core.paths import DATASET_JSON
+
+
+def configure_parser(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("gt_folder", help="reference segmentations")
+    parser.add_argument("pred_folder", help="predicted segmentations")
+    parser.add_argument("-djfile", "--dataset-json", dest="djfile", help="dataset.json")
+    parser.add_argument("-o", "--output", help="summary file (default: PRED_FOLDER/summary.json)")
+    add_processes_flag(parser)
+    parser.add_argument("--chill", action="store_true", help="evaluate only the predicted cases")
+
+
+def _dataset_json_file(args: argparse.Namespace) -> Path:
+    if args.djfile:
+        return Path(args.djfile)
+    for candidate in (
+        Path(args.pred_folder) / DATASET_JSON,
+        Path(args.gt_folder).parent / DATASET_JSON,
+    ):
+        if candidate.is_file():
+            return candidate
+    msg = f"no dataset.json in {args.pred_folder} or above {args.gt_folder}; pass -djfile"
+    raise DatasetError(msg)
+
+
+def run(args: argparse.Namespace) -> int:
+    from nnunet_core.evaluation.metrics import classes_from_dataset_json, compute_metrics_on_folder
+    from nnunet_core.io.dataset_json import load_dataset_json
+
+    dataset_json = load_dataset_json(_dataset_json_file(args))
+    output = Path(args.output) if args.output else Path(args.pred_folder) / "summary.json"
+    summary = compute_metrics_on_folder(
+        args.gt_folder,
+        args.pred_folder,
+        dataset_json.file_ending,
+        dataset_json.label_spec,
+        num_processes=args.num_processes,
+        output_file=output,
+        chill=args.chill,
+        classes=classes_from_dataset_json(dataset_json),
+    )
+    dice = summary["foreground_mean"]["Dice"]
+    print(f"{output}: {len(summary['metric_per_case'])} cases, foreground-mean Dice {dice:.4f}")
+    return 0
