@@ -32,6 +32,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "apply-postprocessing": ("apply_postprocessing", "apply postprocessing.json to a folder"),
     "evaluate": ("evaluate", "evaluate predictions against references -> summary.json"),
     "train": ("train", "train one fold, then predict and evaluate its validation cases"),
+    "predict": ("predict", "predict raw images with a trained model (folds averaged, TTA)"),
 }
 
 

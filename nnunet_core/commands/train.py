@@ -1,0 +1,301 @@
+"""Train one fold: ``nnunet-core train DATASET CONFIGURATION FOLD`` (upstream's nnUNetv2_train).
+
+Results go to ``$nnUNet_results/D/<trainer>__<plans>__<configuration>/fold_<k>/``. With ``--c``
+training continues from checkpoint_final, else checkpoint_latest, else checkpoint_best, else it
+starts fresh (with a warning). After training the fold's validation cases are predicted into
+``validation/`` with ``summary.json``; ``--val`` only redoes that from ``checkpoint_final.pth``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+from dataclasses import asdict
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from nnunet_core.commands.common import add_root_flags, roots_from_args
+from nnunet_core.errors import ConfigurationError
+from nnunet_core.io.atomic import atomic_path, read_json, write_json
+from nnunet_core.io.dataset_json import load_dataset_json
+from nnunet_core.paths import (
+    DATASET_JSON,
+    DEFAULT_PLANS_NAME,
+    DEFAULT_TRAINER,
+    FINGERPRINT_JSON,
+    SPLITS_JSON,
+    Roots,
+    fold_dir,
+    plans_file,
+    preprocessed_dataset_dir,
+    resolve_dataset_name,
+    results_dataset_dir,
+    trained_model_dir,
+)
+from nnunet_core.planning.plans import load_plans, resolve_configuration
+from nnunet_core.planning.splits import DEFAULT_SEED, kfold_splits
+
+if TYPE_CHECKING:  # torch and the trainer load only when a command runs (the CLI stays fast)
+    import torch
+
+    from nnunet_core.training.trainer import FoldSetup, Trainer, TrainerSettings
+
+GT_FOLDER = "gt_segmentations"
+# upstream's schedule variants, e.g. nnUNetTrainer_5epochs; anything else is not implemented
+TRAINER_RE = re.compile(rf"^{DEFAULT_TRAINER}(?:_(\d+)epochs)?$")
+
+
+def configure_parser(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("dataset", help="dataset id (900) or name (Dataset900_Synth)")
+    parser.add_argument("configuration", help="configuration in the plans, e.g. 3d_fullres")
+    parser.add_argument("fold", help="fold 0-4 (or any split index), or 'all'")
+    parser.add_argument("-tr", dest="trainer", default=DEFAULT_TRAINER, help="trainer name")
+    parser.add_argument("-p", dest="plans", default=DEFAULT_PLANS_NAME, help="plans name")
+    parser.add_argument("-pretrained_weights", help="checkpoint to initialise the network from")
+    parser.add_argument("-num_gpus", type=int, default=1, help="GPUs (processes) for this fold")
+    parser.add_argument("--npz", action="store_true", help="save validation probabilities (.npz)")
+    parser.add_argument("--c", action="store_true", help="continue from the last checkpoint")
+    parser.add_argument("--val", action="store_true", help="only run the final validation")
+    parser.add_argument("--val_best", action="store_true", help="validate checkpoint_best")
+    parser.add_argument("--disable_checkpointing", action="store_true", help="write no checkpoints")
+    parser.add_argument(
+        "-device", choices=("cuda", "cpu", "mps"), help="default: cuda if available"
+    )
+    parser.add_argument("--epochs", type=int, help="epochs (default 1000)")
+    parser.add_argument("--iterations", type=int, default=250, help="training iterations/epoch")
+    parser.add_argument(
+        "--val-iterations", type=int, default=50, help="validation iterations/epoch"
+    )
+    parser.add_argument(
+        "--save-every", type=int, default=1, help="epochs between checkpoint_latest"
+    )
+    parser.add_argument("--seed", type=int, default=0, help="seed of sampling and augmentation")
+    parser.add_argument("--num-workers", type=int, help="data workers (default $nnUNet_n_proc_DA)")
+    add_root_flags(parser)
+
+
+def check_flags(args: argparse.Namespace) -> None:
+    """Upstream's forbidden combinations, as one-line errors."""
+    if args.c and args.pretrained_weights:
+        msg = "--c and -pretrained_weights exclude each other (a continued run has its weights)"
+        raise ConfigurationError(msg)
+    if args.c and args.val:
+        msg = "--c and --val exclude each other (--val only validates a finished training)"
+        raise ConfigurationError(msg)
+    if args.val_best and args.disable_checkpointing:
+        msg = "--val_best needs checkpoint_best.pth, which --disable_checkpointing never writes"
+        raise ConfigurationError(msg)
+    if args.num_gpus != 1:
+        msg = f"-num_gpus {args.num_gpus}: only single-process training (1) is implemented"
+        raise ConfigurationError(msg)
+
+
+def parse_fold(text: str) -> int | str:
+    if text.strip().lower() == "all":
+        return "all"
+    if not text.strip().isdigit():
+        msg = f"fold must be a number >= 0 or 'all', got {text!r}"
+        raise ConfigurationError(msg)
+    return int(text)
+
+
+def resolve_device(name: str | None) -> torch.device:
+    """``-device``; without it CUDA when available, else the CPU. The GPU comes from
+    ``CUDA_VISIBLE_DEVICES``, never from the flag."""
+    import torch
+
+    if name is None:
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        msg = "-device cuda but torch sees no CUDA device (use -device cpu)"
+        raise ConfigurationError(msg)
+    if name == "mps" and not torch.backends.mps.is_available():
+        msg = "-device mps but MPS is not available on this machine"
+        raise ConfigurationError(msg)
+    return torch.device(name)
+
+
+def fold_keys(
+    preprocessed_dir: Path, fold: int | str, case_ids: list[str]
+) -> tuple[list[str], list[str]]:
+    """(train, val) case ids of a fold; ``splits_final.json`` is created if missing (upstream).
+
+    'all' trains and validates on every case; a fold beyond the splits gets upstream's random
+    80:20 split seeded with 12345 + fold.
+    """
+    if fold == "all":
+        return list(case_ids), list(case_ids)
+    path = preprocessed_dir / SPLITS_JSON
+    if path.is_file():
+        splits = read_json(path)
+    else:
+        splits = kfold_splits(case_ids)
+        write_json(path, splits)  # deterministic content: concurrent folds write the same
+    if int(fold) < len(splits):
+        train, val = list(splits[int(fold)]["train"]), list(splits[int(fold)]["val"])
+    else:
+        keys = sorted(case_ids)
+        rng = np.random.RandomState(DEFAULT_SEED + int(fold))
+        chosen = set(rng.choice(len(keys), int(len(keys) * 0.8), replace=False).tolist())
+        train = [k for i, k in enumerate(keys) if i in chosen]
+        val = [k for i, k in enumerate(keys) if i not in chosen]
+    missing = sorted(set(train + val) - set(case_ids))
+    if missing:
+        msg = (
+            f"{path}: fold {fold} names case(s) that are not preprocessed: {', '.join(missing[:5])}"
+        )
+        raise ConfigurationError(msg)
+    if not train or not val:
+        msg = f"{path}: fold {fold} has {len(train)} training and {len(val)} validation cases"
+        raise ConfigurationError(msg)
+    return train, val
+
+
+def prepare_fold(
+    roots: Roots,
+    dataset_name: str,
+    configuration: str,
+    fold: int | str,
+    plans_name: str,
+    trainer: str,
+) -> FoldSetup:
+    """Resolve plans, dataset.json, data folder, split and output folder of one fold."""
+    from nnunet_core.training.case_store import list_case_ids
+    from nnunet_core.training.trainer import FoldSetup
+
+    pre = preprocessed_dataset_dir(roots, dataset_name)
+    plans = load_plans(plans_file(pre, plans_name))
+    resolved = resolve_configuration(plans, configuration)
+    if "previous_stage" in resolved:
+        msg = f"configuration {configuration!r} is a cascade stage; cascades are not implemented"
+        raise ConfigurationError(msg)
+    dataset_json = load_dataset_json(pre / DATASET_JSON)
+    data_folder = pre / resolved["data_identifier"]
+    if not data_folder.is_dir():
+        msg = f"{data_folder}: not preprocessed (run `nnunet-core preprocess -d {dataset_name} -c {configuration}`)"
+        raise ConfigurationError(msg)
+    train, val = fold_keys(pre, fold, list_case_ids(data_folder))
+    model_dir = trained_model_dir(
+        results_dataset_dir(roots, dataset_name), configuration, plans_name, trainer
+    )
+    return FoldSetup(
+        plans=plans,
+        configuration_name=configuration,
+        configuration=resolved,
+        dataset_json=dataset_json.raw,
+        label_spec=dataset_json.label_spec,
+        num_input_channels=dataset_json.num_channels,
+        fold=fold,
+        data_folder=data_folder,
+        gt_folder=pre / GT_FOLDER,
+        output_folder=fold_dir(model_dir, fold),
+        train_keys=train,
+        val_keys=val,
+    )
+
+
+def copy_model_files(preprocessed_dir: Path, model_dir: Path, plans_name: str) -> None:
+    """plans.json, dataset.json and dataset_fingerprint.json next to the folds (for inference)."""
+    model_dir.mkdir(parents=True, exist_ok=True)
+    for source, name in (
+        (plans_file(preprocessed_dir, plans_name), "plans.json"),
+        (preprocessed_dir / DATASET_JSON, DATASET_JSON),
+        (preprocessed_dir / FINGERPRINT_JSON, FINGERPRINT_JSON),
+    ):
+        if source.is_file():
+            with atomic_path(model_dir / name, suffix=".json") as tmp:
+                shutil.copyfile(source, tmp)
+
+
+def settings_from_args(args: argparse.Namespace, is_main: bool = True) -> TrainerSettings:
+    from nnunet_core.training.trainer import TrainerSettings
+
+    match = TRAINER_RE.match(args.trainer)
+    if match is None:
+        msg = f"-tr {args.trainer}: unknown trainer (known: {DEFAULT_TRAINER}, {DEFAULT_TRAINER}_<N>epochs)"
+        raise ConfigurationError(msg)
+    epochs = args.epochs or (int(match.group(1)) if match.group(1) else 1000)
+    return TrainerSettings(
+        num_epochs=epochs,
+        num_iterations=args.iterations,
+        num_val_iterations=args.val_iterations,
+        save_every=args.save_every,
+        seed=args.seed,
+        num_workers=args.num_workers,
+        disable_checkpointing=args.disable_checkpointing,
+        trainer_name=args.trainer,
+        is_main=is_main,
+    )
+
+
+def _validate(trainer: Trainer, args: argparse.Namespace) -> None:
+    from nnunet_core.training import checkpoint as ckpt
+    from nnunet_core.training.validation import validate_fold
+
+    if args.val_best:
+        best = ckpt.load_checkpoint(trainer.setup.output_folder / ckpt.BEST, trainer.device)
+        trainer.network.load_state_dict(ckpt.strip_module_prefix(best["network_weights"]))
+        trainer.log("validating checkpoint_best.pth")
+    validate_fold(
+        trainer.network, trainer.setup, trainer.device, trainer.mirror_axes, args.npz, trainer.log
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from nnunet_core.training import checkpoint as ckpt
+    from nnunet_core.training import provenance
+    from nnunet_core.training.trainer import STOPPED, Trainer
+
+    check_flags(args)
+    roots = roots_from_args(args)
+    name = resolve_dataset_name(args.dataset, roots)
+    fold = parse_fold(args.fold)
+    device = resolve_device(args.device)
+    setup = prepare_fold(roots, name, args.configuration, fold, args.plans, args.trainer)
+    folder = setup.output_folder
+    final = folder / ckpt.FINAL
+    if args.val and not final.is_file():
+        msg = f"{final}: training is not finished yet (no checkpoint_final.pth); train first or use --c"
+        raise ConfigurationError(msg)
+    trainer = Trainer(setup, settings_from_args(args), device)
+    if args.val:
+        trainer.load_state_dict(ckpt.load_checkpoint(final, device))
+        _validate(trainer, args)
+        return 0
+    copy_model_files(preprocessed_dataset_dir(roots, name), folder.parent, args.plans)
+    ckpt.remove_stale_temporaries(folder)
+    if args.c:
+        found = ckpt.find_resume_checkpoint(folder)
+        if found is not None:
+            trainer.load_checkpoint(found)
+        else:
+            trainer.log(f"no checkpoint in {folder} to continue from; starting fresh")
+    elif args.pretrained_weights:
+        skipped = ckpt.load_pretrained_weights(trainer.network, args.pretrained_weights)
+        trainer.log(
+            f"loaded pretrained weights from {args.pretrained_weights}; not loaded: {skipped or 'nothing'}"
+        )
+    record = provenance_config(args, trainer.settings)
+    path = folder / provenance.PROVENANCE_JSON
+    provenance.start_attempt(path, record, setup.plans, args.seed, device, trainer.current_epoch)
+    status = "failed"
+    try:
+        status = trainer.fit()
+        if status != STOPPED:
+            _validate(trainer, args)
+            trainer.remove_latest()
+    except KeyboardInterrupt:
+        status = "interrupted"
+        raise
+    finally:
+        provenance.end_attempt(path, status, trainer.current_epoch)
+    return 0
+
+
+def provenance_config(args: argparse.Namespace, settings: TrainerSettings) -> dict[str, Any]:
+    """The command's arguments and the resolved settings (plain JSON)."""
+    arguments = {k: v for k, v in vars(args).items() if not k.startswith("_")}
+    return {"arguments": arguments, "trainer": asdict(settings)}

@@ -1,0 +1,178 @@
+"""Checkpoints: atomic writes, safe loading, the resume order and pretrained weights.
+
+A checkpoint is a dict of tensors and plain Python types only, so it loads with
+``torch.load(weights_only=True)`` and opening one never runs code. It is written to a temporary
+file in the same folder, flushed and fsynced, then renamed over the target (and the folder is
+fsynced), so a kill at any moment leaves either the old or the new checkpoint, never a torn one.
+Keys follow upstream's (``network_weights``, ``optimizer_state``, ``current_epoch``, ...).
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from nnunet_core.errors import NnunetCoreError
+
+FINAL = "checkpoint_final.pth"
+LATEST = "checkpoint_latest.pth"
+BEST = "checkpoint_best.pth"
+RESUME_ORDER = (FINAL, LATEST, BEST)
+_TMP_MARK = ".partial"
+_HEAD_NAMES = {"heads", "seg_layers"}
+
+_PLAIN = (str, int, float, bool, type(None), torch.Tensor, torch.Size, torch.dtype, torch.device)
+
+
+class CheckpointError(NnunetCoreError):
+    """A checkpoint cannot be written or read (names the file)."""
+
+
+def _check_plain(value: Any, where: str) -> None:
+    """Refuse anything ``weights_only`` loading would reject, before it reaches the disk."""
+    if isinstance(value, _PLAIN):
+        return
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            _check_plain(key, f"{where} key")
+            _check_plain(item, f"{where}[{key!r}]")
+        return
+    if isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            _check_plain(item, f"{where}[{index}]")
+        return
+    msg = f"checkpoint entry {where} is a {type(value).__name__}; only tensors and plain types are stored"
+    raise CheckpointError(msg)
+
+
+def _fsync_dir(folder: Path) -> None:
+    # makes the rename itself durable; not every platform can open a folder
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def temporary_path(target: Path) -> Path:
+    """Where ``save_checkpoint`` writes before the rename (hidden, one per writer process)."""
+    return target.with_name(f".{target.name}.{os.getpid()}{_TMP_MARK}")
+
+
+def save_checkpoint(state: Mapping[str, Any], target: str | os.PathLike) -> Path:
+    """Write ``state`` to ``target`` atomically; the previous file stays intact on any failure."""
+    target = Path(target)
+    _check_plain(state, "checkpoint")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = temporary_path(target)
+    try:
+        with open(tmp, "wb") as handle:
+            torch.save(dict(state), handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    _fsync_dir(target.parent)
+    return target
+
+
+def remove_stale_temporaries(folder: str | os.PathLike) -> list[Path]:
+    """Delete temporary files a killed writer left behind (their checkpoint was never renamed)."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return []
+    stale = [p for p in folder.glob(f".checkpoint_*.pth.*{_TMP_MARK}") if p.is_file()]
+    for path in stale:
+        path.unlink(missing_ok=True)
+    return stale
+
+
+def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = "cpu") -> dict:
+    """Load a checkpoint with ``weights_only=True``; a broken file is a one-line error naming it."""
+    path = Path(path)
+    if not path.is_file():
+        msg = f"{path}: checkpoint not found"
+        raise CheckpointError(msg)
+    try:
+        state = torch.load(path, map_location=map_location, weights_only=True)
+    except Exception as exc:  # torch raises RuntimeError, UnpicklingError, EOFError, ...
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        msg = (
+            f"{path}: corrupted or not a checkpoint ({type(exc).__name__}: {reason[:200]}); "
+            "delete it to resume from an older checkpoint or start over"
+        )
+        raise CheckpointError(msg) from None
+    if not isinstance(state, dict) or "network_weights" not in state:
+        msg = f"{path}: not a training checkpoint (no 'network_weights' entry)"
+        raise CheckpointError(msg)
+    return state
+
+
+def find_resume_checkpoint(fold_folder: str | os.PathLike) -> Path | None:
+    """The checkpoint ``--c`` continues from: final, else latest, else best, else None (warned)."""
+    fold_folder = Path(fold_folder)
+    for name in RESUME_ORDER:
+        candidate = fold_folder / name
+        if candidate.is_file():
+            return candidate
+    warnings.warn(
+        f"{fold_folder}: no checkpoint to continue from ({', '.join(RESUME_ORDER)}); starting fresh",
+        stacklevel=2,
+    )
+    return None
+
+
+def strip_module_prefix(weights: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Keys without the ``module.``/``_orig_mod.`` prefixes of DDP and compiled models."""
+    out = {}
+    for key, value in weights.items():
+        for prefix in ("module.", "_orig_mod."):
+            while key.startswith(prefix):
+                key = key[len(prefix) :]
+        out[key] = value
+    return out
+
+
+def load_pretrained_weights(network: nn.Module, path: str | os.PathLike) -> list[str]:
+    """Copy matching weights from a checkpoint into ``network``; returns the keys left as they were.
+
+    Every parameter must exist in the checkpoint with the same shape, except the segmentation
+    heads (``decoder.heads``; upstream's ``seg_layers``), which are skipped when their shape differs (another label count).
+    """
+    source = strip_module_prefix(load_checkpoint(path)["network_weights"])
+    target = network.state_dict()
+    skipped: list[str] = []
+    update: dict[str, torch.Tensor] = {}
+    for key, value in target.items():
+        is_head = bool(_HEAD_NAMES & set(key.split(".")))
+        if key not in source:
+            if is_head:
+                skipped.append(key)
+                continue
+            msg = f"{path}: pretrained weights lack {key!r} (another architecture?)"
+            raise CheckpointError(msg)
+        if tuple(source[key].shape) != tuple(value.shape):
+            if is_head:
+                skipped.append(key)
+                continue
+            msg = (
+                f"{path}: pretrained {key!r} has shape {tuple(source[key].shape)}, "
+                f"the network needs {tuple(value.shape)}"
+            )
+            raise CheckpointError(msg)
+        update[key] = source[key]
+    network.load_state_dict({**target, **update})
+    return skipped

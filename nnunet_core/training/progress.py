@@ -1,0 +1,214 @@
+"""What a training records per epoch, the pseudo Dice it monitors, its log file and progress.png.
+
+The history has upstream's keys (one value per epoch): ``mean_fg_dice``, ``ema_fg_dice``,
+``dice_per_class_or_region``, ``train_losses``, ``val_losses``, ``lrs``,
+``epoch_start_timestamps``, ``epoch_end_timestamps``. It holds only floats and lists, so it goes
+into a checkpoint as is and a resumed run continues its curves. The pseudo Dice is the "global"
+Dice of the validation iterations: TP/FP/FN of the argmax summed over all validation batches.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+from collections.abc import Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from nnunet_core.errors import ConfigurationError
+from nnunet_core.io.atomic import atomic_path
+from nnunet_core.training.loss import regions_one_hot
+
+EMA_DECAY = 0.9
+KEYS = (
+    "mean_fg_dice",
+    "ema_fg_dice",
+    "dice_per_class_or_region",
+    "train_losses",
+    "val_losses",
+    "lrs",
+    "epoch_start_timestamps",
+    "epoch_end_timestamps",
+)
+
+
+class ProgressHistory:
+    """Per-epoch values; logging ``mean_fg_dice`` also logs its EMA (0.9 old + 0.1 new).
+
+    The first EMA is the first value as is; a NaN pseudo Dice (no foreground in any validation
+    batch) leaves the EMA where it was instead of poisoning every later value.
+    """
+
+    def __init__(self) -> None:
+        self.values: dict[str, list[Any]] = {key: [] for key in KEYS}
+
+    def log(self, key: str, value: Any, epoch: int) -> None:
+        """Record ``value`` for ``epoch``; logging an epoch again replaces its value."""
+        if key not in self.values:
+            msg = f"unknown progress key {key!r} (known: {', '.join(KEYS)})"
+            raise ConfigurationError(msg)
+        series = self.values[key]
+        if epoch > len(series) or epoch < 0:
+            msg = f"cannot log {key} for epoch {epoch}: {len(series)} epoch(s) recorded so far"
+            raise ConfigurationError(msg)
+        if epoch == len(series):
+            series.append(value)
+        else:
+            series[epoch] = value
+        if key == "mean_fg_dice":
+            self.log("ema_fg_dice", self._ema(float(value), epoch), epoch)
+
+    def _ema(self, value: float, epoch: int) -> float:
+        previous = self.values["ema_fg_dice"][epoch - 1] if epoch > 0 else math.nan
+        if math.isnan(previous):
+            return value
+        if math.isnan(value):
+            return previous
+        return EMA_DECAY * previous + (1 - EMA_DECAY) * value
+
+    def last(self, key: str, default: Any = None) -> Any:
+        series = self.values[key]
+        return series[-1] if series else default
+
+    def num_complete_epochs(self) -> int:
+        """Epochs with an end timestamp (what a resume may keep)."""
+        return len(self.values["epoch_end_timestamps"])
+
+    def truncate(self, num_epochs: int) -> None:
+        """Forget everything from epoch ``num_epochs`` on (a resume repeats those epochs)."""
+        for series in self.values.values():
+            del series[num_epochs:]
+
+    def state_dict(self) -> dict[str, list[Any]]:
+        return {key: list(series) for key, series in self.values.items()}
+
+    def load_state_dict(self, state: dict[str, list[Any]]) -> None:
+        for key in KEYS:
+            self.values[key] = list(state.get(key, []))
+
+
+def pseudo_dice_counts(
+    output: torch.Tensor,
+    target: torch.Tensor,
+    regions: Sequence[Sequence[int]] | None = None,
+    ignore_label: int | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """TP/FP/FN per foreground class (or region) of one batch, summed over batch and space.
+
+    ``output`` are logits ``(B, C, *spatial)``, ``target`` a label map ``(B, 1, *spatial)``.
+    Labels: the argmax one-hot without background; regions: sigmoid > 0.5 against the region
+    one-hot of the label map. Voxels with the ignore label count nowhere.
+    """
+    with torch.no_grad():
+        if target.ndim == output.ndim - 1:
+            target = target[:, None]
+        labels = target.long()
+        if regions is not None:
+            if len(regions) != output.shape[1]:
+                msg = f"{len(regions)} regions but the network has {output.shape[1]} outputs"
+                raise ConfigurationError(msg)
+            predicted = output.sigmoid() > 0.5
+            reference = regions_one_hot(labels, regions).bool()
+        else:
+            classes = torch.arange(1, output.shape[1], device=output.device)
+            view = (1, -1) + (1,) * (output.ndim - 2)
+            predicted = output.argmax(1, keepdim=True) == classes.view(view)
+            reference = labels == classes.view(view)
+        if ignore_label is not None:
+            annotated = labels != ignore_label
+            predicted = predicted & annotated
+            reference = reference & annotated
+        axes = [0, *range(2, output.ndim)]
+        tp = (predicted & reference).sum(axes)
+        fp = (predicted & ~reference).sum(axes)
+        fn = (~predicted & reference).sum(axes)
+    return tp.cpu().numpy(), fp.cpu().numpy(), fn.cpu().numpy()
+
+
+def global_dice(tp: np.ndarray, fp: np.ndarray, fn: np.ndarray) -> list[float]:
+    """``2tp / (2tp + fp + fn)`` per class; NaN where a class is absent from both."""
+    tp, fp, fn = (np.asarray(a, dtype=np.float64) for a in (tp, fp, fn))
+    denominator = 2 * tp + fp + fn
+    with np.errstate(invalid="ignore", divide="ignore"):
+        dice = np.where(denominator > 0, 2 * tp / np.maximum(denominator, 1), np.nan)
+    return [float(d) for d in dice]
+
+
+def nanmean(values: Sequence[float]) -> float:
+    finite = [v for v in values if not math.isnan(v)]
+    return float(np.mean(finite)) if finite else math.nan
+
+
+class TrainingLog:
+    """``training_log_<date>.txt`` in the fold folder: timestamped lines, also printed.
+
+    Each line is appended and the file closed again, so the log survives a kill.
+    """
+
+    def __init__(self, folder: str | os.PathLike, enabled: bool = True, echo: bool = True) -> None:
+        now = datetime.now()
+        name = (
+            f"training_log_{now.year}_{now.month}_{now.day}_"
+            f"{now.hour:02d}_{now.minute:02d}_{now.second:02d}.txt"
+        )
+        self.path = Path(folder) / name
+        self.enabled = enabled
+        self.echo = echo
+        if enabled:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+
+    def __call__(self, *parts: Any) -> None:
+        line = " ".join(str(p) for p in parts)
+        stamped = f"{datetime.now().isoformat(sep=' ', timespec='seconds')}: {line}"
+        if self.enabled:
+            with open(self.path, "a", encoding="utf-8") as handle:
+                handle.write(stamped + "\n")
+        if self.echo and self.enabled:
+            print(stamped, file=sys.stdout, flush=True)
+
+
+def plot_progress(history: ProgressHistory, target: str | os.PathLike) -> None:
+    """Write ``progress.png`` (atomically): losses + pseudo Dice/EMA, epoch time, learning rate."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    values = history.values
+    n = min(len(values["train_losses"]), len(values["epoch_end_timestamps"]))
+    if n == 0:
+        return
+    epochs = list(range(n))
+    figure = Figure(figsize=(10, 12), dpi=80)
+    FigureCanvasAgg(figure)
+    loss_ax, time_ax, lr_ax = figure.subplots(3, 1)
+    loss_ax.plot(epochs, values["train_losses"][:n], color="b", label="loss_tr")
+    loss_ax.plot(epochs, values["val_losses"][:n], color="r", label="loss_val")
+    dice_ax = loss_ax.twinx()
+    dice_ax.plot(epochs, values["mean_fg_dice"][:n], "g:", label="pseudo dice")
+    dice_ax.plot(epochs, values["ema_fg_dice"][:n], "g-", label="pseudo dice (mov. avg.)")
+    loss_ax.set_xlabel("epoch")
+    loss_ax.set_ylabel("loss")
+    dice_ax.set_ylabel("pseudo dice")
+    loss_ax.legend(loc=(0, 1))
+    dice_ax.legend(loc=(0.2, 1))
+    durations = [
+        end - start
+        for start, end in zip(
+            values["epoch_start_timestamps"][:n], values["epoch_end_timestamps"][:n], strict=True
+        )
+    ]
+    time_ax.plot(epochs, durations, color="b", label="epoch duration")
+    time_ax.set_xlabel("epoch")
+    time_ax.set_ylabel("time [s]")
+    time_ax.legend(loc=(0, 1))
+    lr_ax.plot(epochs, values["lrs"][:n], color="b", label="learning rate")
+    lr_ax.set_xlabel("epoch")
+    lr_ax.set_ylabel("learning rate")
+    lr_ax.legend(loc=(0, 1))
+    figure.tight_layout()
+    with atomic_path(target, suffix=".png") as tmp:
+        figure.savefig(tmp)

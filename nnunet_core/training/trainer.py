@@ -1,0 +1,351 @@
+"""The training loop of one fold: epochs of training and validation iterations, nothing else.
+
+Each concern lives elsewhere: batches come from ``data_loader`` + ``workers`` (a batch is a pure
+function of seed, fold, epoch and iteration), the optimisation recipe from ``optimizer``, the
+loss from ``loss``, files from ``checkpoint`` and ``progress``. This module wires them together,
+decides when to write which checkpoint, and knows how to save and restore its own state.
+
+Checkpoints: ``checkpoint_best.pth`` whenever the EMA pseudo Dice improves strictly,
+``checkpoint_latest.pth`` every ``save_every`` epochs (and on a requested stop),
+``checkpoint_final.pth`` at the end. ``checkpoint_latest`` is removed only by
+``remove_latest()``, which the command calls after the final validation has finished.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from nnunet_core.errors import ConfigurationError
+from nnunet_core.io.dataset_json import LabelSpec
+from nnunet_core.model import build_network, count_parameters
+from nnunet_core.training import checkpoint as ckpt
+from nnunet_core.training.augmentation import configure_augmentation, training_transforms
+from nnunet_core.training.case_store import CaseStore
+from nnunet_core.training.data_loader import PatchLoader, validation_loader
+from nnunet_core.training.deep_supervision import deep_supervision_scales
+from nnunet_core.training.loss import build_loss
+from nnunet_core.training.optimizer import (
+    OptimizerSettings,
+    autocast,
+    build_grad_scaler,
+    build_optimizer,
+    maybe_compile,
+    optimizer_step,
+    set_epoch_lr,
+    unwrap,
+)
+from nnunet_core.training.progress import (
+    ProgressHistory,
+    TrainingLog,
+    global_dice,
+    nanmean,
+    plot_progress,
+    pseudo_dice_counts,
+)
+from nnunet_core.training.workers import BatchStream, default_num_workers
+
+FINISHED = "finished"
+STOPPED = "stopped"
+StopCheck = Callable[[int], bool]  # called with the epoch just finished; True stops there
+
+
+@dataclass(frozen=True)
+class FoldSetup:
+    """Everything a fold's training reads, resolved from the command line and the plans."""
+
+    plans: dict[str, Any]
+    configuration_name: str
+    configuration: dict[str, Any]  # resolved (inheritance applied)
+    dataset_json: dict[str, Any]
+    label_spec: LabelSpec
+    num_input_channels: int
+    fold: int | str
+    data_folder: Path  # preprocessed/D/<data_identifier>
+    gt_folder: Path  # preprocessed/D/gt_segmentations
+    output_folder: Path  # results/D/<trainer>__<plans>__<config>/fold_k
+    train_keys: list[str]
+    val_keys: list[str]
+
+
+@dataclass(frozen=True)
+class TrainerSettings:
+    """Schedule and run options; defaults are upstream's except ``save_every`` (1, not 50)."""
+
+    num_epochs: int = 1000
+    num_iterations: int = 250
+    num_val_iterations: int = 50
+    save_every: int = 1
+    seed: int = 0
+    num_workers: int | None = None  # None: $nnUNet_n_proc_DA or min(CPUs, 12)
+    disable_checkpointing: bool = False
+    compile: bool | None = None  # None: $nnUNet_compile (only ever on CUDA)
+    trainer_name: str = "nnUNetTrainer"
+    is_main: bool = True  # the process that writes files (rank 0 under DDP)
+    optimizer: OptimizerSettings = field(default_factory=OptimizerSettings)
+
+    def check(self) -> None:
+        for name in ("num_epochs", "num_iterations", "num_val_iterations", "save_every"):
+            if getattr(self, name) < 1:
+                msg = f"{name} must be >= 1, got {getattr(self, name)}"
+                raise ConfigurationError(msg)
+
+
+class Trainer:
+    """One fold's network, optimizer, loss and progress, and the loop that trains them."""
+
+    def __init__(self, setup: FoldSetup, settings: TrainerSettings, device: torch.device) -> None:
+        settings.check()
+        self.setup = setup
+        self.settings = settings
+        self.device = device
+        config = setup.configuration
+        self.patch_size = [int(p) for p in config["patch_size"]]
+        self.batch_size = int(config["batch_size"])
+        self.augmentation = configure_augmentation(self.patch_size)
+        self.mirror_axes = list(self.augmentation.mirror_axes)
+        self.ds_scales = deep_supervision_scales(config["architecture"]["arch_kwargs"]["strides"])
+        torch.manual_seed(settings.seed)  # the same initial weights for the same seed
+        self.network = build_network(
+            config, setup.num_input_channels, setup.label_spec.num_segmentation_heads, True
+        ).to(device)
+        self.model = maybe_compile(self.network, device, settings.compile)
+        self.optimizer = build_optimizer(self.network, settings.optimizer)
+        self.grad_scaler = build_grad_scaler(device)
+        self.loss = build_loss(config, setup.label_spec, deep_supervision=True)
+        self.history = ProgressHistory()
+        self.log = TrainingLog(setup.output_folder, enabled=settings.is_main)
+        self.current_epoch = 0
+        self.best_ema: float | None = None
+        regions = setup.label_spec.foreground_regions if setup.label_spec.has_regions else None
+        self._regions = regions
+
+    # ----------------------------------------------------------------- state and checkpoints
+    def state_dict(self) -> dict[str, Any]:
+        """The checkpoint: upstream's keys, plain types and tensors only."""
+        return {
+            "network_weights": unwrap(self.network).state_dict(),
+            "optimizer_state": self.optimizer.state_dict(),
+            "grad_scaler_state": self.grad_scaler.state_dict() if self.grad_scaler else None,
+            "logging": self.history.state_dict(),
+            "_best_ema": self.best_ema,
+            "current_epoch": self.current_epoch,
+            "init_args": {
+                "plans": self.setup.plans,
+                "configuration": self.setup.configuration_name,
+                "fold": self.setup.fold,
+                "dataset_json": self.setup.dataset_json,
+                "device": str(self.device),
+            },
+            "trainer_name": self.settings.trainer_name,
+            "inference_allowed_mirroring_axes": list(self.mirror_axes),
+            "settings": asdict(self.settings),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore weights, optimizer, grad scaler, progress, best EMA and the epoch."""
+        weights = ckpt.strip_module_prefix(state["network_weights"])
+        unwrap(self.network).load_state_dict(weights)
+        self.optimizer.load_state_dict(state["optimizer_state"])
+        if self.grad_scaler is not None and state.get("grad_scaler_state"):
+            self.grad_scaler.load_state_dict(state["grad_scaler_state"])
+        self.current_epoch = int(state["current_epoch"])
+        self.history.load_state_dict(state.get("logging", {}))
+        self.history.truncate(self.current_epoch)
+        self.best_ema = state.get("_best_ema")
+
+    def load_checkpoint(self, path: str | Path) -> None:
+        self.load_state_dict(ckpt.load_checkpoint(path, map_location=self.device))
+        self.log(f"continuing from {path} at epoch {self.current_epoch}")
+
+    def save_checkpoint(self, name: str) -> Path | None:
+        """Write ``name`` into the fold folder (main process only, unless disabled)."""
+        if self.settings.disable_checkpointing or not self.settings.is_main:
+            return None
+        return ckpt.save_checkpoint(self.state_dict(), self.setup.output_folder / name)
+
+    def remove_latest(self) -> None:
+        """Delete ``checkpoint_latest.pth``: call only once the final validation is written."""
+        if self.settings.is_main:
+            (self.setup.output_folder / ckpt.LATEST).unlink(missing_ok=True)
+
+    # ----------------------------------------------------------------------- data
+    def _loaders(self) -> tuple[PatchLoader, PatchLoader]:
+        setup, config = self.setup, self.setup.configuration
+        mask_channels = [i for i, m in enumerate(config.get("use_mask_for_norm") or []) if m]
+        transform = training_transforms(
+            self.patch_size,
+            self.augmentation.rotation,
+            self.augmentation.do_dummy_2d,
+            self.mirror_axes,
+            mask_channels,
+        )
+        train = PatchLoader(
+            CaseStore(setup.data_folder, setup.train_keys),
+            self.batch_size,
+            self.patch_size,
+            self.augmentation.initial_patch_size,
+            seed=self.settings.seed,
+            fold=setup.fold,
+            transform=transform,
+            ds_scales=self.ds_scales,
+        )
+        val = validation_loader(
+            CaseStore(setup.data_folder, setup.val_keys),
+            self.batch_size,
+            self.patch_size,
+            seed=self.settings.seed,
+            fold=setup.fold,
+            ds_scales=self.ds_scales,
+        )
+        return train, val
+
+    @contextmanager
+    def _streams(self) -> Iterator[tuple[BatchStream, BatchStream]]:
+        """Training and validation batch streams from the current epoch on."""
+        workers = self.settings.num_workers
+        workers = default_num_workers() if workers is None else workers
+        val_workers = max(1, workers // 2) if workers else 0
+        train_loader, val_loader = self._loaders()
+        with ExitStack() as stack:
+            train = stack.enter_context(
+                BatchStream(
+                    train_loader,
+                    workers,
+                    iterations_per_epoch=self.settings.num_iterations,
+                    start_epoch=self.current_epoch,
+                )
+            )
+            val = stack.enter_context(
+                BatchStream(
+                    val_loader,
+                    val_workers,
+                    iterations_per_epoch=self.settings.num_val_iterations,
+                    start_epoch=self.current_epoch,
+                )
+            )
+            yield train, val
+
+    def _to_device(self, batch: dict[str, Any]) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        data = batch["data"].to(self.device, non_blocking=True)
+        target = batch["target"]
+        targets = target if isinstance(target, list) else [target]
+        return data, [t.to(self.device, non_blocking=True) for t in targets]
+
+    # ----------------------------------------------------------------------- the loop
+    def fit(self, should_stop: StopCheck | None = None) -> str:
+        """Train from ``current_epoch`` to ``num_epochs``; ``STOPPED`` if asked to stop early.
+
+        ``should_stop(epoch)`` is asked after every epoch (a signal flag or a deadline); a stop
+        writes ``checkpoint_latest.pth`` so that ``--c`` continues with the next epoch.
+        """
+        self._log_start()
+        if self.current_epoch >= self.settings.num_epochs:
+            self.log(f"training already finished ({self.current_epoch} epochs)")
+            if not (self.setup.output_folder / ckpt.FINAL).is_file():
+                self.save_checkpoint(ckpt.FINAL)  # resumed from latest/best with fewer --epochs
+            return FINISHED
+        with self._streams() as (train_stream, val_stream):
+            for epoch in range(self.current_epoch, self.settings.num_epochs):
+                self.run_epoch(epoch, train_stream, val_stream)
+                if should_stop is not None and should_stop(epoch):
+                    if epoch + 1 < self.settings.num_epochs:
+                        self.save_checkpoint(ckpt.LATEST)
+                        self.log(f"stopped after epoch {epoch}; continue with --c")
+                        return STOPPED
+        self.save_checkpoint(ckpt.FINAL)
+        self.log(f"training finished after {self.current_epoch} epochs")
+        return FINISHED
+
+    def run_epoch(self, epoch: int, train_stream: BatchStream, val_stream: BatchStream) -> None:
+        """One epoch: training iterations, validation iterations, logging and checkpoints."""
+        self.history.log("epoch_start_timestamps", time.time(), epoch)
+        self.log("")
+        self.log(f"Epoch {epoch}")
+        lr = set_epoch_lr(self.optimizer, epoch, self.settings.num_epochs, self.settings.optimizer)
+        self.history.log("lrs", lr, epoch)
+        self.log(f"Current learning rate: {lr:.5f}")
+        self.model.train()
+        unwrap(self.network).deep_supervision = True
+        train_losses = [
+            self.train_step(next(train_stream)) for _ in range(self.settings.num_iterations)
+        ]
+        self.history.log("train_losses", float(np.mean(train_losses)), epoch)
+        self.model.eval()
+        with torch.no_grad():
+            steps = [
+                self.validation_step(next(val_stream))
+                for _ in range(self.settings.num_val_iterations)
+            ]
+        self._end_validation(epoch, steps)
+        self.history.log("epoch_end_timestamps", time.time(), epoch)
+        self._end_epoch(epoch)
+
+    def train_step(self, batch: dict[str, Any]) -> float:
+        data, targets = self._to_device(batch)
+        with autocast(self.device):
+            loss = self.loss(self.model(data), targets)
+        optimizer_step(
+            loss, self.model, self.optimizer, self.grad_scaler, self.settings.optimizer.grad_clip
+        )
+        return float(loss.detach().cpu())
+
+    def validation_step(
+        self, batch: dict[str, Any]
+    ) -> tuple[float, np.ndarray, np.ndarray, np.ndarray]:
+        """Loss and TP/FP/FN of the full-resolution output (pseudo Dice counts)."""
+        data, targets = self._to_device(batch)
+        with autocast(self.device):
+            outputs = self.model(data)
+            loss = self.loss(outputs, targets)
+        tp, fp, fn = pseudo_dice_counts(
+            outputs[0], targets[0], self._regions, self.setup.label_spec.ignore_label
+        )
+        return float(loss.cpu()), tp, fp, fn
+
+    def _end_validation(self, epoch: int, steps: list[tuple[float, Any, Any, Any]]) -> None:
+        tp, fp, fn = (np.sum([s[i] for s in steps], axis=0) for i in (1, 2, 3))
+        dice = global_dice(tp, fp, fn)
+        self.history.log("val_losses", float(np.mean([s[0] for s in steps])), epoch)
+        self.history.log("dice_per_class_or_region", dice, epoch)
+        self.history.log("mean_fg_dice", nanmean(dice), epoch)
+
+    def _end_epoch(self, epoch: int) -> None:
+        values = self.history.values
+        self.log("train_loss", round(values["train_losses"][-1], 4))
+        self.log("val_loss", round(values["val_losses"][-1], 4))
+        self.log("Pseudo dice", [round(d, 4) for d in values["dice_per_class_or_region"][-1]])
+        duration = values["epoch_end_timestamps"][-1] - values["epoch_start_timestamps"][-1]
+        self.log(f"Epoch time: {duration:.2f} s")
+        self.current_epoch = epoch + 1
+        last = epoch == self.settings.num_epochs - 1
+        if not last and self.current_epoch % self.settings.save_every == 0:
+            self.save_checkpoint(ckpt.LATEST)
+        ema = values["ema_fg_dice"][-1]
+        if not math.isnan(ema) and (self.best_ema is None or ema > self.best_ema):
+            self.best_ema = float(ema)
+            self.log(f"Yayy! New best EMA pseudo Dice: {ema:.4f}")
+            self.save_checkpoint(ckpt.BEST)
+        if self.settings.is_main:
+            plot_progress(self.history, self.setup.output_folder / "progress.png")
+
+    def _log_start(self) -> None:
+        config = self.setup.configuration
+        self.log(
+            f"{self.settings.trainer_name} {self.setup.configuration_name} fold {self.setup.fold} "
+            f"on {self.device}: {len(self.setup.train_keys)} training / "
+            f"{len(self.setup.val_keys)} validation cases"
+        )
+        self.log(
+            f"patch {self.patch_size}, batch {self.batch_size}, spacing {config.get('spacing')}, "
+            f"{count_parameters(self.network):,} parameters; {self.settings.num_epochs} epochs x "
+            f"{self.settings.num_iterations} iterations (+{self.settings.num_val_iterations} val)"
+        )

@@ -1,0 +1,133 @@
+"""Final validation of a fold: predict its validation cases, export them, write summary.json.
+
+Cases are read from the preprocessed folder (as upstream: no second preprocessing), predicted
+with the sliding window (step 0.5, Gaussian weighting, mirroring over the training's mirror axes)
+and exported to ``fold_k/validation/{case}{file_ending}`` in the raw image's geometry, plus
+``{case}.npz``/``{case}.json`` with probabilities when asked (model selection needs them).
+``summary.json`` compares them with ``$preprocessed/D/gt_segmentations``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from nnunet_core.evaluation.metrics import classes_from_dataset_json, compute_metrics_on_folder
+from nnunet_core.inference.export import export_prediction
+from nnunet_core.inference.sliding_window import sliding_window_logits
+from nnunet_core.io.blosc2_store import open_case
+from nnunet_core.io.dataset_json import parse_dataset_json
+from nnunet_core.training.optimizer import unwrap
+from nnunet_core.training.trainer import FoldSetup
+
+VALIDATION_FOLDER = "validation"
+SUMMARY_JSON = "summary.json"
+STEP_SIZE = 0.5
+
+
+def remove_stale_predictions(folder: Path, keep: Sequence[str], file_ending: str) -> list[Path]:
+    """Delete predictions of cases that are no longer validated here (they would be evaluated)."""
+    keep_names = {f"{k}{suffix}" for k in keep for suffix in (file_ending, ".npz", ".json")}
+    stale = [
+        p
+        for p in folder.iterdir()
+        if p.is_file()
+        and p.name != SUMMARY_JSON
+        and p.name.endswith((file_ending, ".npz", ".json"))
+        and p.name not in keep_names
+    ]
+    for path in stale:
+        path.unlink()
+    return stale
+
+
+def predict_case(
+    network: nn.Module,
+    setup: FoldSetup,
+    case_id: str,
+    device: torch.device,
+    mirror_axes: Sequence[int] | None,
+) -> tuple[torch.Tensor, dict[str, Any]]:
+    """Logits ``(heads, *preprocessed shape)`` and the properties of one preprocessed case."""
+    data, _seg, properties = open_case(setup.data_folder, case_id)
+    tensor = torch.from_numpy(np.ascontiguousarray(data[:], dtype=np.float32))
+    logits = sliding_window_logits(
+        network,
+        tensor,
+        setup.configuration["patch_size"],
+        setup.label_spec.num_segmentation_heads,
+        step_size=STEP_SIZE,
+        use_gaussian=True,
+        mirror_axes=mirror_axes,
+        device=device,
+    )
+    return logits, properties
+
+
+def validate_fold(
+    network: nn.Module,
+    setup: FoldSetup,
+    device: torch.device,
+    mirror_axes: Sequence[int] | None,
+    save_probabilities: bool = False,
+    log: Callable[..., None] = print,
+    rank: int = 0,
+    world_size: int = 1,
+) -> dict[str, Any] | None:
+    """Predict and export this rank's share of the validation cases; rank 0 writes the summary.
+
+    Returns the summary (``foreground_mean``, ``mean``, ``metric_per_case``) on rank 0. Under
+    DDP the caller must put a barrier between the exports and rank 0's summary.
+    """
+    output = setup.output_folder / VALIDATION_FOLDER
+    output.mkdir(parents=True, exist_ok=True)
+    file_ending = setup.dataset_json["file_ending"]
+    if rank == 0:
+        for path in remove_stale_predictions(output, setup.val_keys, file_ending):
+            log(f"removed stale validation file {path.name}")
+    plain = unwrap(network)
+    plain.deep_supervision = False
+    plain.eval()
+    try:
+        for case_id in setup.val_keys[rank::world_size]:
+            start = time.time()
+            logits, properties = predict_case(plain, setup, case_id, device, mirror_axes)
+            export_prediction(
+                logits,
+                properties,
+                setup.plans,
+                setup.configuration,
+                setup.label_spec,
+                output / case_id,
+                file_ending,
+                save_probabilities=save_probabilities,
+            )
+            log(f"validation {case_id}: {logits.shape[1:]} in {time.time() - start:.1f} s")
+    finally:
+        plain.deep_supervision = True
+    if rank != 0 or world_size > 1:
+        return None
+    return summarize_validation(setup, log)
+
+
+def summarize_validation(setup: FoldSetup, log: Callable[..., None] = print) -> dict[str, Any]:
+    """``validation/summary.json`` from the exported predictions (upstream's ``chill``)."""
+    output = setup.output_folder / VALIDATION_FOLDER
+    classes = classes_from_dataset_json(parse_dataset_json(setup.dataset_json))
+    summary = compute_metrics_on_folder(
+        setup.gt_folder,
+        output,
+        setup.dataset_json["file_ending"],
+        setup.label_spec,
+        output_file=output / SUMMARY_JSON,
+        chill=True,
+        classes=classes,
+    )
+    log(f"Mean Validation Dice: {summary['foreground_mean']['Dice']}")
+    return summary

@@ -1,0 +1,338 @@
+"""Training a fold for real: the CLI in subprocesses on a tiny preprocessed synthetic dataset.
+
+The dataset is built once per module with the real commands (synthesize via the conftest fixture,
+fingerprint, plan with a tiny ``3d_tiny`` configuration, preprocess, splits). Each test checks
+something a user relies on: the network learns, checkpoints load with ``weights_only=True``,
+``--val`` reproduces the summary, a killed run continues with ``--c`` where it stopped, and
+broken inputs give one-line errors.
+
+Threads: ``OMP_NUM_THREADS=1`` in the training processes. The tests assume 2 CPU cores, one for
+the training process and one for its data worker; more torch threads than free cores makes tiny
+convolutions an order of magnitude slower on a busy machine.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from nnunet_core.paths import Roots
+from nnunet_core.training import checkpoint as ckpt
+from nnunet_core.training.trainer import STOPPED, Trainer, TrainerSettings
+
+pytestmark = pytest.mark.slow
+
+DATASET = "Dataset900_Synth"
+CONFIG = "3d_tiny"
+MODEL = f"nnUNetTrainer__nnUNetPlans__{CONFIG}"
+# 25 iterations x 8 epochs (200 steps of batch 2) reach organ Dice ~0.75-0.85 on this data.
+SCHEDULE = ["--epochs", "8", "--iterations", "25", "--val-iterations", "5"]
+# The organ (label 1) fills 2-4 % of a case: predicting it everywhere scores Dice ~0.06 and
+# all-background scores 0. 0.5 is far above both and below what the schedule reaches; the
+# lesion (label 2, a few voxels) is not learned in 200 steps and is not asserted.
+ORGAN_DICE_THRESHOLD = 0.5
+
+
+def cli(env: dict[str, str], *args: str, module: str = "nnunet_core", timeout: float = 600):
+    return subprocess.run(
+        [sys.executable, "-m", module, *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def check(result: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
+    if result.returncode != 0:
+        pytest.fail(f"command failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
+    return result
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory: pytest.TempPathFactory, make_raw_dataset) -> dict[str, str]:
+    """Roots of a tiny preprocessed dataset with the ``3d_tiny`` configuration."""
+    root = tmp_path_factory.mktemp("training")
+    make_raw_dataset(root / "raw" / DATASET, num_training=6, num_test=0)
+    environment = {
+        **os.environ,
+        "nnUNet_raw": str(root / "raw"),
+        "nnUNet_preprocessed": str(root / "preprocessed"),
+        "nnUNet_results": str(root / "results"),
+        "OMP_NUM_THREADS": "1",
+    }
+    check(cli(environment, "fingerprint", "-d", "900", "-np", "2"))
+    check(cli(environment, "plan", "-d", "900"))
+    plans_path = root / "preprocessed" / DATASET / "nnUNetPlans.json"
+    plans = json.loads(plans_path.read_text())
+    n_stages = plans["configurations"]["3d_fullres"]["architecture"]["arch_kwargs"]["n_stages"]
+    features = [min(4 * 2**i, 32) for i in range(n_stages)]
+    overrides = {
+        CONFIG: {
+            "inherits_from": "3d_fullres",
+            "architecture": {"arch_kwargs": {"features_per_stage": features}},
+        }
+    }
+    check(cli(environment, "plan", "-d", "900", "--overrides", json.dumps(overrides)))
+    check(cli(environment, "preprocess", "-d", "900", "-c", CONFIG, "-np", "2", "--no-pbar"))
+    check(cli(environment, "splits", "-d", "900"))
+    return environment
+
+
+def fold_folder(env: dict[str, str], fold: int | str) -> Path:
+    return Path(env["nnUNet_results"]) / DATASET / MODEL / f"fold_{fold}"
+
+
+@pytest.fixture(scope="module")
+def trained(env: dict[str, str]) -> Path:
+    """Fold 0 trained through ``python -m nnunet_core.train`` (the torchrun entry point)."""
+    start = time.time()
+    args = ["900", CONFIG, "0", "-device", "cpu", "--npz", "--num-workers", "1", *SCHEDULE]
+    result = check(cli(env, *args, module="nnunet_core.train"))
+    print(f"tiny training + validation took {time.time() - start:.1f} s")
+    assert "Mean Validation Dice" in result.stdout
+    return fold_folder(env, 0)
+
+
+def test_tiny_training_lowers_the_loss_and_segments_the_organ(trained: Path) -> None:
+    final = torch.load(trained / ckpt.FINAL, weights_only=True)
+    losses = final["logging"]["train_losses"]
+    assert len(losses) == 8 and final["current_epoch"] == 8
+    assert np.mean(losses[-2:]) < losses[0] - 0.3
+    summary = json.loads((trained / "validation" / "summary.json").read_text())
+    assert summary["mean"]["1"]["Dice"] > ORGAN_DICE_THRESHOLD
+    assert max(final["logging"]["mean_fg_dice"]) > 0.25  # pseudo Dice saw it too (2 classes)
+
+
+def test_a_finished_fold_has_every_file(trained: Path) -> None:
+    names = {p.name for p in trained.iterdir()}
+    assert {ckpt.FINAL, ckpt.BEST, "progress.png", "provenance.json", "validation"} <= names
+    assert ckpt.LATEST not in names  # removed once the final validation was written
+    assert any(n.startswith("training_log_") for n in names)
+    assert not [n for n in names if n.startswith(".")]  # no temporary files left
+    for name in ("plans.json", "dataset.json", "dataset_fingerprint.json"):
+        assert (trained.parent / name).is_file()
+    record = json.loads((trained / "provenance.json").read_text())
+    attempt = record["attempts"][-1]
+    assert attempt["status"] == "finished" and attempt["end_epoch"] == 8
+    assert record["seed"] == 0 and len(record["plans_sha256"]) == 64
+    assert record["versions"]["torch"] and record["versions"]["python"]
+
+
+def test_validation_exports_segmentations_and_probabilities(trained: Path, env) -> None:
+    validation = trained / "validation"
+    splits = json.loads(
+        (Path(env["nnUNet_preprocessed"]) / DATASET / "splits_final.json").read_text()
+    )
+    for case in splits[0]["val"]:
+        assert (validation / f"{case}.nii.gz").is_file()
+        probabilities = np.load(validation / f"{case}.npz")["probabilities"]
+        assert probabilities.shape[0] == 3
+        np.testing.assert_allclose(probabilities.sum(0), 1.0, atol=1e-4)
+
+
+def test_checkpoints_load_with_weights_only(trained: Path) -> None:
+    for name in (ckpt.FINAL, ckpt.BEST):
+        state = torch.load(trained / name, weights_only=True)
+        assert state["trainer_name"] == "nnUNetTrainer"
+        assert state["init_args"]["configuration"] == CONFIG
+        assert state["inference_allowed_mirroring_axes"] == [0, 1, 2]
+        assert all(isinstance(v, torch.Tensor) for v in state["network_weights"].values())
+    assert torch.load(trained / ckpt.BEST, weights_only=True)["current_epoch"] <= 8
+
+
+def test_val_reproduces_the_summary(trained: Path, env) -> None:
+    summary_path = trained / "validation" / "summary.json"
+    before = json.loads(summary_path.read_text())
+    for path in (trained / "validation").iterdir():
+        path.unlink()
+    check(cli(env, "train", "900", CONFIG, "0", "-device", "cpu", "--val", "--npz"))
+    assert json.loads(summary_path.read_text()) == before
+    assert (trained / ckpt.FINAL).is_file() and not (trained / ckpt.LATEST).exists()
+
+
+def test_val_before_training_finished_is_a_clear_error(env) -> None:
+    result = cli(env, "train", "900", CONFIG, "3", "-device", "cpu", "--val")
+    assert result.returncode == 2
+    assert "training is not finished yet" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_corrupted_checkpoint_stops_continue_with_one_line(env) -> None:
+    folder = fold_folder(env, 4)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / ckpt.LATEST).write_bytes(b"\x00" * 100)
+    result = cli(env, "train", "900", CONFIG, "4", "-device", "cpu", "--c", *SCHEDULE)
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert lines[-1].startswith("nnunet-core train: error: ")
+    assert str(folder / ckpt.LATEST) in lines[-1] and "corrupted" in lines[-1]
+    assert not (folder / ckpt.FINAL).exists()
+
+
+def test_killed_training_continues_at_the_next_epoch(env) -> None:
+    """SIGKILL once epoch k's checkpoint exists; ``--c`` redoes nothing before epoch k."""
+    folder = fold_folder(env, 1)
+    args = ["train", "900", CONFIG, "1", "-device", "cpu", "--num-workers", "1"]
+    schedule = ["--epochs", "5", "--iterations", "15", "--val-iterations", "3"]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "nnunet_core", *args, *schedule],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    latest = folder / ckpt.LATEST
+    deadline = time.time() + 300
+    try:
+        while time.time() < deadline and process.poll() is None:
+            if latest.is_file():
+                try:
+                    if ckpt.load_checkpoint(latest)["current_epoch"] >= 2:
+                        break
+                except ckpt.CheckpointError:
+                    pytest.fail("checkpoint_latest.pth was readable only partially")
+            time.sleep(0.05)
+    finally:
+        process.kill()
+        process.wait()
+    killed_at = time.time()
+    stopped = ckpt.load_checkpoint(latest)  # whatever the kill interrupted, this loads
+    k = stopped["current_epoch"]
+    assert 2 <= k < 5 and not (folder / ckpt.FINAL).exists()
+    result = check(cli(env, *args, *schedule, "--c"))
+    assert f"continuing from {latest} at epoch {k}" in result.stdout
+    final = torch.load(folder / ckpt.FINAL, weights_only=True)
+    history, before = final["logging"], stopped["logging"]
+    assert len(history["train_losses"]) == 5
+    assert history["train_losses"][:k] == before["train_losses"][:k]  # kept, not retrained
+    assert history["epoch_start_timestamps"][:k] == before["epoch_start_timestamps"][:k]
+    assert min(history["epoch_start_timestamps"][k:]) > killed_at
+    attempts = json.loads((folder / "provenance.json").read_text())["attempts"]
+    assert [a["start_epoch"] for a in attempts] == [0, k]
+    assert attempts[0]["status"] == "running"  # the killed attempt never closed
+    assert attempts[1]["status"] == "finished"
+
+
+def _setup(env: dict[str, str], fold: int | str, output: Path):
+    from nnunet_core.commands.train import prepare_fold
+
+    roots = Roots.from_env(env["nnUNet_raw"], env["nnUNet_preprocessed"], env["nnUNet_results"])
+    setup = prepare_fold(roots, DATASET, CONFIG, fold, "nnUNetPlans", "nnUNetTrainer")
+    return dataclasses.replace(setup, output_folder=output)
+
+
+def test_continue_restores_the_optimizer_and_ends_where_an_uninterrupted_run_ends(
+    env, tmp_path: Path
+) -> None:
+    """In process: stop after epoch 0, resume in a new trainer, compare with a straight run."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        settings = TrainerSettings(
+            num_epochs=3, num_iterations=4, num_val_iterations=2, num_workers=0, seed=7
+        )
+        cpu = torch.device("cpu")
+        first = Trainer(_setup(env, 2, tmp_path / "interrupted"), settings, cpu)
+        assert first.fit(should_stop=lambda epoch: epoch == 0) == STOPPED
+        assert not (tmp_path / "interrupted" / ckpt.FINAL).exists()
+        resumed = Trainer(_setup(env, 2, tmp_path / "interrupted"), settings, cpu)
+        resumed.load_checkpoint(tmp_path / "interrupted" / ckpt.LATEST)
+        assert resumed.current_epoch == first.current_epoch == 1
+        saved, restored = first.optimizer.state_dict(), resumed.optimizer.state_dict()
+        assert saved["param_groups"] == restored["param_groups"]
+        assert saved["state"].keys() == restored["state"].keys()
+        for key, value in saved["state"].items():
+            assert torch.equal(value["momentum_buffer"], restored["state"][key]["momentum_buffer"])
+        assert resumed.fit() != STOPPED
+        straight = Trainer(_setup(env, 2, tmp_path / "straight"), settings, cpu)
+        straight.fit()
+        for (name, a), b in zip(
+            resumed.network.state_dict().items(),
+            straight.network.state_dict().values(),
+            strict=True,
+        ):
+            assert torch.equal(a, b), name
+        assert resumed.history.values["train_losses"] == straight.history.values["train_losses"]
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_fold_all_trains_and_validates_on_every_case(env, tmp_path: Path) -> None:
+    setup = _setup(env, "all", tmp_path)
+    assert setup.train_keys == setup.val_keys and len(setup.train_keys) == 6
+
+
+def test_a_fold_beyond_the_splits_gets_a_seeded_80_20_split(env, tmp_path: Path) -> None:
+    setup = _setup(env, 7, tmp_path)
+    assert len(setup.train_keys) == 4 and len(setup.val_keys) == 2
+    assert not set(setup.train_keys) & set(setup.val_keys)
+    assert _setup(env, 7, tmp_path).val_keys == setup.val_keys
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        ({"c": True, "pretrained_weights": "x.pth"}, "--c and -pretrained_weights"),
+        ({"c": True, "val": True}, "--c and --val"),
+        ({"val_best": True, "disable_checkpointing": True}, "--val_best needs checkpoint_best"),
+        ({"num_gpus": 2}, "-num_gpus 2"),
+    ],
+)
+def test_forbidden_flag_combinations(flags: dict, message: str) -> None:
+    from nnunet_core.cli import build_parser
+    from nnunet_core.commands.train import check_flags
+    from nnunet_core.errors import ConfigurationError
+
+    args = build_parser("train").parse_args(["train", "900", CONFIG, "0"])
+    for key, value in flags.items():
+        setattr(args, key, value)
+    with pytest.raises(ConfigurationError, match=message):
+        check_flags(args)
+
+
+def test_schedule_variants_of_the_trainer_name() -> None:
+    from nnunet_core.cli import build_parser
+    from nnunet_core.commands.train import settings_from_args
+    from nnunet_core.errors import ConfigurationError
+
+    parser = build_parser("train")
+    args = parser.parse_args(["train", "900", CONFIG, "0", "-tr", "nnUNetTrainer_5epochs"])
+    assert settings_from_args(args).num_epochs == 5
+    args = parser.parse_args(["train", "900", CONFIG, "0", "--epochs", "3"])
+    assert settings_from_args(args).num_epochs == 3
+    assert settings_from_args(parser.parse_args(["train", "900", CONFIG, "0"])).num_epochs == 1000
+    with pytest.raises(ConfigurationError, match="unknown trainer"):
+        settings_from_args(parser.parse_args(["train", "900", CONFIG, "0", "-tr", "MyTrainer"]))
+
+
+def test_pretrained_weights_and_val_best(trained: Path, env, tmp_path: Path) -> None:
+    """A new fold starts from fold 0's weights; ``--val_best`` validates checkpoint_best."""
+    import argparse
+    import shutil
+
+    from nnunet_core.commands.train import _validate
+
+    copy = tmp_path / "fold_0"
+    shutil.copytree(trained, copy)
+    shutil.rmtree(copy / "validation")
+    trainer = Trainer(_setup(env, 0, copy), TrainerSettings(num_workers=0), torch.device("cpu"))
+    assert ckpt.load_pretrained_weights(trainer.network, trained / ckpt.FINAL) == []
+    final = torch.load(trained / ckpt.FINAL, weights_only=True)["network_weights"]
+    for key, value in trainer.network.state_dict().items():
+        assert torch.equal(value, final[key]), key
+    _validate(trainer, argparse.Namespace(val_best=True, npz=False))
+    best = torch.load(trained / ckpt.BEST, weights_only=True)["network_weights"]
+    for key, value in trainer.network.state_dict().items():
+        assert torch.equal(value, best[key]), key
+    summary = json.loads((copy / "validation" / "summary.json").read_text())
+    assert summary["mean"]["1"]["Dice"] > ORGAN_DICE_THRESHOLD / 2
+    assert "validating checkpoint_best.pth" in trainer.log.path.read_text()

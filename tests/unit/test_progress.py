@@ -1,0 +1,133 @@
+"""Progress history (EMA), pseudo Dice, the log file and progress.png."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import matplotlib
+import pytest
+import torch
+
+from nnunet_core.errors import ConfigurationError
+from nnunet_core.training.progress import (
+    ProgressHistory,
+    TrainingLog,
+    global_dice,
+    nanmean,
+    plot_progress,
+    pseudo_dice_counts,
+)
+
+
+def test_ema_starts_with_the_first_value_then_decays() -> None:
+    history = ProgressHistory()
+    history.log("mean_fg_dice", 0.5, 0)
+    history.log("mean_fg_dice", 0.7, 1)
+    history.log("mean_fg_dice", 0.1, 2)
+    ema = history.values["ema_fg_dice"]
+    assert ema[0] == 0.5
+    assert ema[1] == pytest.approx(0.9 * 0.5 + 0.1 * 0.7)
+    assert ema[2] == pytest.approx(0.9 * ema[1] + 0.1 * 0.1)
+
+
+def test_nan_pseudo_dice_does_not_poison_the_ema() -> None:
+    history = ProgressHistory()
+    history.log("mean_fg_dice", math.nan, 0)
+    history.log("mean_fg_dice", 0.4, 1)
+    history.log("mean_fg_dice", math.nan, 2)
+    assert math.isnan(history.values["ema_fg_dice"][0])
+    assert history.values["ema_fg_dice"][1:] == [0.4, 0.4]
+
+
+def test_logging_an_epoch_again_replaces_it_and_gaps_are_errors() -> None:
+    history = ProgressHistory()
+    history.log("train_losses", 1.0, 0)
+    history.log("train_losses", 0.9, 0)
+    assert history.values["train_losses"] == [0.9]
+    with pytest.raises(ConfigurationError, match="epoch 2"):
+        history.log("train_losses", 0.8, 2)
+    with pytest.raises(ConfigurationError, match="unknown progress key"):
+        history.log("nonsense", 1, 1)
+
+
+def test_state_round_trips_through_a_weights_only_checkpoint(tmp_path: Path) -> None:
+    history = ProgressHistory()
+    for epoch in range(3):
+        history.log("mean_fg_dice", 0.1 * epoch, epoch)
+        history.log("dice_per_class_or_region", [0.1, math.nan], epoch)
+        history.log("epoch_end_timestamps", 100.0 + epoch, epoch)
+    torch.save({"logging": history.state_dict()}, tmp_path / "c.pth")
+    state = torch.load(tmp_path / "c.pth", weights_only=True)["logging"]
+    restored = ProgressHistory()
+    restored.load_state_dict(state)
+    assert restored.values["ema_fg_dice"] == history.values["ema_fg_dice"]
+    assert restored.num_complete_epochs() == 3
+    restored.truncate(2)
+    assert restored.num_complete_epochs() == 2 and len(restored.values["mean_fg_dice"]) == 2
+
+
+def test_pseudo_dice_counts_of_an_argmax_prediction() -> None:
+    # 1 sample, 3 classes, 4 voxels; prediction (argmax) = [0, 1, 1, 2], reference = [0, 1, 2, 2]
+    logits = torch.tensor([[[5.0, 0, 0, 0], [0, 5.0, 5.0, 0], [0, 0, 0, 5.0]]])
+    target = torch.tensor([[[0, 1, 2, 2]]])
+    tp, fp, fn = pseudo_dice_counts(logits, target)
+    assert tp.tolist() == [1, 1] and fp.tolist() == [1, 0] and fn.tolist() == [0, 1]
+    assert global_dice(tp, fp, fn) == pytest.approx([2 / 3, 2 / 3])
+
+
+def test_pseudo_dice_ignores_the_ignore_label() -> None:
+    logits = torch.tensor([[[0.0, 5.0, 5.0], [5.0, 0, 0]]])  # predicts [1, 0, 0]
+    target = torch.tensor([[[2, 0, 1]]])  # voxel 0 is unannotated (ignore label 2)
+    tp, fp, fn = pseudo_dice_counts(logits, target, ignore_label=2)
+    assert (tp.tolist(), fp.tolist(), fn.tolist()) == ([0], [0], [1])
+
+
+def test_pseudo_dice_for_regions_uses_sigmoid_and_the_region_one_hot() -> None:
+    # regions (1, 2) and (2,); labels [0, 1, 2]; predictions > 0.5 where logits > 0
+    logits = torch.tensor([[[-1.0, 1.0, 1.0], [1.0, -1.0, 1.0]]])
+    target = torch.tensor([[[0, 1, 2]]])
+    tp, fp, fn = pseudo_dice_counts(logits, target, regions=[(1, 2), (2,)])
+    assert (tp.tolist(), fp.tolist(), fn.tolist()) == ([2, 1], [0, 1], [0, 0])
+
+
+def test_global_dice_is_nan_for_a_class_absent_everywhere() -> None:
+    dice = global_dice([0, 3], [0, 1], [0, 0])
+    assert math.isnan(dice[0]) and dice[1] == pytest.approx(6 / 7)
+    assert nanmean(dice) == pytest.approx(6 / 7)
+    assert math.isnan(nanmean([math.nan]))
+
+
+def test_training_log_appends_timestamped_lines(tmp_path: Path, capsys) -> None:
+    log = TrainingLog(tmp_path)
+    log("epoch", 0)
+    log("train_loss", -0.5)
+    assert log.path.name.startswith("training_log_") and log.path.suffix == ".txt"
+    lines = log.path.read_text().splitlines()
+    assert len(lines) == 2 and lines[0].endswith(": epoch 0") and lines[1].endswith("-0.5")
+    assert "train_loss -0.5" in capsys.readouterr().out
+    quiet = TrainingLog(tmp_path / "other", enabled=False)
+    quiet("nothing")
+    assert not quiet.path.exists()
+
+
+def test_progress_png_is_written_without_touching_the_backend(tmp_path: Path) -> None:
+    backend = matplotlib.get_backend()
+    history = ProgressHistory()
+    for epoch in range(4):
+        history.log("epoch_start_timestamps", 10.0 * epoch, epoch)
+        history.log("train_losses", 1.0 - 0.1 * epoch, epoch)
+        history.log("val_losses", 1.1 - 0.1 * epoch, epoch)
+        history.log("mean_fg_dice", 0.2 * epoch, epoch)
+        history.log("lrs", 0.01 * (1 - epoch / 4) ** 0.9, epoch)
+        history.log("epoch_end_timestamps", 10.0 * epoch + 3, epoch)
+    target = tmp_path / "progress.png"
+    plot_progress(history, target)
+    assert target.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert matplotlib.get_backend() == backend
+    assert [p.name for p in tmp_path.iterdir()] == ["progress.png"]
+
+
+def test_progress_png_waits_for_a_complete_epoch(tmp_path: Path) -> None:
+    plot_progress(ProgressHistory(), tmp_path / "progress.png")
+    assert not (tmp_path / "progress.png").exists()
