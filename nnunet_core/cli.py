@@ -33,6 +33,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "evaluate": ("evaluate", "evaluate predictions against references -> summary.json"),
     "train": ("train", "train one fold, then predict and evaluate its validation cases"),
     "predict": ("predict", "predict raw images with a trained model (folds averaged, TTA)"),
+    "report": ("report", "write results/D/report: figures, tables and report.md"),
 }
 
 

@@ -1,0 +1,43 @@
+"""Write the results report of a dataset: figures, per-class and summary tables, report.md.
+
+Needs ``results/D/inference_information.json`` (``nnunet-core find-best-config``); training
+curves, run times, ensembles and test Dice are included where their files exist. Writes to
+``results/D/report/`` unless ``-o`` says otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from nnunet_core.commands.common import dataset_from_args
+from nnunet_core.paths import results_dataset_dir
+
+
+def configure_parser(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "-d", "--dataset", required=True, help="dataset id (900) or name (Dataset900_Synth)"
+    )
+    parser.add_argument("--results", help="results root (default: $nnUNet_results)")
+    parser.add_argument(
+        "--test-summary",
+        help="summary.json of the final test predictions (from `nnunet-core evaluate`); "
+        "leave out when there are no test labels",
+    )
+    parser.add_argument(
+        "--snakemake-logs",
+        help="folder with Snakemake run logs (*.snakemake.log, e.g. .snakemake/log) for the run "
+        "times of jobs other than training",
+    )
+    parser.add_argument("-o", "--output", help="report folder (default: RESULTS/D/report)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from nnunet_core.report import build_report
+
+    roots, name = dataset_from_args(args)
+    written = build_report(
+        results_dataset_dir(roots, name), args.output, args.test_summary, args.snakemake_logs
+    )
+    for path in written:
+        print(f"wrote {path}")
+    return 0

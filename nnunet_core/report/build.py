@@ -1,0 +1,158 @@
+"""Write ``results/D/report/``: figures, tables and a short ``report.md`` linking them.
+
+What a part needs but cannot find is skipped and listed under "Notes" in ``report.md``; only a
+missing ``inference_information.json`` stops the report (``collect`` raises, naming the file and
+the command that writes it). Report files of an earlier run that this run did not write (say
+``test_dice.png`` after the test labels went away) are removed, so the folder never mixes runs.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+from nnunet_core.report import figures, tables
+from nnunet_core.report.collect import FOREGROUND, ReportData, collect
+
+REPORT_DIR = "report"
+STALE_PATTERNS = (
+    "training_curves_*.png",
+    "cv_dice.png",
+    "selection.png",
+    "test_dice.png",
+    "run_times.png",
+    "per_class.csv",
+    "per_class.md",
+    "per_fold.csv",
+    "summary.csv",
+    "report.md",
+)
+
+
+def curve_file_names(data: ReportData) -> dict[str, str]:
+    """Model folder -> ``training_curves_<config>.png`` (the full model name if configs repeat)."""
+    models = list(dict.fromkeys(data.curves["model"]))
+    configs = [m.split("__")[-1] for m in models]
+    return {
+        m: f"training_curves_{c if configs.count(c) == 1 else m}.png"
+        for m, c in zip(models, configs, strict=True)
+    }
+
+
+def _fmt(value: float) -> str:
+    return "NaN" if value is None or math.isnan(value) else f"{value:.4f}"
+
+
+def _scope(labels_or_regions: object, data: ReportData) -> str:
+    """``1`` -> ``a``; ``[1, 2]`` -> ``a + b (together)``: what a postprocessing step acted on."""
+    if isinstance(labels_or_regions, list):
+        parts = [_scope(v, data) for v in labels_or_regions]
+        return " + ".join(parts) + " (together)" if len(parts) > 1 else parts[0]
+    key = (
+        str(tuple(labels_or_regions))
+        if isinstance(labels_or_regions, tuple)
+        else str(labels_or_regions)
+    )
+    return data.class_names.get(key, key)
+
+
+def _winner_label(data: ReportData) -> str:
+    chosen = data.candidates[data.candidates["selected"]]
+    return str(chosen["label"].iloc[0]) if len(chosen) else "?"
+
+
+def report_markdown(data: ReportData, written: list[Path], per_class_md: str) -> str:
+    """The landing page: headline numbers, then every figure and table in reading order."""
+    names = {p.name for p in written}
+    lines = [f"# Results report: {data.dataset}", ""]
+    if data.selection is not None:
+        sel = data.selection
+        steps = ", ".join(_scope(s.get("labels_or_regions"), data) for s in sel.steps) or "none"
+        lines.append(
+            f"Selected model: **{_winner_label(data)}** (`{sel.winner}`): cross-validation "
+            f"foreground-mean Dice {_fmt(sel.dice_pre_pp)}, {_fmt(sel.dice_post_pp)} after "
+            f"postprocessing (largest component kept for: {steps})."
+        )
+    if data.test_dice is not None:
+        fg = data.test_dice.loc[data.test_dice["label_key"] == FOREGROUND, "dice"]
+        n_cases = data.test_case_dice["case"].nunique() if data.test_case_dice is not None else 0
+        lines.append(
+            f"Test set: foreground-mean Dice **{_fmt(float(fg.iloc[0]))}** over {n_cases} cases."
+        )
+    lines += ["", "## Cross-validation", ""]
+    lines += ["![Cross-validation Dice](cv_dice.png)", "", per_class_md]
+    links = ["[per_class.csv](per_class.csv)", "[summary.csv](summary.csv)"]
+    if "per_fold.csv" in names:
+        links.append("[per_fold.csv](per_fold.csv) (each fold's own validation)")
+    lines.append("Tables: " + ", ".join(links))
+    if "selection.png" in names:
+        lines += ["", "## Selection and postprocessing", "", "![Selection](selection.png)"]
+    if "test_dice.png" in names:
+        lines += ["", "## Test set", "", "![Test Dice](test_dice.png)"]
+    curve_files = curve_file_names(data)
+    if curve_files:
+        lines += ["", "## Training curves", ""]
+        for model, file_name in curve_files.items():
+            lines += [f"### {model}", "", f"![Training curves of {model}]({file_name})", ""]
+        lines.pop()
+    if "run_times.png" in names:
+        lines += ["", "## Run times", "", "![Run times](run_times.png)"]
+    if data.notes:
+        lines += ["", "## Notes", ""] + [f"- {note}" for note in data.notes]
+    return "\n".join(lines) + "\n"
+
+
+def _remove_stale(output_dir: Path, written: list[Path]) -> None:
+    keep = {p.resolve() for p in written}
+    for pattern in STALE_PATTERNS:
+        for path in output_dir.glob(pattern):
+            if path.resolve() not in keep:
+                path.unlink()
+
+
+def write_report(data: ReportData, output_dir: Path) -> list[Path]:
+    """Every figure and table ``data`` allows, then ``report.md``; returns the files written."""
+    output_dir.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    for model, file_name in curve_file_names(data).items():
+        curves = data.curves[data.curves["model"] == model]
+        title = f"{data.dataset}: training of {model}"
+        written.append(figures.training_curves(curves, title, output_dir / file_name))
+    written.append(figures.cv_dice(data.candidates, data.cv_fold_dice, output_dir / "cv_dice.png"))
+    label = _winner_label(data)
+    if data.selection is not None:
+        written.append(figures.selection(data.selection, label, output_dir / "selection.png"))
+    if data.test_dice is not None:
+        reference = data.selection.before_after if data.selection is not None else None
+        written.append(
+            figures.test_dice(
+                data.test_dice, data.test_case_dice, reference, label, output_dir / "test_dice.png"
+            )
+        )
+    if not data.run_times.empty:
+        written.append(figures.run_times(data.run_times, output_dir / "run_times.png"))
+    per_class = tables.per_class_table(data)
+    per_class_md = tables.to_markdown(per_class)
+    written.append(tables.write_csv(per_class, output_dir / "per_class.csv"))
+    written.append(tables.write_markdown(per_class_md, output_dir / "per_class.md"))
+    if not data.fold_dice.empty:
+        written.append(tables.write_csv(tables.fold_table(data), output_dir / "per_fold.csv"))
+    written.append(tables.write_csv(tables.summary_table(data), output_dir / "summary.csv"))
+    page = report_markdown(data, written, per_class_md)
+    written.append(tables.write_markdown(page, output_dir / "report.md"))
+    _remove_stale(output_dir, written)
+    return written
+
+
+def build_report(
+    results_dataset_dir: str | os.PathLike,
+    output_dir: str | os.PathLike | None = None,
+    test_summary: str | os.PathLike | None = None,
+    snakemake_logs: str | os.PathLike | None = None,
+) -> list[Path]:
+    """Collect ``results/DatasetXXX_Name`` and write its report (default ``<it>/report``)."""
+    results_dataset_dir = Path(results_dataset_dir)
+    target = Path(output_dir) if output_dir is not None else results_dataset_dir / REPORT_DIR
+    data = collect(results_dataset_dir, test_summary, snakemake_logs)
+    return write_report(data, target)

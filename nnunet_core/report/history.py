@@ -1,0 +1,139 @@
+"""A fold's per-epoch training history, read back for the report.
+
+The trainer keeps its ``ProgressHistory`` only inside its checkpoints (key ``logging``), so the
+newest checkpoint is the source: final, else latest, else best (the order ``--c`` resumes in).
+Checkpoints are opened with ``weights_only=True`` and memory-mapped, so the network weights of a
+large model are never read into memory. A fold trained with ``--disable_checkpointing`` has no
+checkpoint; its ``training_log_*.txt`` files are parsed instead (losses, pseudo Dice, learning
+rate, epoch time; the EMA is recomputed the trainer's way).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+CHECKPOINTS = ("checkpoint_final.pth", "checkpoint_latest.pth", "checkpoint_best.pth")
+EMA_DECAY = 0.9  # the trainer's (nnunet_core.training.progress.EMA_DECAY)
+CURVE_COLUMNS = [
+    "epoch",
+    "train_loss",
+    "val_loss",
+    "pseudo_dice",
+    "ema_pseudo_dice",
+    "lr",
+    "epoch_seconds",
+]
+_LOG_LINE = re.compile(r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}: (.*)$")
+
+
+def _series(values: dict[str, list[Any]], key: str, n: int) -> list[float]:
+    series = [float(v) for v in values.get(key, [])[:n]]
+    return series + [math.nan] * (n - len(series))
+
+
+def history_frame(values: dict[str, list[Any]]) -> pd.DataFrame:
+    """One row per epoch that has a training loss, from upstream's ``logging`` keys."""
+    n = len(values.get("train_losses", []))
+    starts = _series(values, "epoch_start_timestamps", n)
+    ends = _series(values, "epoch_end_timestamps", n)
+    return pd.DataFrame(
+        {
+            "epoch": list(range(n)),
+            "train_loss": _series(values, "train_losses", n),
+            "val_loss": _series(values, "val_losses", n),
+            "pseudo_dice": _series(values, "mean_fg_dice", n),
+            "ema_pseudo_dice": _series(values, "ema_fg_dice", n),
+            "lr": _series(values, "lrs", n),
+            "epoch_seconds": [e - s for s, e in zip(starts, ends, strict=True)],
+        },
+        columns=CURVE_COLUMNS,
+    )
+
+
+def history_from_checkpoint(path: Path) -> dict[str, list[Any]] | None:
+    """The ``logging`` entry of a checkpoint; None when unreadable or absent."""
+    import torch
+
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except Exception:  # a torn or foreign file: fall through to the next source
+        return None
+    logging = state.get("logging") if isinstance(state, dict) else None
+    return logging if isinstance(logging, dict) else None
+
+
+def _ema(values: list[float]) -> list[float]:
+    out: list[float] = []
+    for value in values:
+        previous = out[-1] if out else math.nan
+        if math.isnan(previous):
+            out.append(value)
+        elif math.isnan(value):
+            out.append(previous)
+        else:
+            out.append(EMA_DECAY * previous + (1 - EMA_DECAY) * value)
+    return out
+
+
+def _pseudo_dice(text: str) -> float:
+    numbers = [float(x) for x in re.findall(r"nan|[-+]?\d*\.?\d+(?:e[-+]?\d+)?", text)]
+    finite = [x for x in numbers if not math.isnan(x)]
+    return sum(finite) / len(finite) if finite else math.nan
+
+
+def history_from_logs(fold_dir: Path) -> dict[str, list[Any]] | None:
+    """Per-epoch values parsed from ``training_log_*.txt`` (oldest first; repeats replace)."""
+    logs = sorted(fold_dir.glob("training_log_*.txt"), key=lambda p: p.stat().st_mtime)
+    rows: dict[int, dict[str, float]] = {}
+    epoch: int | None = None
+    for log in logs:
+        for raw in log.read_text(encoding="utf-8", errors="replace").splitlines():
+            match = _LOG_LINE.match(raw)
+            if not match:
+                continue
+            line = match.group(1)
+            if line.startswith("Epoch ") and line[6:].strip().isdigit():
+                epoch = int(line[6:])
+                rows[epoch] = {}
+            elif epoch is None:
+                continue
+            elif line.startswith("train_loss "):
+                rows[epoch]["train_losses"] = float(line.split()[1])
+            elif line.startswith("val_loss "):
+                rows[epoch]["val_losses"] = float(line.split()[1])
+            elif line.startswith("Pseudo dice "):
+                rows[epoch]["mean_fg_dice"] = _pseudo_dice(line[len("Pseudo dice ") :])
+            elif line.startswith("Current learning rate: "):
+                rows[epoch]["lrs"] = float(line.split(":")[1])
+            elif line.startswith("Epoch time: "):
+                rows[epoch]["seconds"] = float(line.split()[2])
+    done = [rows[e] for e in sorted(rows) if "train_losses" in rows[e]]
+    if not done:
+        return None
+    values: dict[str, list[Any]] = {
+        key: [r.get(key, math.nan) for r in done]
+        for key in ("train_losses", "val_losses", "mean_fg_dice", "lrs")
+    }
+    values["ema_fg_dice"] = _ema(values["mean_fg_dice"])
+    values["epoch_start_timestamps"] = [0.0] * len(done)
+    values["epoch_end_timestamps"] = [r.get("seconds", math.nan) for r in done]
+    return values
+
+
+def read_fold_history(fold_dir: Path) -> tuple[pd.DataFrame, str] | None:
+    """``(curves, source file name)`` of one fold, or None when nothing records its training."""
+    for name in CHECKPOINTS:
+        path = fold_dir / name
+        if path.is_file():
+            values = history_from_checkpoint(path)
+            if values:
+                return history_frame(values), name
+    values = history_from_logs(fold_dir)
+    if values:
+        return history_frame(values), "training_log_*.txt"
+    return None

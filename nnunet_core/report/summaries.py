@@ -1,0 +1,69 @@
+"""Reading upstream-format ``summary.json`` data and naming what it scores (shared helpers).
+
+Dice keys are upstream's (``"1"``, regions ``"(1, 2)"``); candidates are model folder names
+``Trainer__Plans__Config`` or ensemble folder names ``ensemble___A___B___0_1_2_3_4``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from nnunet_core.errors import NnunetCoreError
+
+SUMMARY_JSON = "summary.json"
+FOREGROUND = "foreground mean"
+
+
+class ReportInputError(NnunetCoreError):
+    """A file the report cannot do without is missing or unreadable (names it and its command)."""
+
+
+def read_json_file(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        msg = f"{path}: unreadable ({type(exc).__name__}: {exc})"
+        raise ReportInputError(msg) from None
+
+
+def configuration_of(identifier: str) -> str:
+    """``nnUNetTrainer__nnUNetPlans__3d_fullres`` -> ``3d_fullres``."""
+    parts = identifier.split("__")
+    return parts[2] if len(parts) == 3 else identifier
+
+
+def ensemble_members(identifier: str) -> list[str]:
+    """``ensemble___A___B___0_1_2_3_4`` -> ``[A, B]``."""
+    return identifier.split("___")[1:-1]
+
+
+def short_names(identifiers: list[str]) -> dict[str, str]:
+    """Readable candidate labels: the configuration, or the full name where that is ambiguous."""
+    models = {m for i in identifiers for m in (ensemble_members(i) or [i])}
+    configs = [configuration_of(m) for m in models]
+    unique = {
+        m: configuration_of(m) if configs.count(configuration_of(m)) == 1 else m for m in models
+    }
+    return {
+        i: " + ".join(unique[m] for m in ensemble_members(i)) if ensemble_members(i) else unique[i]
+        for i in identifiers
+    }
+
+
+def dice_of(value: Any) -> float:
+    try:
+        return float(value["Dice"] if isinstance(value, dict) else value)
+    except (KeyError, TypeError, ValueError):
+        return math.nan
+
+
+def per_class_rows(mean: dict[str, Any], names: dict[str, str], **extra: Any) -> list[dict]:
+    keys = list(names) + [k for k in mean if k not in names]
+    return [
+        {**extra, "label_key": k, "name": names.get(k, k), "dice": dice_of(mean[k])}
+        for k in keys
+        if k in mean
+    ]
