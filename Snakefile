@@ -8,6 +8,9 @@ min_version("9.0")
 configfile: "config/config.yaml"
 
 
+report: "workflow/report/workflow.rst"
+
+
 # Jobs find `nnunet-core` through PATH (common.smk puts this interpreter's folder first).
 envvars:
     "PATH",
@@ -17,6 +20,10 @@ include: "workflow/rules/common.smk"
 include: "workflow/rules/dataset.smk"
 include: "workflow/rules/plan.smk"
 include: "workflow/rules/preprocess.smk"
+include: "workflow/rules/train.smk"
+include: "workflow/rules/select.smk"
+include: "workflow/rules/predict.smk"
+include: "workflow/rules/report.smk"
 
 
 rule all:
@@ -25,3 +32,5 @@ rule all:
         PRE / "verify.json",
         PRE / "splits_final.json",
         preprocessing_targets,
+        training_targets,
+        final_targets,

@@ -9,15 +9,13 @@ from __future__ import annotations
 
 import argparse
 
-from nnunet_core.commands.common import dataset_from_args
+from nnunet_core.commands.common import add_dataset_flag, add_root_flags, dataset_from_args
 from nnunet_core.paths import results_dataset_dir
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "-d", "--dataset", required=True, help="dataset id (900) or name (Dataset900_Synth)"
-    )
-    parser.add_argument("--results", help="results root (default: $nnUNet_results)")
+    add_dataset_flag(parser)
+    add_root_flags(parser)
     parser.add_argument(
         "--test-summary",
         help="summary.json of the final test predictions (from `nnunet-core evaluate`); "

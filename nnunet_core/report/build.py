@@ -16,8 +16,10 @@ from nnunet_core.report import figures, tables
 from nnunet_core.report.collect import FOREGROUND, ReportData, collect
 
 REPORT_DIR = "report"
+# one figure per model folder, in their own folder so the workflow can declare it as one output
+CURVES_DIR = "training_curves"
 STALE_PATTERNS = (
-    "training_curves_*.png",
+    f"{CURVES_DIR}/training_curves_*.png",
     "cv_dice.png",
     "selection.png",
     "test_dice.png",
@@ -94,7 +96,8 @@ def report_markdown(data: ReportData, written: list[Path], per_class_md: str) ->
     if curve_files:
         lines += ["", "## Training curves", ""]
         for model, file_name in curve_files.items():
-            lines += [f"### {model}", "", f"![Training curves of {model}]({file_name})", ""]
+            image = f"{CURVES_DIR}/{file_name}"
+            lines += [f"### {model}", "", f"![Training curves of {model}]({image})", ""]
         lines.pop()
     if "run_times.png" in names:
         lines += ["", "## Run times", "", "![Run times](run_times.png)"]
@@ -114,11 +117,13 @@ def _remove_stale(output_dir: Path, written: list[Path]) -> None:
 def write_report(data: ReportData, output_dir: Path) -> list[Path]:
     """Every figure and table ``data`` allows, then ``report.md``; returns the files written."""
     output_dir.mkdir(parents=True, exist_ok=True)
+    (output_dir / CURVES_DIR).mkdir(exist_ok=True)
     written: list[Path] = []
     for model, file_name in curve_file_names(data).items():
         curves = data.curves[data.curves["model"] == model]
         title = f"{data.dataset}: training of {model}"
-        written.append(figures.training_curves(curves, title, output_dir / file_name))
+        target = output_dir / CURVES_DIR / file_name
+        written.append(figures.training_curves(curves, title, target))
     written.append(figures.cv_dice(data.candidates, data.cv_fold_dice, output_dir / "cv_dice.png"))
     label = _winner_label(data)
     if data.selection is not None:

@@ -145,14 +145,15 @@ def png_size(path: Path) -> tuple[int, int]:
 def test_report_writes_every_file_with_readable_pngs(report) -> None:
     dirs, _, written = report
     folder = dirs.results / "report"
-    expected = {
-        "training_curves_3d_fullres.png", "training_curves_2d.png", "cv_dice.png",
-        "selection.png", "test_dice.png", "run_times.png", "per_class.csv", "per_class.md",
-        "per_fold.csv", "summary.csv", "report.md",
+    curves = {"training_curves/training_curves_3d_fullres.png", "training_curves/training_curves_2d.png"}
+    expected = curves | {
+        "cv_dice.png", "selection.png", "test_dice.png", "run_times.png", "per_class.csv",
+        "per_class.md", "per_fold.csv", "summary.csv", "report.md",
     }  # fmt: skip
-    assert {p.name for p in written} == expected
-    assert {p.name for p in folder.iterdir()} == expected
-    for png in folder.glob("*.png"):
+    assert {str(p.relative_to(folder)) for p in written} == expected
+    on_disk = {str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file()}
+    assert on_disk == expected
+    for png in folder.rglob("*.png"):
         width, height = png_size(png)
         assert width >= 400 and height >= 300 and png.stat().st_size > 15_000, png
     page = (folder / "report.md").read_text()

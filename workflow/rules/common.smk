@@ -29,6 +29,25 @@ RESULTS_ROOT = WORK / "results"
 LOGS = WORK / "logs" / DATASET
 PLANS_NAME = config["planning"]["plans_name"]
 PLANS = PRE / f"{PLANS_NAME}.json"
+TRAINER = config["training"]["trainer"]
+MODEL_DIR = RESULTS_ROOT / DATASET / f"{TRAINER}__{PLANS_NAME}__{{configuration}}"
+FOLD_DIR = MODEL_DIR / "fold_{fold}"
+RESULTS = RESULTS_ROOT / DATASET
+REPORT = RESULTS / "report"
+PREDICTIONS = WORK / "predictions" / DATASET
+FOLDS = config["training"]["folds"]
+FOLDS_TAG = "_".join(str(f) for f in FOLDS)
+FOLDS_ARGS = " ".join(str(f) for f in FOLDS)
+MODEL_FLAGS = f"-p {PLANS_NAME} -tr {TRAINER}"
+CROSSVAL_SUMMARY = MODEL_DIR / f"crossval_results_folds_{FOLDS_TAG}" / "summary.json"
+ENSEMBLE_CV_DIR = (
+    RESULTS
+    / "ensembles"
+    / (
+        f"ensemble___{TRAINER}__{PLANS_NAME}__{{first}}"
+        f"___{TRAINER}__{PLANS_NAME}__{{second}}___{FOLDS_TAG}"
+    )
+)
 ROOT_FLAGS = f"--raw {RAW_ROOT} --preprocessed {PRE_ROOT} --results {RESULTS_ROOT}"
 NUM_PROCESSES = config["processes"]["default"]
 # Jobs find `nnunet-core` next to this interpreter, even from a venv that is not activated.
@@ -39,7 +58,9 @@ os.environ["PATH"] = (
 
 wildcard_constraints:
     configuration=r"[A-Za-z0-9_]+",
-    fold=r"\d+",
+    fold=r"\d+|all",
+    first=r"[A-Za-z0-9_]+?",
+    second=r"[A-Za-z0-9_]+?",
 
 
 def raw_training_files(wildcards):
@@ -109,3 +130,158 @@ def synthetic_options():
 def plan_overrides():
     """Inheriting configurations from config planning.overrides, as inline JSON."""
     return json.dumps(config["planning"]["overrides"])
+
+
+def preprocessed_data_of_configuration(wildcards):
+    """The preprocessing summary of the data a configuration trains on."""
+    plans, _ = planned()
+    return (
+        PRE
+        / data_identifier_of(plans, wildcards.configuration)
+        / "preprocess_summary.json"
+    )
+
+
+def training_options():
+    """Flags of `nnunet-core train` from config.training (the same for every fold)."""
+    options = config["training"]
+    flags = [
+        f"-tr {options['trainer']}",
+        f"-p {PLANS_NAME}",
+        f"-device {options['device']}",
+        f"--epochs {options['epochs']}",
+        f"--iterations {options['iterations_per_epoch']}",
+        f"--val-iterations {options['val_iterations_per_epoch']}",
+        f"--save-every {options['save_every']}",
+        f"--seed {config['seed']}",
+    ]
+    if options.get("num_workers") is not None:
+        flags.append(f"--num-workers {options['num_workers']}")
+    if options.get("npz", True):
+        flags.append("--npz")
+    return " ".join(flags)
+
+
+def training_targets(wildcards):
+    """checkpoint_final.pth and the validation summary of every chosen configuration and fold."""
+    _, chosen = planned()
+    return [
+        path
+        for configuration in chosen
+        for fold in config["training"]["folds"]
+        for path in (
+            str(FOLD_DIR / "checkpoint_final.pth").format(
+                configuration=configuration, fold=fold
+            ),
+            str(FOLD_DIR / "validation" / "summary.json").format(
+                configuration=configuration, fold=fold
+            ),
+        )
+    ]
+
+
+def model_path(pattern, configuration, fold=None):
+    return str(pattern).format(configuration=configuration, fold=fold)
+
+
+def fold_summaries(wildcards):
+    """Every fold's validation summary of one configuration."""
+    return [
+        model_path(
+            FOLD_DIR / "validation" / "summary.json", wildcards.configuration, fold
+        )
+        for fold in FOLDS
+    ]
+
+
+def fold_checkpoints(wildcards):
+    return [
+        model_path(FOLD_DIR / "checkpoint_final.pth", wildcards.configuration, fold)
+        for fold in FOLDS
+    ]
+
+
+def crossval_summary(configuration):
+    return model_path(CROSSVAL_SUMMARY, configuration)
+
+
+def chosen_configurations_argument(wildcards):
+    return " ".join(planned()[1])
+
+
+def crossval_summary_of_pair(wildcards):
+    return [crossval_summary(wildcards.first), crossval_summary(wildcards.second)]
+
+
+def crossval_and_ensemble_summaries(wildcards):
+    """Every single configuration's and every pair ensemble's cross-validation summary."""
+    _, chosen = planned()
+    singles = [crossval_summary(c) for c in chosen]
+    pairs = [
+        str(ENSEMBLE_CV_DIR / "summary.json").format(first=a, second=b)
+        for i, a in enumerate(chosen)
+        for b in chosen[i + 1 :]
+    ]
+    return singles + pairs
+
+
+def selection():
+    with open(checkpoints.select.get().output.information) as handle:
+        return json.load(handle)
+
+
+def winner_configurations():
+    """Configurations of the selected model or ensemble."""
+    chosen = selection()["best_model_or_ensemble"]["selected_model_or_models"]
+    return [model["configuration"] for model in chosen]
+
+
+def selected_prediction_folders(wildcards):
+    return [PREDICTIONS / c for c in winner_configurations()]
+
+
+def winner_prediction_folder(wildcards):
+    """The ensemble's folder, or the single selected configuration's."""
+    members = winner_configurations()
+    return PREDICTIONS / ("ensemble" if len(members) > 1 else members[0])
+
+
+def postprocessing_file(wildcards):
+    return selection()["best_model_or_ensemble"]["postprocessing_file"]
+
+
+def has_test_set():
+    """Synthetic data always has labelsTs; real data only if the folder exists."""
+    if SYNTHETIC:
+        return config["dataset"]["synthetic"]["num_test"] > 0
+    return (RAW / "imagesTs").is_dir()
+
+
+def has_test_labels():
+    return has_test_set() and (SYNTHETIC or (RAW / "labelsTs").is_dir())
+
+
+def final_targets(wildcards):
+    targets = [REPORT / "report.md"]
+    if has_test_set():
+        targets.append(PREDICTIONS / "final")
+    return targets
+
+
+def test_summary_if_any(wildcards):
+    return [PREDICTIONS / "test_summary.json"] if has_test_labels() else []
+
+
+def test_summary_flag(wildcards):
+    if not has_test_labels():
+        return ""
+    return f"--test-summary {PREDICTIONS / 'test_summary.json'}"
+
+
+def test_dice_figure():
+    """The test-set figure exists only when the test set has labels (an output list may be empty)."""
+    if not has_test_labels():
+        return []
+    return report(
+        REPORT / "test_dice.png", caption="../report/test_dice.rst", category="Test set"
+    )

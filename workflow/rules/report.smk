@@ -1,0 +1,50 @@
+# The report: figures and tables under results/D/report, captioned for `snakemake --report`.
+
+
+rule report:
+    input:
+        selection=RESULTS / "inference_information.json",
+        test_summary=test_summary_if_any,
+    output:
+        curves=report(
+            directory(REPORT / "training_curves"),
+            patterns=["training_curves_{model}.png"],
+            caption="../report/training_curves.rst",
+            category="Training",
+        ),
+        cv_dice=report(
+            REPORT / "cv_dice.png",
+            caption="../report/cv_dice.rst",
+            category="Cross-validation",
+        ),
+        selection=report(
+            REPORT / "selection.png",
+            caption="../report/selection.rst",
+            category="Selection",
+        ),
+        per_class=report(
+            REPORT / "per_class.csv",
+            caption="../report/per_class.rst",
+            category="Cross-validation",
+        ),
+        summary=report(
+            REPORT / "summary.csv",
+            caption="../report/summary.rst",
+            category="Selection",
+        ),
+        run_times=report(
+            REPORT / "run_times.png",
+            caption="../report/run_times.rst",
+            category="Run times",
+        ),
+        page=REPORT / "report.md",
+        test_dice=test_dice_figure(),
+    log:
+        LOGS / "report.log",
+    params:
+        dataset=DATASET,
+        roots=ROOT_FLAGS,
+        test_summary=test_summary_flag,
+    shell:
+        "nnunet-core report -d {params.dataset} {params.test_summary} "
+        "{params.roots} > {log} 2>&1"

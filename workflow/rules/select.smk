@@ -1,0 +1,54 @@
+# Cross-validation per configuration, one ensemble job per pair, and the selection checkpoint.
+
+
+rule crossval:
+    input:
+        fold_summaries,
+    output:
+        CROSSVAL_SUMMARY,
+    log:
+        LOGS / "crossval_{configuration}.log",
+    params:
+        dataset=DATASET,
+        roots=ROOT_FLAGS,
+        model=MODEL_FLAGS,
+        folds=FOLDS_ARGS,
+    shell:
+        "nnunet-core crossval -d {params.dataset} -c {wildcards.configuration} {params.model} "
+        "-f {params.folds} {params.roots} > {log} 2>&1"
+
+
+rule ensemble_cv:
+    input:
+        crossval_summary_of_pair,
+    output:
+        ENSEMBLE_CV_DIR / "summary.json",
+    log:
+        LOGS / "ensemble_cv_{first}_{second}.log",
+    params:
+        dataset=DATASET,
+        roots=ROOT_FLAGS,
+        model=MODEL_FLAGS,
+        folds=FOLDS_ARGS,
+    shell:
+        "nnunet-core ensemble-cv -d {params.dataset} -c {wildcards.first} {wildcards.second} "
+        "{params.model} -f {params.folds} {params.roots} > {log} 2>&1"
+
+
+checkpoint select:
+    input:
+        crossval_and_ensemble_summaries,
+    output:
+        information=RESULTS / "inference_information.json",
+        instructions=RESULTS / "inference_instructions.txt",
+    log:
+        LOGS / "select.log",
+    params:
+        dataset=DATASET,
+        roots=ROOT_FLAGS,
+        model=MODEL_FLAGS,
+        configurations=chosen_configurations_argument,
+        folds=FOLDS_ARGS,
+    shell:
+        "nnunet-core find-best-config -d {params.dataset} -c {params.configurations} "
+        "{params.model} -f {params.folds} {params.roots} > {log} 2>&1"

@@ -1,0 +1,28 @@
+# Fold training: one job per (configuration, fold). Only checkpoint_final.pth and the validation
+# summary are declared outputs: Snakemake deletes declared outputs before a job and after a
+# failure, and checkpoint_latest.pth must survive so that the retry continues with --c.
+
+
+rule train:
+    input:
+        plans=PLANS,
+        splits=PRE / "splits_final.json",
+        data=preprocessed_data_of_configuration,
+    output:
+        final=FOLD_DIR / "checkpoint_final.pth",
+        summary=FOLD_DIR / "validation" / "summary.json",
+    log:
+        LOGS / "train_{configuration}_fold{fold}.log",
+    retries: config["training"]["retries"]
+    threads: config["training"]["threads"]
+    resources:
+        gpu=config["training"]["gpus_per_job"],
+        mem_mb=config["training"]["mem_mb"],
+        runtime=config["training"]["runtime"],
+    params:
+        dataset=DATASET,
+        roots=ROOT_FLAGS,
+        options=training_options(),
+    shell:
+        "OMP_NUM_THREADS={threads} nnunet-core train {params.dataset} {wildcards.configuration} {wildcards.fold} "
+        "{params.options} --c {params.roots} >> {log} 2>&1"
