@@ -34,3 +34,21 @@ rule all:
         preprocessing_targets,
         training_targets,
         final_targets,
+
+
+# Stage targets: `snakemake preprocessed` (or trained, selected) stops after that stage.
+rule preprocessed:
+    input:
+        PRE / "verify.json",
+        PRE / "splits_final.json",
+        preprocessing_targets,
+
+
+rule trained:
+    input:
+        training_targets,
+
+
+rule selected:
+    input:
+        RESULTS / "inference_information.json",

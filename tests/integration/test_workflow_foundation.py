@@ -9,62 +9,21 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-import yaml
-
-REPO = Path(__file__).resolve().parents[2]
-DATASET = "Dataset900_Synth"
+from workflow_helpers import DATASET, REPO, job_counts, tiny_config
+from workflow_helpers import snakemake as snakemake_target
 
 pytestmark = pytest.mark.slow
 
 
-def tiny_config(work: Path, **dataset_overrides) -> dict:
-    config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
-    config["work_dir"] = str(work)
-    config["dataset"]["synthetic"].update(num_training=6, num_test=2, shape=[12, 32, 32])
-    config["dataset"].update(dataset_overrides)
-    return config
-
-
 def snakemake(workdir: Path, config: dict, *extra: str, check: bool = True):
-    """Run the real snakemake CLI of this interpreter's environment on the repo's Snakefile."""
-    config_file = workdir / "config.yaml"
-    config_file.write_text(yaml.safe_dump(config))
-    command = [
-        str(Path(sys.executable).parent / "snakemake"),
-        "--snakefile",
-        str(REPO / "Snakefile"),
-        "--directory",
-        str(workdir),
-        "--configfile",
-        str(config_file),
-        "--cores",
-        "2",
-        *extra,
-    ]
-    result = subprocess.run(command, capture_output=True, text=True, cwd=workdir)
-    if check and result.returncode != 0:
-        pytest.fail(f"snakemake failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
-    return result
-
-
-def job_counts(output: str) -> dict[str, int]:
-    """The 'Job stats' table of a snakemake run as {rule: count}."""
-    counts: dict[str, int] = {}
-    for block in output.split("Job stats:")[1:]:
-        for line in block.splitlines()[3:]:
-            match = re.match(r"^(\w+)\s+(\d+)$", line.strip())
-            if not match:
-                break
-            if match.group(1) != "total":
-                counts[match.group(1)] = int(match.group(2))
-    return counts
+    """The workflow up to the stage target `preprocessed` (what these tests cover)."""
+    return snakemake_target(workdir, config, "preprocessed", *extra, check=check)
 
 
 @pytest.fixture(scope="module")
@@ -118,7 +77,13 @@ def test_touching_one_image_reruns_only_its_dependants(finished_run) -> None:
     os.utime(image)
     result = snakemake(workdir, config)
     counts = job_counts(result.stdout + result.stderr)
-    assert counts == {"verify_dataset": 1, "fingerprint": 1, "plan": 1, "preprocess": 2, "all": 1}
+    assert counts == {
+        "verify_dataset": 1,
+        "fingerprint": 1,
+        "plan": 1,
+        "preprocess": 2,
+        "preprocessed": 1,
+    }
     again = snakemake(workdir, config)
     assert "Nothing to be done" in again.stdout + again.stderr
 

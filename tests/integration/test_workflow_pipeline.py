@@ -1,0 +1,85 @@
+"""The whole workflow, raw data to report, on a tiny dataset with a tiny schedule (real Snakemake).
+
+What a user relies on at the end: final test predictions in the test images' exact geometry, a test
+summary, the selection record, the report, and a second run with nothing to do.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import SimpleITK as sitk
+from workflow_helpers import DATASET, job_counts, snakemake, tiny_config
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def pipeline(tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("pipeline")
+    config = tiny_config(workdir / "work")
+    config["training"].update(
+        folds=[0, 1], epochs=1, iterations_per_epoch=2, val_iterations_per_epoch=1
+    )
+    result = snakemake(workdir, config, "all")
+    return workdir / "work", config, workdir, result
+
+
+def test_every_stage_ran_once(pipeline) -> None:
+    _, _, _, result = pipeline
+    counts = job_counts(result.stdout + result.stderr)
+    assert counts["train"] == 4  # 2 configurations x 2 folds
+    assert counts["crossval"] == 2
+    assert counts["ensemble_cv"] == 1
+    for rule in ("select", "predict", "postprocess", "evaluate_test", "report"):
+        assert counts.get(rule, 0) >= 1, (rule, counts)
+
+
+def test_final_predictions_have_the_test_images_geometry(pipeline) -> None:
+    work, _, _, _ = pipeline
+    images = sorted((work / "raw" / DATASET / "imagesTs").glob("*_0000.nii.gz"))
+    assert len(images) == 2
+    for image_path in images:
+        case = image_path.name.removesuffix("_0000.nii.gz")
+        prediction = sitk.ReadImage(
+            str(work / "predictions" / DATASET / "final" / f"{case}.nii.gz")
+        )
+        image = sitk.ReadImage(str(image_path))
+        assert prediction.GetSize() == image.GetSize()
+        assert prediction.GetSpacing() == pytest.approx(image.GetSpacing())
+        assert prediction.GetOrigin() == pytest.approx(image.GetOrigin())
+        assert prediction.GetDirection() == pytest.approx(image.GetDirection())
+
+
+def test_selection_test_summary_and_report(pipeline) -> None:
+    work, _, _, _ = pipeline
+    results = work / "results" / DATASET
+    info = json.loads((results / "inference_information.json").read_text())
+    identifiers = {c["identifier"] for c in info["candidates"]}
+    assert len(identifiers) == 3  # 2d, 3d_fullres and their ensemble
+    assert info["winner"] in identifiers
+    summary = json.loads((work / "predictions" / DATASET / "test_summary.json").read_text())
+    assert len(summary["metric_per_case"]) == 2
+    assert set(summary["mean"]) == {"1", "2"}
+    page = (results / "report" / "report.md").read_text()
+    assert "Selected model" in page and "Test set" in page
+    assert len(list((results / "report" / "training_curves").glob("*.png"))) == 2
+
+
+def test_training_log_lives_outside_the_fold_and_resume_flag_is_passed(pipeline) -> None:
+    work, config, workdir, _ = pipeline
+    log = work / "logs" / DATASET / "train_3d_fullres_fold0.log"
+    assert log.is_file()
+    fold = work / "results" / DATASET / "nnUNetTrainer__nnUNetPlans__3d_fullres" / "fold_0"
+    assert (fold / "checkpoint_final.pth").is_file()
+    assert not list(fold.glob("*.log"))
+    dry = snakemake(workdir, config, "all", "-n", "-p", "--forcerun", "train")
+    commands = [line for line in dry.stdout.splitlines() if "nnunet-core train" in line]
+    assert commands and all(" --c " in line for line in commands)
+
+
+def test_second_run_has_nothing_to_do(pipeline) -> None:
+    _, config, workdir, _ = pipeline
+    again = snakemake(workdir, config, "all")
+    assert "Nothing to be done" in again.stdout + again.stderr
