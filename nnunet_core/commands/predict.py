@@ -1,0 +1,122 @@
+"""Predict raw images with a trained model: ``nnunet-core predict -i DIR -o DIR -d D -c CONFIG``.
+
+Upstream's ``nnUNetv2_predict``: images named ``CASE_XXXX{ending}`` in ``-i`` are preprocessed as
+in training, the logits of the folds ``-f`` (default 0-4) are averaged with mirroring test-time
+augmentation (``--disable_tta`` turns it off) and the segmentations are written to ``-o`` with the
+input's geometry; ``--save_probabilities`` adds ``{case}.npz`` + ``{case}.json``. The model comes
+from ``$nnUNet_results/D/<tr>__<p>__<c>/``.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import torch
+
+from nnunet_core.commands.common import add_dataset_flag, add_root_flags, dataset_from_args
+from nnunet_core.errors import ConfigurationError
+from nnunet_core.inference.model_folder import load_trained_model, parse_fold
+from nnunet_core.inference.predictor import PredictionSettings, predict_cases, prepare_inputs
+from nnunet_core.io.atomic import write_json
+from nnunet_core.paths import (
+    DEFAULT_PLANS_NAME,
+    DEFAULT_TRAINER,
+    results_dataset_dir,
+    trained_model_dir,
+)
+from nnunet_core.training.checkpoint import FINAL
+
+ARGS_JSON = "predict_from_raw_data_args.json"
+
+
+def configure_parser(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-i", dest="input", required=True, help="folder with CASE_XXXX images")
+    parser.add_argument("-o", dest="output", required=True, help="folder for the predictions")
+    add_dataset_flag(parser)
+    parser.add_argument("-c", dest="configuration", required=True, help="e.g. 3d_fullres")
+    parser.add_argument("-p", dest="plans", default=DEFAULT_PLANS_NAME, help="plans name")
+    parser.add_argument("-tr", dest="trainer", default=DEFAULT_TRAINER, help="trainer name")
+    parser.add_argument(
+        "-f", dest="folds", nargs="+", default=["0", "1", "2", "3", "4"], help="folds or 'all'"
+    )
+    parser.add_argument("-chk", dest="checkpoint", default=FINAL, help="checkpoint file name")
+    parser.add_argument(
+        "--save_probabilities", action="store_true", help="also write {case}.npz and {case}.json"
+    )
+    parser.add_argument(
+        "--disable_tta", action="store_true", help="no mirroring (about 8x faster in 3D)"
+    )
+    parser.add_argument(
+        "-step_size", type=float, default=0.5, help="tile step as a fraction of the patch (0.5)"
+    )
+    parser.add_argument(
+        "-device", choices=("cuda", "cpu", "mps"), help="default: cuda if available, else cpu"
+    )
+    parser.add_argument("-npp", type=int, default=3, help="preprocessing processes (3; 0 = inline)")
+    parser.add_argument("-nps", type=int, default=3, help="export processes (3; 0 = inline)")
+    parser.add_argument(
+        "--continue_prediction", action="store_true", help="skip cases already predicted"
+    )
+    parser.add_argument(
+        "-prev_stage_predictions", help="previous stage of a cascade (not supported yet)"
+    )
+    parser.add_argument("-num_parts", type=int, default=1, help="split the cases into N parts")
+    parser.add_argument("-part_id", type=int, default=0, help="which part this process predicts")
+    parser.add_argument("--disable_progress_bar", action="store_true", help="no progress bar")
+    add_root_flags(parser)
+
+
+def resolve_device(name: str | None) -> str:
+    """``-device``; CUDA when available if not given. The GPU comes from CUDA_VISIBLE_DEVICES."""
+    if name is None:
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if name == "cuda" and not torch.cuda.is_available():
+        msg = "-device cuda but torch sees no CUDA device (use -device cpu)"
+        raise ConfigurationError(msg)
+    if name == "mps" and not torch.backends.mps.is_available():
+        msg = "-device mps but MPS is not available on this machine"
+        raise ConfigurationError(msg)
+    return name
+
+
+def check_flags(args: argparse.Namespace) -> None:
+    if args.prev_stage_predictions:
+        msg = "-prev_stage_predictions: cascades are not supported yet"
+        raise ConfigurationError(msg)
+    if not 0 < args.step_size <= 1:
+        msg = f"-step_size must be in (0, 1], got {args.step_size}"
+        raise ConfigurationError(msg)
+    if args.npp < 0 or args.nps < 0:
+        msg = f"-npp and -nps must be >= 0, got {args.npp} and {args.nps}"
+        raise ConfigurationError(msg)
+
+
+def run(args: argparse.Namespace) -> int:
+    check_flags(args)
+    roots, name = dataset_from_args(args)
+    model_dir = trained_model_dir(
+        results_dataset_dir(roots, name), args.configuration, args.plans, args.trainer
+    )
+    folds = [parse_fold(f) for f in args.folds]
+    settings = PredictionSettings(
+        step_size=args.step_size,
+        use_mirroring=not args.disable_tta,
+        save_probabilities=args.save_probabilities,
+        device=resolve_device(args.device),
+        num_processes_preprocessing=args.npp,
+        num_processes_export=args.nps,
+        overwrite=not args.continue_prediction,
+        progress=False if args.disable_progress_bar else None,
+    )
+    output = Path(args.output)
+    cases = prepare_inputs(
+        model_dir, args.input, output, folds, args.checkpoint, args.num_parts, args.part_id
+    )
+    output.mkdir(parents=True, exist_ok=True)
+    record = {k: v for k, v in vars(args).items() if not k.startswith("_")}
+    write_json(output / ARGS_JSON, {**record, "model_dir": str(model_dir)})
+    model = load_trained_model(model_dir, folds, args.checkpoint)
+    written = predict_cases(model, cases, output, settings)
+    print(f"wrote {len(written)} prediction(s) to {output}")
+    return 0

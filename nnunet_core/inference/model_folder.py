@@ -1,0 +1,179 @@
+"""A trained model folder: its plans, dataset.json and one network per fold's checkpoint.
+
+``results/D/<trainer>__<plans>__<configuration>/`` holds ``plans.json``, ``dataset.json`` and
+``fold_k/checkpoint_final.pth`` (training copies the JSON files there). Errors name the missing
+file and the ``nnunet-core train`` call that produces it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from torch import nn
+
+from nnunet_core.errors import ConfigurationError
+from nnunet_core.evaluation.crossval import TrainedModel
+from nnunet_core.io.dataset_json import DatasetJson, load_dataset_json
+from nnunet_core.model import build_network
+from nnunet_core.paths import DATASET_JSON, fold_dir
+from nnunet_core.planning.plans import load_plans, resolve_configuration
+from nnunet_core.training import checkpoint as ckpt
+
+PLANS_JSON = "plans.json"
+Fold = int | str
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    """A model folder's plans, dataset.json and one network per fold (on the CPU, eval mode)."""
+
+    folder: Path
+    plans: dict[str, Any]
+    configuration_name: str
+    configuration: dict[str, Any]  # resolved (inheritance applied)
+    dataset_json: DatasetJson
+    folds: tuple[Fold, ...]
+    networks: tuple[nn.Module, ...]
+    mirror_axes: tuple[int, ...] | None  # None: the checkpoint allows no mirroring
+    trainer_name: str
+
+    @property
+    def patch_size(self) -> list[int]:
+        return [int(p) for p in self.configuration["patch_size"]]
+
+    @property
+    def num_outputs(self) -> int:
+        return self.dataset_json.label_spec.num_segmentation_heads
+
+
+def parse_fold(text: str | int) -> Fold:
+    """``'3'`` -> 3, ``'all'`` -> ``'all'``; anything else is an error."""
+    value = str(text).strip()
+    if value.lower() == "all":
+        return "all"
+    if not value.isdigit():
+        msg = f"fold must be a number >= 0 or 'all', got {text!r}"
+        raise ConfigurationError(msg)
+    return int(value)
+
+
+def train_command(model_dir: Path, fold: Fold) -> str:
+    """The ``nnunet-core train`` call that produces ``fold``'s checkpoints in ``model_dir``."""
+    try:
+        model = TrainedModel.from_identifier(model_dir.name)
+    except ConfigurationError:
+        return f"nnunet-core train {model_dir.parent.name} CONFIGURATION {fold}"
+    return model.train_command(model_dir.parent.name, fold)
+
+
+def available_folds(model_dir: Path, checkpoint_name: str = ckpt.FINAL) -> list[Fold]:
+    """Folds with ``checkpoint_name``, numerically sorted; ``fold_all`` is left out (upstream)."""
+    folds = [
+        parse_fold(p.name[len("fold_") :])
+        for p in model_dir.glob("fold_*")
+        if p.name[len("fold_") :].isdigit() and (p / checkpoint_name).is_file()
+    ]
+    return sorted(folds, key=int)
+
+
+def model_file(model_dir: Path, name: str) -> Path:
+    path = model_dir / name
+    if not path.is_file():
+        msg = f"{path}: missing; training copies it into the model folder (`{train_command(model_dir, 0)}`)"
+        raise ConfigurationError(msg)
+    return path
+
+
+def checkpoint_paths(
+    model_dir: Path, folds: Sequence[Fold] | None, checkpoint_name: str = ckpt.FINAL
+) -> dict[Fold, Path]:
+    """Each fold's checkpoint; a missing one is an error naming the file and the train command."""
+    if not model_dir.is_dir():
+        msg = f"{model_dir}: no trained model here (train it: `{train_command(model_dir, 0)}`)"
+        raise ConfigurationError(msg)
+    if folds is None:
+        folds = available_folds(model_dir, checkpoint_name)
+        if not folds:
+            msg = f"{model_dir}: no fold_*/{checkpoint_name} (train one: `{train_command(model_dir, 0)}`)"
+            raise ConfigurationError(msg)
+    paths: dict[Fold, Path] = {}
+    for fold in folds:
+        path = fold_dir(model_dir, fold) / checkpoint_name
+        if not path.is_file():
+            found = available_folds(model_dir, checkpoint_name)
+            msg = (
+                f"{path}: not found; train fold {fold} with `{train_command(model_dir, fold)}` "
+                f"or choose folds with -f (folds with {checkpoint_name}: "
+                f"{' '.join(map(str, found)) or 'none'})"
+            )
+            raise ConfigurationError(msg)
+        paths[fold] = path
+    return paths
+
+
+def _network(
+    configuration: dict[str, Any], dataset_json: DatasetJson, state: dict[str, Any], path: Path
+) -> nn.Module:
+    heads = dataset_json.label_spec.num_segmentation_heads
+    network = build_network(configuration, dataset_json.num_channels, heads, False)
+    try:
+        network.load_state_dict(ckpt.strip_module_prefix(state["network_weights"]))
+    except RuntimeError as exc:
+        first = str(exc).strip().splitlines()[0]
+        msg = (
+            f"{path}: its weights do not fit the network of the model folder's plans.json ({first})"
+        )
+        raise ckpt.CheckpointError(msg) from None
+    return network.eval()
+
+
+def load_trained_model(
+    model_dir: str | os.PathLike,
+    folds: Sequence[Fold] | None = None,
+    checkpoint_name: str = ckpt.FINAL,
+) -> LoadedModel:
+    """Read a model folder; ``folds=None`` takes every ``fold_k`` that has ``checkpoint_name``.
+
+    The first checkpoint names the configuration, the trainer and the mirroring axes (upstream).
+    """
+    model_dir = Path(model_dir)
+    paths = checkpoint_paths(model_dir, folds, checkpoint_name)
+    plans = load_plans(model_file(model_dir, PLANS_JSON))
+    dataset_json = load_dataset_json(model_file(model_dir, DATASET_JSON))
+    networks: list[nn.Module] = []
+    first: dict[str, Any] = {}
+    configuration: dict[str, Any] = {}
+    for path in paths.values():
+        state = ckpt.load_checkpoint(path, map_location="cpu")
+        if not first:
+            first = {k: v for k, v in state.items() if k != "network_weights"}
+            name = _checkpoint_configuration(first, model_dir)
+            configuration = resolve_configuration(plans, name)
+            if "previous_stage" in configuration:
+                msg = f"{model_dir}: configuration {name!r} is a cascade stage; cascades are not supported yet"
+                raise ConfigurationError(msg)
+        networks.append(_network(configuration, dataset_json, state, path))
+        del state
+    axes = first.get("inference_allowed_mirroring_axes")
+    return LoadedModel(
+        folder=model_dir,
+        plans=plans,
+        configuration_name=_checkpoint_configuration(first, model_dir),
+        configuration=configuration,
+        dataset_json=dataset_json,
+        folds=tuple(paths),
+        networks=tuple(networks),
+        mirror_axes=None if axes is None else tuple(int(a) for a in axes),
+        trainer_name=str(first.get("trainer_name", "")),
+    )
+
+
+def _checkpoint_configuration(state: dict[str, Any], model_dir: Path) -> str:
+    name = (state.get("init_args") or {}).get("configuration")
+    if name:
+        return str(name)
+    return TrainedModel.from_identifier(model_dir.name).configuration

@@ -1,0 +1,315 @@
+"""Predict raw cases with a trained model folder (upstream's ``nnUNetPredictor.predict_from_files``).
+
+The model comes from a trained model folder (``model_folder``). Each case is read and preprocessed exactly
+as in training, the folds' logits are averaged (sliding window, Gaussian weighting, mirroring over
+the checkpoint's ``inference_allowed_mirroring_axes``) and exported in the input image's geometry.
+
+The three stages overlap with bounded memory: preprocessing runs at most one case per worker
+ahead of prediction, and at most ``workers + 1`` cases of logits wait for an export worker before
+prediction blocks (upstream's backpressure). A stage with 0 processes runs inline. Workers are
+forked before the networks move to the device, and they never touch torch.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import re
+import sys
+import time
+from collections import defaultdict, deque
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from nnunet_core.dataset.discovery import RawCase, case_identifiers, channel_files
+from nnunet_core.errors import ConfigurationError, DatasetError, NnunetCoreError
+from nnunet_core.inference.export import export_prediction
+from nnunet_core.inference.model_folder import (
+    PLANS_JSON,
+    Fold,
+    LoadedModel,
+    checkpoint_paths,
+    load_trained_model,
+    model_file,
+)
+from nnunet_core.inference.sliding_window import predict_logits_from_folds
+from nnunet_core.io.atomic import write_json
+from nnunet_core.io.dataset_json import DatasetJson, load_dataset_json
+from nnunet_core.paths import DATASET_JSON
+from nnunet_core.preprocessing.preprocessor import run_case
+from nnunet_core.training import checkpoint as ckpt
+
+MAX_TILE_BATCH = 8
+
+
+@dataclass(frozen=True)
+class PredictionSettings:
+    """How to predict; defaults are upstream's ``nnUNetv2_predict`` defaults."""
+
+    step_size: float = 0.5
+    use_mirroring: bool = True
+    save_probabilities: bool = False
+    device: str = "cpu"
+    num_processes_preprocessing: int = 3
+    num_processes_export: int = 3
+    overwrite: bool = True  # False: keep cases whose outputs exist (--continue_prediction)
+    progress: bool | None = None  # None: a bar when stderr is a terminal, else a line per case
+    batch_tiles: int | None = None  # None: tile_batch_size(configuration)
+
+
+def tile_batch_size(configuration: dict[str, Any]) -> int:
+    """Tiles per forward pass: the plan's training batch size, at most ``MAX_TILE_BATCH``.
+
+    Upstream predicts one tile at a time. Batching is our deviation: small 2-D tiles run about
+    twice as fast per tile on a CPU in batches of 8, large 3-D tiles run as fast, and memory stays
+    below that of a training step (which holds a batch and its activations for the gradients).
+    """
+    return max(1, min(int(configuration.get("batch_size", 1)), MAX_TILE_BATCH))
+
+
+def input_cases(folder: str | os.PathLike, dataset_json: DatasetJson) -> list[RawCase]:
+    """The cases of an input folder (``CASE_XXXX{ending}``), each with exactly the model's channels."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        msg = f"{folder}: input folder not found"
+        raise DatasetError(msg)
+    ending, count = dataset_json.file_ending, dataset_json.num_channels
+    identifiers = case_identifiers(folder, ending)
+    if not identifiers:
+        msg = f"{folder}: no images named CASE_0000{ending} (one file per channel, like imagesTs)"
+        raise DatasetError(msg)
+    pattern = re.compile(r"^(.+)_(\d{4})" + re.escape(ending) + "$")
+    channels: dict[str, list[int]] = defaultdict(list)
+    for path in folder.iterdir():
+        if match := pattern.match(path.name):
+            channels[match.group(1)].append(int(match.group(2)))
+    for identifier in identifiers:
+        found = sorted(channels[identifier])
+        if found != list(range(count)):
+            names = ", ".join(f"_{c:04d}" for c in found)
+            expected = f"{identifier}_0000{ending}"
+            if count > 1:
+                expected += f" to {identifier}_{count - 1:04d}{ending}"
+            msg = (
+                f"case {identifier} in {folder}: channel files {names} but the model expects "
+                f"{count} channel(s) {list(dataset_json.channel_names.values())}: {expected}"
+            )
+            raise DatasetError(msg)
+    return [RawCase(i, channel_files(folder, i, ending, count), None) for i in identifiers]
+
+
+def prediction_exists(output_dir: Path, identifier: str, ending: str, probabilities: bool) -> bool:
+    """A case's outputs are complete (each file is written atomically, so existing means whole)."""
+    base = output_dir / identifier
+    seg = base.with_name(base.name + ending).is_file()
+    return seg and (not probabilities or base.with_name(base.name + ".npz").is_file())
+
+
+def _preprocess(
+    case: RawCase, plans: dict[str, Any], configuration: str, dataset_json: DatasetJson
+) -> tuple[np.ndarray, dict[str, Any]]:
+    data, _, properties = run_case(case, plans, configuration, dataset_json)
+    return data, properties
+
+
+class _Stage:
+    """One pipeline stage: ``processes`` forked workers, or inline calls when 0."""
+
+    def __init__(self, processes: int) -> None:
+        self.pool: ProcessPoolExecutor | None = None
+        if processes > 0:
+            methods = mp.get_all_start_methods()
+            context = mp.get_context("fork" if "fork" in methods else "spawn")
+            self.pool = ProcessPoolExecutor(processes, mp_context=context)
+            self.pool.submit(os.getpid).result()  # fork every worker now, before torch runs
+
+    def submit(self, function: Callable[..., Any], *args: Any) -> Future:
+        if self.pool is not None:
+            return self.pool.submit(function, *args)
+        future: Future = Future()
+        try:
+            future.set_result(function(*args))
+        except Exception as exc:
+            future.set_exception(exc)
+        return future
+
+    def close(self, cancel: bool) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=cancel)
+
+
+def _result(future: Future, identifier: str, stage: str) -> Any:
+    """A stage's result; a dead worker or a bug names the case."""
+    try:
+        return future.result()
+    except BrokenProcessPool:
+        msg = f"case {identifier}: a {stage} worker died (out of memory? use fewer processes)"
+        raise NnunetCoreError(msg) from None
+    except NnunetCoreError:
+        raise
+    except Exception as exc:
+        exc.add_note(f"during {stage} of case {identifier}")
+        raise
+
+
+def _write_model_files(model: LoadedModel, output_dir: Path) -> None:
+    """dataset.json and plans.json next to the predictions (ensembling reads them there)."""
+    write_json(output_dir / DATASET_JSON, model.dataset_json.raw)
+    write_json(output_dir / PLANS_JSON, model.plans)
+
+
+def predict_cases(
+    model: LoadedModel,
+    cases: Sequence[RawCase],
+    output_dir: str | os.PathLike,
+    settings: PredictionSettings = PredictionSettings(),
+) -> list[Path]:
+    """Predict ``cases`` into ``output_dir/{case}{file_ending}``; returns the written segmentations."""
+    output_dir = Path(output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    _write_model_files(model, output_dir)
+    ending = model.dataset_json.file_ending
+    todo = [
+        c
+        for c in cases
+        if settings.overwrite
+        or not prediction_exists(output_dir, c.identifier, ending, settings.save_probabilities)
+    ]
+    if len(todo) < len(cases):
+        print(f"{len(cases) - len(todo)} case(s) already predicted; {len(todo)} to go", flush=True)
+    if not todo:
+        return []
+    show_bar = sys.stderr.isatty() if settings.progress is None else settings.progress
+    preprocessing = _Stage(max(0, settings.num_processes_preprocessing))
+    exporting = _Stage(max(0, settings.num_processes_export))
+    cancel = True
+    try:
+        written = _run(model, todo, output_dir, settings, preprocessing, exporting, show_bar)
+        cancel = False
+    finally:
+        preprocessing.close(cancel)
+        exporting.close(cancel)
+    return written
+
+
+def _run(
+    model: LoadedModel,
+    cases: list[RawCase],
+    output_dir: Path,
+    settings: PredictionSettings,
+    preprocessing: _Stage,
+    exporting: _Stage,
+    show_bar: bool,
+) -> list[Path]:
+    device = torch.device(settings.device)
+    if device.type == "cuda":
+        torch.backends.cudnn.benchmark = True
+    networks = [n.to(device).eval() for n in model.networks]
+    mirror_axes = model.mirror_axes if settings.use_mirroring else None
+    batch_tiles = settings.batch_tiles or tile_batch_size(model.configuration)
+    ahead = 1 + max(0, settings.num_processes_preprocessing)
+    max_queued = max(0, settings.num_processes_export) + 1
+    queue: deque[tuple[RawCase, Future]] = deque()
+    exports: deque[tuple[str, Future]] = deque()
+    written: list[Path] = []
+    submitted = 0
+    pre_args = (model.plans, model.configuration_name, model.dataset_json)
+    with tqdm(total=len(cases), unit="case", desc="predict", disable=not show_bar) as bar:
+        for _ in cases:
+            while submitted < len(cases) and len(queue) < ahead:
+                case = cases[submitted]
+                queue.append((case, preprocessing.submit(_preprocess, case, *pre_args)))
+                submitted += 1
+            case, future = queue.popleft()
+            start = time.perf_counter()
+            data, properties = _result(future, case.identifier, "preprocessing")
+            logits = predict_logits_from_folds(
+                networks,
+                torch.from_numpy(data),
+                model.patch_size,
+                model.num_outputs,
+                step_size=settings.step_size,
+                use_gaussian=True,
+                mirror_axes=mirror_axes,
+                device=device,
+                batch_tiles=batch_tiles,
+            ).numpy()
+            del data
+            while exports and (len(exports) >= max_queued or exports[0][1].done()):
+                identifier, done = exports.popleft()
+                written.append(_result(done, identifier, "export"))
+            export_args = (
+                properties,
+                model.plans,
+                model.configuration,
+                model.dataset_json.label_spec,
+                output_dir / case.identifier,
+                model.dataset_json.file_ending,
+                settings.save_probabilities,
+            )
+            exports.append(
+                (case.identifier, exporting.submit(export_prediction, logits, *export_args))
+            )
+            del logits
+            bar.update()
+            if not show_bar:
+                print(
+                    f"predicted {case.identifier} in {time.perf_counter() - start:.1f} s",
+                    flush=True,
+                )
+        while exports:
+            identifier, done = exports.popleft()
+            written.append(_result(done, identifier, "export"))
+    return written
+
+
+def prepare_inputs(
+    model_dir: str | os.PathLike,
+    input_dir: str | os.PathLike,
+    output_dir: str | os.PathLike,
+    folds: Sequence[Fold] | None = None,
+    checkpoint_name: str = ckpt.FINAL,
+    num_parts: int = 1,
+    part_id: int = 0,
+) -> list[RawCase]:
+    """Check everything a prediction needs before anything is written; returns this part's cases.
+
+    The part is ``cases[part_id::num_parts]`` (upstream's split for several GPUs or processes).
+    """
+    if Path(input_dir).resolve() == Path(output_dir).resolve():
+        msg = f"{output_dir}: output folder must differ from the input folder"
+        raise ConfigurationError(msg)
+    if not 0 <= part_id < num_parts:
+        msg = f"part_id {part_id} must be in 0..{num_parts - 1} (num_parts {num_parts})"
+        raise ConfigurationError(msg)
+    model_dir = Path(model_dir)
+    checkpoint_paths(model_dir, folds, checkpoint_name)
+    dataset_json = load_dataset_json(model_file(model_dir, DATASET_JSON))
+    model_file(model_dir, PLANS_JSON)
+    return input_cases(input_dir, dataset_json)[part_id::num_parts]
+
+
+def predict_from_folder(
+    model_dir: str | os.PathLike,
+    input_dir: str | os.PathLike,
+    output_dir: str | os.PathLike,
+    folds: Sequence[Fold] | None = None,
+    checkpoint_name: str = ckpt.FINAL,
+    settings: PredictionSettings = PredictionSettings(),
+    num_parts: int = 1,
+    part_id: int = 0,
+) -> list[Path]:
+    """Predict every case of ``input_dir`` (this part's share) into ``output_dir``."""
+    cases = prepare_inputs(
+        model_dir, input_dir, output_dir, folds, checkpoint_name, num_parts, part_id
+    )
+    model = load_trained_model(model_dir, folds, checkpoint_name)
+    return predict_cases(model, cases, output_dir, settings)
