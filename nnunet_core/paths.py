@@ -55,7 +55,7 @@ class Roots:
         raw: str | os.PathLike | None = None,
         preprocessed: str | os.PathLike | None = None,
         results: str | os.PathLike | None = None,
-    ) -> "Roots":
+    ) -> Roots:
         """Flags win over environment variables; a root that is missing raises only when used."""
         return cls(
             raw=Path(raw) if raw else _optional_env(RAW_ENV),

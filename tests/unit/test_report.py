@@ -145,7 +145,10 @@ def png_size(path: Path) -> tuple[int, int]:
 def test_report_writes_every_file_with_readable_pngs(report) -> None:
     dirs, _, written = report
     folder = dirs.results / "report"
-    curves = {"training_curves/training_curves_3d_fullres.png", "training_curves/training_curves_2d.png"}
+    curves = {
+        "training_curves/training_curves_3d_fullres.png",
+        "training_curves/training_curves_2d.png",
+    }
     expected = curves | {
         "cv_dice.png", "selection.png", "test_dice.png", "run_times.png", "per_class.csv",
         "per_class.md", "per_fold.csv", "summary.csv", "report.md",
