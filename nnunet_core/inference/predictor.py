@@ -129,7 +129,9 @@ class _Stage:
             methods = mp.get_all_start_methods()
             context = mp.get_context("fork" if "fork" in methods else "spawn")
             self.pool = ProcessPoolExecutor(processes, mp_context=context)
-            self.pool.submit(os.getpid).result()  # fork every worker now, before torch runs
+            # fork every worker now: before CUDA starts in this process (a forked CUDA context
+            # breaks); the workers run numpy/scipy only, never torch
+            self.pool.submit(os.getpid).result()
 
     def submit(self, function: Callable[..., Any], *args: Any) -> Future:
         if self.pool is not None:
@@ -225,8 +227,8 @@ def _run(
     with tqdm(total=len(cases), unit="case", desc="predict", disable=not show_bar) as bar:
         for _ in cases:
             while submitted < len(cases) and len(queue) < ahead:
-                case = cases[submitted]
-                queue.append((case, preprocessing.submit(_preprocess, case, *pre_args)))
+                upcoming = cases[submitted]
+                queue.append((upcoming, preprocessing.submit(_preprocess, upcoming, *pre_args)))
                 submitted += 1
             case, future = queue.popleft()
             start = time.perf_counter()

@@ -32,6 +32,14 @@ from nnunet_core.training.augmentation import configure_augmentation, training_t
 from nnunet_core.training.case_store import CaseStore
 from nnunet_core.training.data_loader import PatchLoader, validation_loader
 from nnunet_core.training.deep_supervision import deep_supervision_scales
+from nnunet_core.training.distributed import (
+    SINGLE_PROCESS,
+    Topology,
+    all_reduce_sum,
+    gather_descriptions,
+    split_batch,
+    sum_over_ranks,
+)
 from nnunet_core.training.loss import build_loss
 from nnunet_core.training.optimizer import (
     OptimizerSettings,
@@ -102,14 +110,22 @@ class TrainerSettings:
 class Trainer:
     """One fold's network, optimizer, loss and progress, and the loop that trains them."""
 
-    def __init__(self, setup: FoldSetup, settings: TrainerSettings, device: torch.device) -> None:
+    def __init__(
+        self,
+        setup: FoldSetup,
+        settings: TrainerSettings,
+        device: torch.device,
+        topology: Topology = SINGLE_PROCESS,
+    ) -> None:
         settings.check()
         self.setup = setup
         self.settings = settings
         self.device = device
+        self.topology = topology
         config = setup.configuration
         self.patch_size = [int(p) for p in config["patch_size"]]
-        self.batch_size = int(config["batch_size"])
+        self.batch_size = int(config["batch_size"])  # global: split over the ranks
+        self.rank_batch = split_batch(self.batch_size, topology.world_size, topology.global_rank)
         self.augmentation = configure_augmentation(self.patch_size)
         self.mirror_axes = list(self.augmentation.mirror_axes)
         self.ds_scales = deep_supervision_scales(config["architecture"]["arch_kwargs"]["strides"])
@@ -118,9 +134,23 @@ class Trainer:
             config, setup.num_input_channels, setup.label_spec.num_segmentation_heads, True
         ).to(device)
         self.model = maybe_compile(self.network, device, settings.compile)
+        if topology.distributed:  # compile first, then DDP (optimizer holds the plain params)
+            self.model = torch.nn.parallel.DistributedDataParallel(
+                self.model, device_ids=[device.index] if device.type == "cuda" else None
+            )
         self.optimizer = build_optimizer(self.network, settings.optimizer)
         self.grad_scaler = build_grad_scaler(device)
-        self.loss = build_loss(config, setup.label_spec, deep_supervision=True)
+        # DDP: batch Dice counts summed over ranks; the coarsest head keeps a tiny weight so every
+        # parameter gets a gradient (DDP's reducer requires it)
+        self.loss = build_loss(
+            config,
+            setup.label_spec,
+            deep_supervision=True,
+            reduce_fn=all_reduce_sum if topology.distributed else None,
+            last_ds_weight=1e-6 if topology.distributed else 0.0,
+        )
+        # a rank's loss times this, summed over ranks, is the loss of the global batch
+        self.loss_share = self.rank_batch.size / self.batch_size
         self.history = ProgressHistory()
         self.log = TrainingLog(setup.output_folder, enabled=settings.is_main)
         self.current_epoch = 0
@@ -188,22 +218,27 @@ class Trainer:
             self.mirror_axes,
             mask_channels,
         )
+        share = self.rank_batch  # this rank's global positions: seeds and forced foreground
         train = PatchLoader(
             CaseStore(setup.data_folder, setup.train_keys),
-            self.batch_size,
+            share.size,
             self.patch_size,
             self.augmentation.initial_patch_size,
             seed=self.settings.seed,
             fold=setup.fold,
             transform=transform,
             ds_scales=self.ds_scales,
+            forced_positions=share.forced,
+            sample_offset=share.offset,
         )
         val = validation_loader(
             CaseStore(setup.data_folder, setup.val_keys),
-            self.batch_size,
+            share.size,
             self.patch_size,
             seed=self.settings.seed,
             fold=setup.fold,
+            forced_positions=share.forced,
+            sample_offset=share.offset,
             ds_scales=self.ds_scales,
         )
         return train, val
@@ -278,7 +313,7 @@ class Trainer:
         train_losses = [
             self.train_step(next(train_stream)) for _ in range(self.settings.num_iterations)
         ]
-        self.history.log("train_losses", float(np.mean(train_losses)), epoch)
+        self.history.log("train_losses", self._global_mean_loss(train_losses), epoch)
         self.model.eval()
         with torch.no_grad():
             steps = [
@@ -312,11 +347,17 @@ class Trainer:
         return float(loss.cpu()), tp, fp, fn
 
     def _end_validation(self, epoch: int, steps: list[tuple[float, Any, Any, Any]]) -> None:
-        tp, fp, fn = (np.sum([s[i] for s in steps], axis=0) for i in (1, 2, 3))
+        counts = np.stack([np.sum([s[i] for s in steps], axis=0) for i in (1, 2, 3)])
+        tp, fp, fn = sum_over_ranks(counts)  # pseudo Dice of the global batches
         dice = global_dice(tp, fp, fn)
-        self.history.log("val_losses", float(np.mean([s[0] for s in steps])), epoch)
+        self.history.log("val_losses", self._global_mean_loss([s[0] for s in steps]), epoch)
         self.history.log("dice_per_class_or_region", dice, epoch)
         self.history.log("mean_fg_dice", nanmean(dice), epoch)
+
+    def _global_mean_loss(self, losses: list[float]) -> float:
+        """Mean over iterations of the global batch's loss (rank losses weighted by batch share)."""
+        total = sum_over_ranks([float(np.sum(losses)) * self.loss_share])
+        return float(total[0]) / max(len(losses), 1)
 
     def _end_epoch(self, epoch: int) -> None:
         values = self.history.values
@@ -349,3 +390,13 @@ class Trainer:
             f"{count_parameters(self.network):,} parameters; {self.settings.num_epochs} epochs x "
             f"{self.settings.num_iterations} iterations (+{self.settings.num_val_iterations} val)"
         )
+        if self.topology.distributed:  # collective: every rank reports where it runs
+            share = self.rank_batch
+            mine = f"{self.topology.describe()} on {self.device}: batch {share.size}, forced {list(share.forced)}"
+            ranks = gather_descriptions(mine)
+            if self.rank_batch.size * self.topology.world_size != self.batch_size:
+                self.log(
+                    f"WARNING: batch {self.batch_size} is not divisible by {self.topology.world_size} ranks"
+                )
+            for line in ranks:
+                self.log(f"DDP {line}")

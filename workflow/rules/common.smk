@@ -12,6 +12,13 @@ from nnunet_core.workflow_config import (
     selected_configurations,
     validate_config,
 )
+from nnunet_core.training.signals import ignore_stop_signal
+
+# SIGUSR1 is the "stop before the walltime" signal (SLURM `--signal=USR1@T` reaches every
+# process of the job step). Snakemake has no handler for it and would die, so every Snakemake
+# process that parses this file ignores it; the rule's shell inherits "ignored" (kept through
+# fork and exec) and the trainer installs its own handler, so only the trainer reacts.
+ignore_stop_signal()
 
 # One line per wrong key first; then Snakemake's validation fills in the schema defaults.
 validate_config(config, Path(workflow.basedir) / "config" / "schema.yaml")
@@ -154,12 +161,35 @@ def training_options():
         f"--val-iterations {options['val_iterations_per_epoch']}",
         f"--save-every {options['save_every']}",
         f"--seed {config['seed']}",
+        f"--stop-margin {options['stop_margin']}",
     ]
+    if config.get("deterministic", False):
+        flags.append("--deterministic")
     if options.get("num_workers") is not None:
         flags.append(f"--num-workers {options['num_workers']}")
     if options.get("npz", True):
         flags.append("--npz")
+    if options.get("gpu_lock_dir"):
+        flags.append(f"--gpu-lock-dir {options['gpu_lock_dir']}")
     return " ".join(flags)
+
+
+def training_launcher(wildcards, resources):
+    """The command that starts a fold: `nnunet-core train` (one node; `-num_gpus {resources.gpu}`
+    when it has several GPUs) or, with training.nodes > 1, torchrun's multi-node rendezvous.
+    """
+    nodes = int(config["training"].get("nodes", 1))
+    gpus = int(resources.gpu)
+    if nodes > 1:
+        endpoint = (
+            config["training"].get("rdzv_endpoint") or "${MASTER_ADDR:-localhost}:29500"
+        )
+        return (
+            f"torchrun --nnodes {nodes} --nproc_per_node {max(gpus, 1)} --rdzv_backend c10d "
+            f"--rdzv_endpoint {endpoint} --rdzv_id {DATASET}_{wildcards.configuration}_"
+            f"{wildcards.fold} -m nnunet_core.train"
+        )
+    return "nnunet-core train" + (f" -num_gpus {gpus}" if gpus > 1 else "")
 
 
 def training_targets(wildcards):

@@ -23,6 +23,13 @@ rule train:
         dataset=DATASET,
         roots=ROOT_FLAGS,
         options=training_options(),
+        launcher=training_launcher,
     shell:
-        "OMP_NUM_THREADS={threads} nnunet-core train {params.dataset} {wildcards.configuration} {wildcards.fold} "
-        "{params.options} --c {params.roots} >> {log} 2>&1"
+        "OMP_NUM_THREADS={threads} {params.launcher} {params.dataset} {wildcards.configuration} {wildcards.fold} "
+        "{params.options} --c {params.roots} >> {log} 2>&1\n"
+        # A stop before the walltime exits 0 without checkpoint_final.pth: fail, so that
+        # `retries:` starts the next attempt, which continues with --c.
+        "if [ ! -f {output.final} ]; then\n"
+        "  echo \"train {wildcards.configuration} fold {wildcards.fold}: $(grep -o 'stopped at epoch [0-9]* by [^;]*' {log} | tail -n 1 || echo 'exited 0 without checkpoint_final.pth'); will continue on retry (see {log})\" >&2\n"
+        "  exit 75\n"
+        "fi"

@@ -1,0 +1,1 @@
+"""Helpers for running on shared machines and clusters (GPU slots, schedulers)."""

@@ -1,0 +1,246 @@
+"""Stopping before the walltime: the SIGUSR1 flag, the deadline and the check that combines them.
+
+A batch scheduler warns a job before its time limit with a signal (SLURM: ``--signal=USR1@T``).
+The handler installed here only sets a flag: no logging, no I/O, no locks, so it is safe at any
+moment. The trainer asks ``StopConditions(epoch)`` at the end of every epoch; it answers True
+when the flag is set, or when the next epoch (estimated from the longest epoch of this attempt)
+plus ``margin`` would end after the deadline. Under DDP the answer is all-reduced with MAX, so a
+signal that reached one rank stops every rank after the same epoch.
+
+The deadline comes from ``--deadline`` (seconds from now, a clock time ``HH:MM[:SS]`` or an ISO
+date-time), else from the SLURM job's end time (``$SLURM_JOB_END_TIME``, else ``squeue``, else
+``scontrol show job``).
+
+Every process between the scheduler and the trainer must survive SIGUSR1 (SLURM signals every
+process of the job step). ``ignore_stop_signal()`` sets the signal to ignored; the workflow calls
+it in every Snakemake process, and an ignored disposition is inherited through ``fork`` and
+``exec``, so the rule's shell ignores it too, while the trainer installs its own handler.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from nnunet_core.errors import ConfigurationError
+
+STOP_SIGNAL_NAME = "SIGUSR1"
+_requested = False  # set by the handler; read at epoch boundaries
+
+
+def stop_signal() -> int | None:
+    """``signal.SIGUSR1`` where the platform has it (not on Windows), else None."""
+    return getattr(signal, STOP_SIGNAL_NAME, None)
+
+
+def _handler(signum: int, frame: Any) -> None:  # noqa: ARG001 - the signal module's signature
+    global _requested
+    _requested = True
+
+
+def install_stop_handler() -> bool:
+    """Make SIGUSR1 set the stop flag (replacing an inherited 'ignored'); False where absent."""
+    number = stop_signal()
+    if number is None:
+        return False
+    signal.signal(number, _handler)
+    return True
+
+
+def ignore_stop_signal() -> bool:
+    """SIGUSR1 ignored in this process and, through fork/exec, in its children."""
+    number = stop_signal()
+    if number is None:
+        return False
+    signal.signal(number, signal.SIG_IGN)
+    return True
+
+
+def stop_requested() -> bool:
+    return _requested
+
+
+def reset_stop_request() -> None:
+    global _requested
+    _requested = False
+
+
+# ------------------------------------------------------------------------------ deadlines
+def parse_deadline(text: str, now: float | None = None) -> float:
+    """``--deadline``: seconds from now (``3600``, ``5400.5``), ``HH:MM[:SS]`` (the next such
+    local time) or an ISO date-time; returns a Unix time."""
+    now = time.time() if now is None else now
+    value = text.strip()
+    try:
+        seconds = float(value)
+    except ValueError:
+        pass
+    else:
+        if seconds <= 0:
+            msg = f"--deadline {text}: seconds must be > 0"
+            raise ConfigurationError(msg)
+        return now + seconds
+    for layout in ("%H:%M", "%H:%M:%S"):
+        try:
+            clock = dt.datetime.strptime(value, layout).time()
+        except ValueError:
+            continue
+        today = dt.datetime.fromtimestamp(now)
+        moment = dt.datetime.combine(today.date(), clock)
+        if moment.timestamp() <= now:
+            moment += dt.timedelta(days=1)
+        return moment.timestamp()
+    try:
+        return dt.datetime.fromisoformat(value).timestamp()  # naive: local time, as SLURM
+    except ValueError:
+        msg = f"--deadline {text!r}: expected seconds, HH:MM[:SS] or an ISO date-time"
+        raise ConfigurationError(msg) from None
+
+
+def _slurm_time(text: str) -> float | None:
+    value = text.strip()
+    if not value or value.upper() in {"UNKNOWN", "NONE", "N/A", "INVALID"}:
+        return None
+    try:
+        return float(value) if value.isdigit() else dt.datetime.fromisoformat(value).timestamp()
+    except ValueError:
+        return None
+
+
+def _command_output(command: list[str], run: Callable[..., Any]) -> str | None:
+    if shutil.which(command[0]) is None and run is subprocess.run:
+        return None
+    try:
+        result = run(command, capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return result.stdout if result.returncode == 0 else None
+
+
+def slurm_end_time(
+    env: Mapping[str, str] | None = None, run: Callable[..., Any] = subprocess.run
+) -> float | None:
+    """The end time of the SLURM job this process runs in (Unix time), or None outside SLURM
+    or without a time limit."""
+    env = os.environ if env is None else env
+    job = env.get("SLURM_JOB_ID")
+    if not job:
+        return None
+    if env.get("SLURM_JOB_END_TIME"):
+        return _slurm_time(env["SLURM_JOB_END_TIME"])
+    output = _command_output(["squeue", "-h", "-j", job, "-o", "%e"], run)
+    if output and output.strip():
+        return _slurm_time(output.strip().splitlines()[0])
+    output = _command_output(["scontrol", "show", "job", job], run)
+    for field in (output or "").split():
+        if field.startswith("EndTime="):
+            return _slurm_time(field.partition("=")[2])
+    return None
+
+
+# ------------------------------------------------------------------------------ DDP
+def reduce_flag(flag: bool) -> bool:
+    """MAX over the ranks when ``torch.distributed`` is initialised, else ``flag`` itself."""
+    import torch
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return flag
+    device = torch.device("cpu")
+    if dist.get_backend() == "nccl":
+        device = torch.device("cuda", torch.cuda.current_device())
+    value = torch.tensor([1 if flag else 0], dtype=torch.int32, device=device)
+    dist.all_reduce(value, op=dist.ReduceOp.MAX)
+    return bool(value.item())
+
+
+# ------------------------------------------------------------------------------ the check
+class StopConditions:
+    """``should_stop(epoch)`` for ``Trainer.fit``: the signal flag or the deadline (or both).
+
+    ``reason`` says why after a True answer ("SIGUSR1", "deadline", or "SIGUSR1 on another
+    rank"). ``clock`` and ``reduce`` are replaceable for tests.
+    """
+
+    def __init__(
+        self,
+        deadline: float | None = None,
+        margin: float = 0.0,
+        *,
+        clock: Callable[[], float] = time.time,
+        reduce: Callable[[bool], bool] = reduce_flag,
+        signal_flag: Callable[[], bool] = stop_requested,
+    ) -> None:
+        self.deadline = deadline
+        self.margin = float(margin)
+        self.clock = clock
+        self.reduce = reduce
+        self.signal_flag = signal_flag
+        self.reason: str | None = None
+        self.epoch_seconds: list[float] = []
+        self._last = clock()
+
+    def start(self) -> None:
+        """Mark the start of the first epoch (call right before training)."""
+        self._last = self.clock()
+
+    def estimated_epoch_seconds(self) -> float:
+        return max(self.epoch_seconds) if self.epoch_seconds else 0.0
+
+    def deadline_reached(self, now: float) -> bool:
+        if self.deadline is None:
+            return False
+        return now + self.estimated_epoch_seconds() + self.margin > self.deadline
+
+    def __call__(self, epoch: int) -> bool:  # noqa: ARG002 - Trainer's StopCheck signature
+        now = self.clock()
+        self.epoch_seconds.append(now - self._last)
+        self._last = now
+        signalled = self.signal_flag()
+        late = self.deadline_reached(now)
+        local = signalled or late
+        stop = self.reduce(local)
+        if stop:
+            if signalled:
+                self.reason = STOP_SIGNAL_NAME
+            elif late:
+                self.reason = "deadline"
+            else:
+                self.reason = f"{STOP_SIGNAL_NAME}/deadline on another rank"
+        return stop
+
+    def describe(self) -> str:
+        """One line for the log at the start: what can stop this training."""
+        parts = []
+        if stop_signal() is not None:
+            parts.append(f"{STOP_SIGNAL_NAME} (stops at the next epoch boundary)")
+        if self.deadline is not None:
+            when = dt.datetime.fromtimestamp(self.deadline).isoformat(timespec="seconds")
+            parts.append(f"deadline {when} (margin {self.margin:g} s)")
+        return "stop conditions: " + (", ".join(parts) if parts else "none")
+
+
+def install_forwarding_handler(children: Callable[[], list[int]]) -> bool:
+    """For a launcher (``-num_gpus N``): SIGUSR1 sets this process's flag and is sent on to
+    every pid ``children()`` returns (its workers). False where the platform lacks SIGUSR1."""
+    number = stop_signal()
+    if number is None:
+        return False
+
+    def forward(signum: int, frame: Any) -> None:  # noqa: ARG001
+        global _requested
+        _requested = True
+        for pid in children():
+            try:
+                os.kill(pid, signum)
+            except OSError:
+                pass  # already gone
+
+    signal.signal(number, forward)
+    return True

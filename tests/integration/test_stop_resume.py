@@ -1,0 +1,281 @@
+"""Stopping before the walltime and continuing, with real processes and real signals.
+
+SIGUSR1 in the middle of an epoch stops after it (exit 0, checkpoint_latest, no final); ``--c``
+finishes; in deterministic mode the result is bitwise the uninterrupted run's, also after a
+SIGKILL; the signal sent to a whole process group (a Snakemake-like parent, a shell, the
+trainer) kills nobody; a deadline stops without a signal; a second job on a fold is refused;
+kill -9 at random moments never loses a checkpoint. Reuses test_training's tiny dataset.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from test_training import CONFIG, DATASET, MODEL, check, cli, env  # noqa: F401 - env: fixture
+
+from nnunet_core.training import checkpoint as ckpt
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not hasattr(signal, "SIGUSR1"), reason="no SIGUSR1 on this platform"),
+]
+
+EPOCHS = 4
+SCHEDULE = ["--epochs", str(EPOCHS), "--iterations", "8", "--val-iterations", "2"]
+TRAIN = ["train", "900", CONFIG, "0", "-device", "cpu", "--num-workers", "0", "--deterministic"]
+
+
+def results_env(env: dict[str, str], results: Path) -> dict[str, str]:  # noqa: F811
+    return {**env, "nnUNet_results": str(results)}
+
+
+def fold(results: Path) -> Path:
+    return results / DATASET / MODEL / "fold_0"
+
+
+def start(
+    environment: dict[str, str], out: Path, *extra: str, schedule: list[str] = SCHEDULE
+) -> subprocess.Popen:
+    handle = open(out, "a")  # noqa: SIM115 - the child owns it
+    return subprocess.Popen(
+        [sys.executable, "-m", "nnunet_core", *TRAIN, *schedule, *extra],
+        env=environment,
+        stdout=handle,
+        stderr=subprocess.STDOUT,
+    )
+
+
+def started_epochs(out: Path) -> list[int]:
+    return [int(e) for e in re.findall(r": Epoch (\d+)$", out.read_text(), re.MULTILINE)]
+
+
+def wait_for(condition, timeout: float = 120.0, process: subprocess.Popen | None = None) -> None:
+    end = time.time() + timeout
+    while time.time() < end:
+        if condition():
+            return
+        if process is not None and process.poll() is not None:
+            pytest.fail(f"process ended early with {process.returncode}")
+        time.sleep(0.02)
+    pytest.fail("timed out")
+
+
+def final_weights(folder: Path) -> dict[str, torch.Tensor]:
+    return torch.load(folder / ckpt.FINAL, weights_only=True)["network_weights"]
+
+
+def assert_bitwise_equal(a: dict, b: dict) -> None:
+    assert a.keys() == b.keys()
+    for key in a:
+        assert torch.equal(a[key], b[key]), key
+
+
+@pytest.fixture(scope="module")
+def straight(env, tmp_path_factory) -> Path:  # noqa: F811
+    """The uninterrupted deterministic run everything is compared with."""
+    results = tmp_path_factory.mktemp("straight")
+    begin = time.time()
+    check(cli(results_env(env, results), *TRAIN, *SCHEDULE))
+    print(f"straight run: {time.time() - begin:.1f} s")
+    return fold(results)
+
+
+def test_usr1_mid_epoch_stops_after_it_and_continue_is_bit_exact(env, straight, tmp_path):  # noqa: F811
+    environment = results_env(env, tmp_path)
+    out = tmp_path / "out.txt"
+    process = start(environment, out)
+    wait_for(lambda: 1 in started_epochs(out), process=process)
+    k = max(started_epochs(out))
+    process.send_signal(signal.SIGUSR1)
+    assert process.wait(timeout=120) == 0
+    text = out.read_text()
+    assert f"stopped at epoch {k} by SIGUSR1" in text
+    latest = ckpt.load_checkpoint(fold(tmp_path) / ckpt.LATEST)
+    assert latest["current_epoch"] == k + 1 < EPOCHS
+    assert not (fold(tmp_path) / ckpt.FINAL).exists()
+    result = check(cli(environment, *TRAIN, *SCHEDULE, "--c"))
+    assert f"at epoch {k + 1}" in result.stdout
+    assert_bitwise_equal(final_weights(fold(tmp_path)), final_weights(straight))
+
+
+def test_sigkill_after_a_checkpoint_then_continue_is_bit_exact(env, straight, tmp_path):  # noqa: F811
+    environment = results_env(env, tmp_path)
+    out = tmp_path / "out.txt"
+    process = start(environment, out)
+    wait_for(lambda: 2 in started_epochs(out), process=process)  # latest holds epoch 2
+    process.kill()
+    process.wait()
+    assert ckpt.load_checkpoint(fold(tmp_path) / ckpt.LATEST)["current_epoch"] >= 2
+    check(cli(environment, *TRAIN, *SCHEDULE, "--c"))
+    assert_bitwise_equal(final_weights(fold(tmp_path)), final_weights(straight))
+
+
+PARENT = textwrap.dedent(
+    """
+    # A Snakemake-like parent: default USR1 disposition (dies), unless it does what the
+    # workflow does; it runs a shell that does not exec the command (two commands).
+    import subprocess, sys
+    if sys.argv[1] == "ignore":
+        from nnunet_core.training.signals import ignore_stop_signal
+        ignore_stop_signal()
+    shell = subprocess.run(["bash", "-c", sys.argv[2]])
+    print("parent alive, shell", shell.returncode, flush=True)
+    """
+)
+
+
+def test_usr1_to_the_process_group_reaches_only_the_trainer(env, tmp_path):  # noqa: F811
+    environment = results_env(env, tmp_path)
+    out = tmp_path / "out.txt"
+    command = " ".join(
+        [f"set -euo pipefail; {sys.executable} -m nnunet_core", *TRAIN, *SCHEDULE]
+        + [f">> {out} 2>&1; echo shell alive"]
+    )
+    parent = subprocess.Popen(
+        [sys.executable, "-c", PARENT, "ignore", command],
+        env=environment,
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    out.touch()
+    wait_for(lambda: 1 in started_epochs(out), process=parent)
+    os.killpg(parent.pid, signal.SIGUSR1)  # as SLURM signals every process of the step
+    stdout, _ = parent.communicate(timeout=120)
+    assert parent.returncode == 0
+    assert stdout.splitlines() == ["shell alive", "parent alive, shell 0"]
+    assert "by SIGUSR1" in out.read_text()
+    assert ckpt.load_checkpoint(fold(tmp_path) / ckpt.LATEST)["current_epoch"] < EPOCHS
+    # without the workflow's mechanism, the same parent dies of the signal
+    control = subprocess.Popen(
+        [sys.executable, "-c", PARENT, "default", "sleep 30; echo never"],
+        stdout=subprocess.PIPE,
+        start_new_session=True,
+    )
+    time.sleep(1.0)
+    os.killpg(control.pid, signal.SIGUSR1)
+    assert control.wait(timeout=30) == -signal.SIGUSR1
+
+
+def test_deadline_stops_cleanly_without_a_signal(env, tmp_path):  # noqa: F811
+    environment = results_env(env, tmp_path)
+    schedule = ["--epochs", "20", "--iterations", "8", "--val-iterations", "2"]
+    args = ["train", "900", CONFIG, "0", "-device", "cpu", "--num-workers", "0"]
+    begin = time.time()
+    result = check(cli(environment, *args, *schedule, "--deadline", "1", "--stop-margin", "0"))
+    assert "stop conditions: SIGUSR1" in result.stdout and "deadline" in result.stdout
+    assert "stopped at epoch 0 by deadline" in result.stdout  # the first epoch ends after 1 s
+    assert ckpt.load_checkpoint(fold(tmp_path) / ckpt.LATEST)["current_epoch"] == 1
+    assert not (fold(tmp_path) / ckpt.FINAL).exists()
+    # calibrated: a deadline that leaves room for about 2.5 epochs after the first one
+    epoch_s = time.time() - begin
+    deadline = f"{epoch_s * 3.4:.1f}"
+    result = check(cli(environment, *args, *schedule, "--c", "--deadline", deadline))
+    stopped = re.search(r"stopped at epoch (\d+) by deadline", result.stdout)
+    assert stopped, result.stdout[-2000:]
+    assert 1 <= int(stopped.group(1)) <= 4  # ~2 epochs, with slack for a busy machine
+
+
+def test_a_second_job_on_the_same_fold_is_refused(env, tmp_path):  # noqa: F811
+    environment = results_env(env, tmp_path)
+    out = tmp_path / "out.txt"
+    first = start(environment, out)
+    try:
+        wait_for(lambda: 0 in started_epochs(out), process=first)
+        second = cli(environment, *TRAIN, *SCHEDULE, "--c")
+        assert second.returncode == 3
+        assert "already being trained by pid" in second.stderr
+        assert str(first.pid) in second.stderr
+    finally:
+        first.kill()
+        first.wait()
+
+
+def test_kill_9_at_random_moments_never_loses_a_checkpoint(env, tmp_path):  # noqa: F811
+    """10 kills, some while a checkpoint is being written; --c always continues."""
+    environment = results_env(env, tmp_path)
+    folder = fold(tmp_path)
+    schedule = ["--epochs", "12", "--iterations", "3", "--val-iterations", "1"]
+    rng = random.Random(0)
+    out = tmp_path / "out.txt"
+    during_write = 0
+    for attempt in range(10):
+        out.write_text("")
+        process = start(environment, out, "--c", schedule=schedule)
+        if attempt % 3 == 2:  # wait for a temporary checkpoint file, then kill at once
+            end = time.time() + 60
+            while time.time() < end and process.poll() is None:
+                if any(folder.glob(".checkpoint_*.partial")):
+                    break
+            during_write += 1
+        else:
+            time.sleep(rng.uniform(2.0, 6.0))
+        process.kill()
+        process.wait()
+        latest = folder / ckpt.LATEST
+        if latest.exists():
+            epoch = ckpt.load_checkpoint(latest)["current_epoch"]  # always loads
+            begun = started_epochs(out)
+            if begun:  # never more than save_every (1) epoch lost
+                assert epoch >= max(begun), (attempt, epoch, begun)
+    assert during_write >= 3
+    check(cli(environment, *TRAIN, *schedule, "--c"))
+    assert torch.load(folder / ckpt.FINAL, weights_only=True)["current_epoch"] == 12
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+@pytest.mark.parametrize("target", ["one rank", "launcher"])
+def test_usr1_under_ddp_stops_every_rank_after_the_same_epoch(env, tmp_path, target):  # noqa: F811
+    environment = results_env(env, tmp_path)
+    out = tmp_path / "out.txt"
+    ddp = ["train", "900", CONFIG, "0", "-device", "cpu", "--num-workers", "0", "-num_gpus", "2"]
+    handle = open(out, "a")  # noqa: SIM115
+    process = subprocess.Popen(
+        [sys.executable, "-m", "nnunet_core", *ddp, *SCHEDULE],
+        env=environment,
+        stdout=handle,
+        stderr=subprocess.STDOUT,
+    )
+    wait_for(lambda: 1 in started_epochs(out), process=process, timeout=180)
+    workers = [
+        p
+        for p in _children(process.pid)
+        if b"spawn_main" in Path(f"/proc/{p}/cmdline").read_bytes()
+    ]
+    assert len(workers) == 2
+    if target == "one rank":
+        os.kill(max(workers), signal.SIGUSR1)  # typically rank 1
+    else:
+        os.kill(process.pid, signal.SIGUSR1)
+    assert process.wait(timeout=180) == 0, out.read_text()[-3000:]
+    stops = re.findall(r"stopped at epoch (\d+) by", out.read_text())
+    assert len(set(stops)) == 1, out.read_text()[-3000:]
+    latest = ckpt.load_checkpoint(fold(tmp_path) / ckpt.LATEST)
+    assert latest["current_epoch"] == int(stops[0]) + 1 < EPOCHS
+    assert not (fold(tmp_path) / ckpt.FINAL).exists()
+    if target == "launcher":
+        check(cli(environment, *ddp, *SCHEDULE, "--c"))
+        assert (fold(tmp_path) / ckpt.FINAL).is_file()
