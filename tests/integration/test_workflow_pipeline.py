@@ -83,3 +83,43 @@ def test_second_run_has_nothing_to_do(pipeline) -> None:
     _, config, workdir, _ = pipeline
     again = snakemake(workdir, config, "all")
     assert "Nothing to be done" in again.stdout + again.stderr
+
+
+def test_report_html_contains_the_figures(pipeline) -> None:
+    work, config, workdir, _ = pipeline
+    target = workdir / "report.html"
+    snakemake(workdir, config, "all", "--report", str(target))
+    html = target.read_text(errors="replace")
+    for figure in ("cv_dice.png", "selection.png", "test_dice.png", "run_times.png"):
+        assert figure in html, figure
+    assert "training_curves_3d_fullres.png" in html
+
+
+def test_multi_gpu_and_multi_node_commands(pipeline) -> None:
+    _, config, workdir, _ = pipeline
+    gpus = {**config, "training": {**config["training"], "gpus_per_job": 2}}
+    dry = snakemake(workdir, gpus, "all", "-n", "-p", "--forcerun", "train")
+    train_lines = [line for line in dry.stdout.splitlines() if "nnunet-core train" in line]
+    assert train_lines and all("-num_gpus 2" in line for line in train_lines)
+    nodes = {**config, "training": {**config["training"], "gpus_per_job": 2, "nodes": 2}}
+    dry = snakemake(workdir, nodes, "all", "-n", "-p", "--forcerun", "train")
+    torchrun = [line for line in dry.stdout.splitlines() if "torchrun --nnodes 2" in line]
+    assert torchrun and all("--nproc_per_node 2" in line for line in torchrun)
+    assert all(
+        "--rdzv_backend c10d" in line and "-m nnunet_core.train" in line for line in torchrun
+    )
+
+
+def test_deleting_one_fold_retrains_only_it_and_its_dependants(pipeline) -> None:
+    work, config, workdir, _ = pipeline
+    model = work / "results" / DATASET / "nnUNetTrainer__nnUNetPlans__2d"
+    (model / "fold_1" / "checkpoint_final.pth").unlink()
+    result = snakemake(workdir, config, "all")
+    counts = job_counts(result.stdout + result.stderr)
+    assert counts["train"] == 1, counts
+    assert counts["crossval"] == 1, counts  # only the 2d cross-validation
+    assert counts["ensemble_cv"] == 1 and counts["select"] == 1, counts
+    assert "nnunet-core train Dataset900_Synth 2d 1 " in result.stdout + result.stderr
+    assert (model / "fold_1" / "checkpoint_final.pth").is_file()
+    again = snakemake(workdir, config, "all")
+    assert "Nothing to be done" in again.stdout + again.stderr
