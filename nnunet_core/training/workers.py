@@ -103,6 +103,8 @@ def _send(writer: Any, item: Item) -> None:
 
 
 def _recv(reader: Any) -> Item:
+    # Bytes from our own forked worker over a private pipe (what multiprocessing itself does);
+    # files on disk (checkpoints, cases, properties) are never unpickled.
     return pickle.loads(reader.recv_bytes())
 
 
