@@ -189,7 +189,9 @@ def test_deadline_stops_cleanly_without_a_signal(env, tmp_path):  # noqa: F811
 def test_a_second_job_on_the_same_fold_is_refused(env, tmp_path):  # noqa: F811
     environment = results_env(env, tmp_path)
     out = tmp_path / "out.txt"
-    first = start(environment, out)
+    # a schedule long enough that the first job is still training when the second starts
+    long_schedule = ["--epochs", "1000", "--iterations", "8", "--val-iterations", "2"]
+    first = start(environment, out, schedule=long_schedule)
     try:
         wait_for(lambda: 0 in started_epochs(out), process=first)
         second = cli(environment, *TRAIN, *SCHEDULE, "--c")
