@@ -24,6 +24,7 @@ DATASET_JSON = "dataset.json"
 FINGERPRINT_JSON = "dataset_fingerprint.json"
 SPLITS_JSON = "splits_final.json"
 VERIFY_JSON = "verify.json"
+GT_FOLDER = "gt_segmentations"  # copy of labelsTr, the reference of every evaluation
 DEFAULT_PLANS_NAME = "nnUNetPlans"
 DEFAULT_TRAINER = "nnUNetTrainer"
 
@@ -125,11 +126,6 @@ def plans_file(preprocessed_dir: Path, plans_name: str = DEFAULT_PLANS_NAME) -> 
     return preprocessed_dir / f"{plans_name}.json"
 
 
-def data_identifier(plans_name: str, configuration: str) -> str:
-    """Default data folder name of a configuration, e.g. ``nnUNetPlans_3d_fullres``."""
-    return f"{plans_name}_{configuration}"
-
-
 def trained_model_dir(
     results_dir: Path,
     configuration: str,
@@ -138,6 +134,17 @@ def trained_model_dir(
 ) -> Path:
     """``results/DatasetXXX/Trainer__Plans__Config``."""
     return results_dir / f"{trainer}__{plans_name}__{configuration}"
+
+
+def parse_fold(text: str | int) -> int | str:
+    """``'3'`` -> 3, ``'all'`` -> ``'all'``; anything else is an error."""
+    value = str(text).strip()
+    if value.lower() == "all":
+        return "all"
+    if not value.isdigit():
+        msg = f"fold must be a number >= 0 or 'all', got {text!r}"
+        raise ConfigurationError(msg)
+    return int(value)
 
 
 def fold_dir(model_dir: Path, fold: int | str) -> Path:

@@ -29,13 +29,12 @@ from nnunet_core.io.dataset_json import DatasetJson, load_dataset_json
 from nnunet_core.paths import (
     DATASET_JSON,
     DEFAULT_PLANS_NAME,
+    GT_FOLDER,
     plans_file,
     preprocessed_dataset_dir,
     raw_dataset_dir,
 )
 from nnunet_core.planning.plans import configuration_names, load_plans
-
-GT_FOLDER = "gt_segmentations"
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:

@@ -26,6 +26,7 @@ from nnunet_core.paths import (
     DATASET_JSON,
     DEFAULT_PLANS_NAME,
     DEFAULT_TRAINER,
+    GT_FOLDER,
     SPLITS_JSON,
     fold_dir,
     plans_file,
@@ -77,7 +78,7 @@ class DatasetDirs:
 
     @property
     def gt_dir(self) -> Path:
-        return self.preprocessed / "gt_segmentations"
+        return self.preprocessed / GT_FOLDER
 
     @property
     def ensembles_dir(self) -> Path:

@@ -19,7 +19,7 @@ from nnunet_core.errors import ConfigurationError
 from nnunet_core.evaluation.crossval import TrainedModel
 from nnunet_core.io.dataset_json import DatasetJson, load_dataset_json
 from nnunet_core.model import build_network
-from nnunet_core.paths import DATASET_JSON, fold_dir
+from nnunet_core.paths import DATASET_JSON, fold_dir, parse_fold
 from nnunet_core.planning.plans import load_plans, resolve_configuration
 from nnunet_core.training import checkpoint as ckpt
 
@@ -48,17 +48,6 @@ class LoadedModel:
     @property
     def num_outputs(self) -> int:
         return self.dataset_json.label_spec.num_segmentation_heads
-
-
-def parse_fold(text: str | int) -> Fold:
-    """``'3'`` -> 3, ``'all'`` -> ``'all'``; anything else is an error."""
-    value = str(text).strip()
-    if value.lower() == "all":
-        return "all"
-    if not value.isdigit():
-        msg = f"fold must be a number >= 0 or 'all', got {text!r}"
-        raise ConfigurationError(msg)
-    return int(value)
 
 
 def train_command(model_dir: Path, fold: Fold) -> str:

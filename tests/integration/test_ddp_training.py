@@ -101,7 +101,7 @@ STEPS = 4
 
 
 def _setup(env: dict[str, str], output: Path):
-    from nnunet_core.commands.train import prepare_fold
+    from nnunet_core.training.fold_setup import prepare_fold
 
     roots = Roots.from_env(env["nnUNet_raw"], env["nnUNet_preprocessed"], env["nnUNet_results"])
     setup = prepare_fold(roots, DATASET, CONFIG, 0, "nnUNetPlans", "nnUNetTrainer")

@@ -223,7 +223,7 @@ def test_killed_training_continues_at_the_next_epoch(env) -> None:
 
 
 def _setup(env: dict[str, str], fold: int | str, output: Path):
-    from nnunet_core.commands.train import prepare_fold
+    from nnunet_core.training.fold_setup import prepare_fold
 
     roots = Roots.from_env(env["nnUNet_raw"], env["nnUNet_preprocessed"], env["nnUNet_results"])
     setup = prepare_fold(roots, DATASET, CONFIG, fold, "nnUNetPlans", "nnUNetTrainer")

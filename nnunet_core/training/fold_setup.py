@@ -1,0 +1,125 @@
+"""Everything one fold needs before training: plans, data folder, split and output folder.
+
+Shared by the ``train`` command and the tests that build a trainer in-process.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from nnunet_core.errors import ConfigurationError
+from nnunet_core.io.atomic import atomic_path, read_json, write_json
+from nnunet_core.io.dataset_json import load_dataset_json
+from nnunet_core.paths import (
+    DATASET_JSON,
+    FINGERPRINT_JSON,
+    GT_FOLDER,
+    SPLITS_JSON,
+    Roots,
+    fold_dir,
+    plans_file,
+    preprocessed_dataset_dir,
+    results_dataset_dir,
+    trained_model_dir,
+)
+from nnunet_core.planning.plans import load_plans, resolve_configuration
+from nnunet_core.planning.splits import DEFAULT_SEED, kfold_splits
+
+if TYPE_CHECKING:
+    from nnunet_core.training.trainer import FoldSetup
+
+
+def fold_keys(
+    preprocessed_dir: Path, fold: int | str, case_ids: list[str]
+) -> tuple[list[str], list[str]]:
+    """(train, val) case ids of a fold; ``splits_final.json`` is created if missing (upstream).
+
+    'all' trains and validates on every case; a fold beyond the splits gets upstream's random
+    80:20 split seeded with 12345 + fold.
+    """
+    if fold == "all":
+        return list(case_ids), list(case_ids)
+    path = preprocessed_dir / SPLITS_JSON
+    if path.is_file():
+        splits = read_json(path)
+    else:
+        splits = kfold_splits(case_ids)
+        write_json(path, splits)  # deterministic content: concurrent folds write the same
+    if int(fold) < len(splits):
+        train, val = list(splits[int(fold)]["train"]), list(splits[int(fold)]["val"])
+    else:
+        keys = sorted(case_ids)
+        rng = np.random.RandomState(DEFAULT_SEED + int(fold))
+        chosen = set(rng.choice(len(keys), int(len(keys) * 0.8), replace=False).tolist())
+        train = [k for i, k in enumerate(keys) if i in chosen]
+        val = [k for i, k in enumerate(keys) if i not in chosen]
+    missing = sorted(set(train + val) - set(case_ids))
+    if missing:
+        msg = (
+            f"{path}: fold {fold} names case(s) that are not preprocessed: {', '.join(missing[:5])}"
+        )
+        raise ConfigurationError(msg)
+    if not train or not val:
+        msg = f"{path}: fold {fold} has {len(train)} training and {len(val)} validation cases"
+        raise ConfigurationError(msg)
+    return train, val
+
+
+def prepare_fold(
+    roots: Roots,
+    dataset_name: str,
+    configuration: str,
+    fold: int | str,
+    plans_name: str,
+    trainer: str,
+) -> FoldSetup:
+    """Resolve plans, dataset.json, data folder, split and output folder of one fold."""
+    from nnunet_core.training.case_store import list_case_ids
+    from nnunet_core.training.trainer import FoldSetup
+
+    pre = preprocessed_dataset_dir(roots, dataset_name)
+    plans = load_plans(plans_file(pre, plans_name))
+    resolved = resolve_configuration(plans, configuration)
+    if "previous_stage" in resolved:
+        msg = f"configuration {configuration!r} is a cascade stage; cascades are not implemented"
+        raise ConfigurationError(msg)
+    dataset_json = load_dataset_json(pre / DATASET_JSON)
+    data_folder = pre / resolved["data_identifier"]
+    if not data_folder.is_dir():
+        msg = f"{data_folder}: not preprocessed (run `nnunet-core preprocess -d {dataset_name} -c {configuration}`)"
+        raise ConfigurationError(msg)
+    train, val = fold_keys(pre, fold, list_case_ids(data_folder))
+    model_dir = trained_model_dir(
+        results_dataset_dir(roots, dataset_name), configuration, plans_name, trainer
+    )
+    return FoldSetup(
+        plans=plans,
+        configuration_name=configuration,
+        configuration=resolved,
+        dataset_json=dataset_json.raw,
+        label_spec=dataset_json.label_spec,
+        num_input_channels=dataset_json.num_channels,
+        fold=fold,
+        data_folder=data_folder,
+        gt_folder=pre / GT_FOLDER,
+        output_folder=fold_dir(model_dir, fold),
+        train_keys=train,
+        val_keys=val,
+    )
+
+
+def copy_model_files(preprocessed_dir: Path, model_dir: Path, plans_name: str) -> None:
+    """plans.json, dataset.json and dataset_fingerprint.json next to the folds (for inference)."""
+    model_dir.mkdir(parents=True, exist_ok=True)
+    for source, name in (
+        (plans_file(preprocessed_dir, plans_name), "plans.json"),
+        (preprocessed_dir / DATASET_JSON, DATASET_JSON),
+        (preprocessed_dir / FINGERPRINT_JSON, FINGERPRINT_JSON),
+    ):
+        if source.is_file():
+            with atomic_path(model_dir / name, suffix=".json") as tmp:
+                shutil.copyfile(source, tmp)
