@@ -13,7 +13,9 @@ rule train:
         summary=FOLD_DIR / "validation" / "summary.json",
     log:
         LOGS / "train_{configuration}_fold{fold}.log",
-    retries: config["training"]["retries"]
+    # On a cluster each attempt is a new job (the main Snakemake resubmits); the Snakemake inside
+    # the job must not retry in the same allocation, whose walltime is nearly spent.
+    retries: 0 if workflow.remote_exec else config["training"]["retries"]
     threads: config["training"]["threads"]
     resources:
         gpu=config["training"]["gpus_per_job"],
