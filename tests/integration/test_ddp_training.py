@@ -13,9 +13,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -184,3 +187,32 @@ def test_two_ranks_equal_one_process_with_the_same_global_batch(env, tmp_path: P
             torch.testing.assert_close(rank["weights"][name], value, rtol=1e-4, atol=2e-5)
             worst = max(worst, float((rank["weights"][name] - value).abs().max()))
     print(f"largest weight difference after {STEPS} steps: {worst:.2e}")
+
+
+def test_usr1_to_a_relayed_torchrun_node_stops_both_ranks_at_one_epoch(env) -> None:
+    """One node of a multi-node fold as srun starts it: relay + torchrun, 2 ranks, in a process
+    group of its own (SLURM's proctrack/pgid); SIGUSR1 to the group after the first checkpoint.
+    """
+    folder = fold_folder(env, 3)
+    command = [sys.executable, "-m", "nnunet_core.cluster.stop_relay", TORCHRUN]
+    command += ["--nnodes", "1", "--nproc_per_node", "2", "--rdzv_backend", "c10d"]
+    command += ["--rdzv_endpoint", f"localhost:{find_free_port()}", "-m", "nnunet_core.train"]
+    command += ["900", CONFIG, "3", "-device", "cpu", "--epochs", "40", "--iterations", "2"]
+    command += ["--val-iterations", "1", "--num-workers", "0", "--save-every", "1"]
+    node = subprocess.Popen(command, env=env, start_new_session=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT)  # fmt: skip
+    deadline = time.monotonic() + 240
+    while not (folder / ckpt.LATEST).exists():
+        assert node.poll() is None, node.communicate()[0].decode()
+        assert time.monotonic() < deadline, "no checkpoint_latest.pth after 240 s"
+        time.sleep(0.1)
+    os.killpg(node.pid, signal.SIGUSR1)
+    output = node.communicate(timeout=240)[0].decode()
+    assert node.returncode == 0, output
+    log = next(folder.glob("training_log_*.txt")).read_text()
+    stops = re.findall(r"stopped at epoch (\d+) by SIGUSR1", log)
+    assert len(stops) == 1, log[-3000:]  # rank 0 logs once; both ranks agreed on the epoch
+    assert int(stops[0]) < 39, stops  # long before the end of the schedule
+    assert not (folder / ckpt.FINAL).exists()
+    latest = torch.load(folder / ckpt.LATEST, weights_only=False)
+    assert latest["current_epoch"] == int(stops[0]) + 1, latest["current_epoch"]

@@ -104,10 +104,14 @@ def test_multi_gpu_and_multi_node_commands(pipeline) -> None:
     nodes = {**config, "training": {**config["training"], "gpus_per_job": 2, "nodes": 2}}
     dry = snakemake(workdir, nodes, "all", "-n", "-p", "--forcerun", "train")
     torchrun = [line for line in dry.stdout.splitlines() if "torchrun --nnodes 2" in line]
-    assert torchrun and all("--nproc_per_node 2" in line for line in torchrun)
-    assert all(
-        "--rdzv_backend c10d" in line and "-m nnunet_core.train" in line for line in torchrun
+    assert torchrun and all(
+        line.startswith("OMP_NUM_THREADS=1 srun --nodes 2 --ntasks-per-node 1 ")
+        and "nnunet_core.cluster.stop_relay torchrun --nnodes 2 --nproc_per_node 2" in line
+        and "--rdzv_backend c10d" in line
+        and "-m nnunet_core.train Dataset900_Synth" in line
+        for line in torchrun
     )
+    assert "gpu=0, nodes=2, tasks=2, mpi=srun, gres=gpu:2, tasks_per_gpu=0" in dry.stdout
 
 
 def test_deleting_one_fold_retrains_only_it_and_its_dependants(pipeline) -> None:

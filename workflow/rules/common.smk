@@ -13,6 +13,7 @@ from nnunet_core.workflow_config import (
     validate_config,
 )
 from nnunet_core.training.signals import ignore_stop_signal
+from nnunet_core.cluster import launch
 
 # SIGUSR1 is the "stop before the walltime" signal (SLURM `--signal=USR1@T` reaches every
 # process of the job step). Snakemake has no handler for it and would die, so every Snakemake
@@ -174,22 +175,28 @@ def training_options():
     return " ".join(flags)
 
 
-def training_launcher(wildcards, resources):
-    """The command that starts a fold: `nnunet-core train` (one node; `-num_gpus {resources.gpu}`
-    when it has several GPUs) or, with training.nodes > 1, torchrun's multi-node rendezvous.
+def training_launcher(wildcards, resources, threads):
+    """The command that starts a fold (nnunet_core.cluster.launch): `nnunet-core train`, with
+    `-num_gpus N` on one node with several GPUs, or srun + torchrun over training.nodes nodes.
     """
-    nodes = int(config["training"].get("nodes", 1))
-    gpus = int(resources.gpu)
-    if nodes > 1:
-        endpoint = (
-            config["training"].get("rdzv_endpoint") or "${MASTER_ADDR:-localhost}:29500"
-        )
-        return (
-            f"torchrun --nnodes {nodes} --nproc_per_node {max(gpus, 1)} --rdzv_backend c10d "
-            f"--rdzv_endpoint {endpoint} --rdzv_id {DATASET}_{wildcards.configuration}_"
-            f"{wildcards.fold} -m nnunet_core.train"
-        )
-    return "nnunet-core train" + (f" -num_gpus {gpus}" if gpus > 1 else "")
+    nodes = int(config["training"]["nodes"])
+    gpus = int(config["training"]["gpus_per_job"])
+    if nodes <= 1:
+        return launch.single_node_command(int(resources.gpu))
+    return launch.multi_node_command(
+        nodes,
+        gpus,
+        launch.cpus_per_node(gpus, resources.get("cpus_per_gpu"), threads),
+        rdzv_id=f"{DATASET}_{wildcards.configuration}_{wildcards.fold}",
+        rdzv_endpoint=config["training"].get("rdzv_endpoint"),
+    )
+
+
+def training_job_resources():
+    """`gpu`, and for training.nodes > 1 the SLURM job shape (nodes, tasks, gres, mpi)."""
+    return launch.job_resources(
+        int(config["training"]["nodes"]), int(config["training"]["gpus_per_job"])
+    )
 
 
 def training_targets(wildcards):

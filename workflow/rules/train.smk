@@ -18,7 +18,7 @@ rule train:
     retries: 0 if workflow.remote_exec else config["training"]["retries"]
     threads: config["training"]["threads"]
     resources:
-        gpu=config["training"]["gpus_per_job"],
+        **training_job_resources(),
         mem_mb=config["training"]["mem_mb"],
         runtime=config["training"]["runtime"],
     params:
@@ -26,8 +26,9 @@ rule train:
         roots=ROOT_FLAGS,
         options=training_options(),
         launcher=training_launcher,
+        guard=launch.multi_node_guard(config["training"]["nodes"]),
     shell:
-        "OMP_NUM_THREADS={threads} {params.launcher} {params.dataset} {wildcards.configuration} {wildcards.fold} "
+        "{params.guard}OMP_NUM_THREADS={threads} {params.launcher} {params.dataset} {wildcards.configuration} {wildcards.fold} "
         "{params.options} --c {params.roots} >> {log} 2>&1\n"
         # A stop before the walltime exits 0 without checkpoint_final.pth: fail, so that
         # `retries:` starts the next attempt, which continues with --c.
