@@ -22,7 +22,9 @@ def tiny_config(work: Path, **dataset_overrides) -> dict:
     return config
 
 
-def snakemake(workdir: Path, config: dict, *extra: str, check: bool = True):
+def snakemake(
+    workdir: Path, config: dict, *extra: str, check: bool = True, env: dict | None = None
+):
     """Run the real snakemake CLI of this interpreter's environment on the repo's Snakefile."""
     config_file = workdir / "config.yaml"
     config_file.write_text(yaml.safe_dump(config))
@@ -38,7 +40,7 @@ def snakemake(workdir: Path, config: dict, *extra: str, check: bool = True):
         "2",
         *extra,
     ]
-    result = subprocess.run(command, capture_output=True, text=True, cwd=workdir)
+    result = subprocess.run(command, capture_output=True, text=True, cwd=workdir, env=env)
     if check and result.returncode != 0:
         pytest.fail(f"snakemake failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
     return result
