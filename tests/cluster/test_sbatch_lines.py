@@ -13,7 +13,8 @@ import stat
 from pathlib import Path
 
 import pytest
-from workflow_helpers import snakemake, tiny_config
+import yaml
+from workflow_helpers import REPO, snakemake, tiny_config
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
@@ -46,26 +47,30 @@ def prepared(tmp_path_factory, slurm_test_profile) -> tuple[Path, dict, Path]:
 
 
 def _record_train_submission(prepared, tmp_path: Path, **training) -> tuple[list[str], str]:
-    """The arguments of the train job's sbatch call, and slurmctld's verdict on them."""
+    """The arguments of fold 0's train job's sbatch call, and slurmctld's verdict on them."""
+    target = f"work/results/{MODEL}/fold_0/checkpoint_final.pth"
+    return _record_submission(prepared, tmp_path, target, **training)
+
+
+def _record_submission(
+    prepared, tmp_path: Path, target: str, *flags: str, **training
+) -> tuple[list[str], str]:
+    """The arguments of the first sbatch call for ``target``, and slurmctld's verdict."""
     folder, config, profile = prepared
     config = {**config, "training": {**config["training"], **training}}
     bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
+    bin_dir.mkdir(parents=True)
     record = tmp_path / "sbatch"
     recorder = bin_dir / "sbatch"
     recorder.write_text(RECORDER.format(record=record, real_path=os.environ["PATH"]))
     recorder.chmod(recorder.stat().st_mode | stat.S_IEXEC)
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
-    target = str(config_work(config) / "results" / MODEL / "fold_0" / "checkpoint_final.pth")
-    result = snakemake(folder, config, "--profile", str(profile), target, check=False, env=env)
+    args = ["--profile", str(profile), str(folder / target), *flags]
+    result = snakemake(folder, config, *args, check=False, env=env)
     call = record.with_suffix(".call")
     assert call.exists(), result.stdout[-3000:] + result.stderr[-3000:]
     arguments = call.read_text().split("\0")[:-1]
     return arguments, record.with_suffix(".verdicts").read_text()
-
-
-def config_work(config: dict) -> Path:
-    return Path(config["work_dir"])
 
 
 def _options(arguments: list[str]) -> tuple[list[str], str]:
@@ -104,3 +109,26 @@ def test_multi_node_fold_job_asks_for_gpus_on_every_node(prepared, tmp_path) -> 
     assert "--signal=USR1@600" in options
     # this cluster has one node: slurmctld objects to the node count and to nothing else
     assert "REFUSED" in verdict and "node configuration is not available" in verdict, verdict
+
+
+def test_partitions_file_sends_training_to_gpu_and_the_rest_to_cpu(prepared, tmp_path) -> None:
+    """profiles/slurm/partitions.example.yaml, as its header says: no slurm_partition lines."""
+    folder, config, profile = prepared
+    settings = yaml.safe_load((profile / "profile.yaml").read_text())
+    settings["slurm-partition-config"] = str(REPO / "profiles/slurm/partitions.example.yaml")
+    for resources in [settings["default-resources"], *settings["set-resources"].values()]:
+        resources.pop("slurm_partition", None)
+    by_partition = tmp_path / "profile"
+    by_partition.mkdir()
+    (by_partition / "profile.yaml").write_text(yaml.safe_dump(settings))
+    prepared = (folder, config, by_partition)
+    train, _ = _record_train_submission(prepared, tmp_path / "train", gpus_per_job=1)
+    splits, _ = _record_submission(
+        prepared, tmp_path / "splits", "work/preprocessed/Dataset900_Synth/splits_final.json",
+        "--forcerun", "splits",
+    )  # fmt: skip
+    assert _partition(train) == "gpu" and _partition(splits) == "cpu"
+
+
+def _partition(arguments: list[str]) -> str:
+    return arguments[arguments.index("-p") + 1]
