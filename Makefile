@@ -6,7 +6,7 @@ CORES ?= 2
 # CPU build of torch; GPU users: see README ("GPU machines").
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: install demo test lint format clean
+.PHONY: install install-slurm install-profile demo test lint format clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -18,6 +18,23 @@ $(VENV)/.installed: $(BIN)/python pyproject.toml
 	touch $@
 
 install: $(VENV)/.installed
+
+# The SLURM executor plugins (the [slurm] extra) in the same venv.
+install-slurm: install
+	$(BIN)/pip install -q -e ".[slurm,dev]"
+
+# `snakemake --profile slurm` from anywhere: links profiles/slurm into Snakemake's user profile
+# folder ($XDG_CONFIG_HOME/snakemake, default ~/.config/snakemake). Refuses to replace a profile
+# of that name that is not such a link.
+PROFILE_HOME ?= $(or $(XDG_CONFIG_HOME),$(HOME)/.config)/snakemake
+install-profile:
+	@mkdir -p "$(PROFILE_HOME)"
+	@if [ -e "$(PROFILE_HOME)/slurm" ] && [ ! -L "$(PROFILE_HOME)/slurm" ]; then \
+		echo "install-profile: $(PROFILE_HOME)/slurm exists and is not a link; move it away first" >&2; \
+		exit 1; \
+	fi
+	ln -sfn "$(CURDIR)/profiles/slurm" "$(PROFILE_HOME)/slurm"
+	@echo "snakemake --profile slurm now reads $(CURDIR)/profiles/slurm"
 
 demo: install
 	$(BIN)/snakemake --cores $(CORES)
