@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from workflow_helpers import REPO, snakemake, tiny_config
+from workflow_helpers import REPO, snakemake
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
@@ -30,19 +30,11 @@ exit 1
 
 
 @pytest.fixture(scope="module")
-def slurm_test_profile():  # TEMP until conftest
-    import test_slurm
-
-    return test_slurm._test_profile
-
-
-@pytest.fixture(scope="module")
-def prepared(tmp_path_factory, slurm_test_profile) -> tuple[Path, dict, Path]:
-    """A workflow folder preprocessed locally (no SLURM), so that the train jobs come next."""
-    folder = tmp_path_factory.mktemp("sbatch_lines")
-    config = tiny_config(folder / "work")
+def prepared(cluster, prepared_workdir, slurm_test_profile, tmp_path_factory):
+    """A copy of the locally preprocessed run folder, so that the train jobs come next."""
+    folder = cluster.copy_prepared(prepared_workdir, tmp_path_factory.mktemp("sbatch") / "run")
+    config = cluster.tiny_config()
     config["training"].update(retries=0, folds=[0])
-    snakemake(folder, config, "preprocessed")
     return folder, config, slurm_test_profile(folder)
 
 
@@ -65,7 +57,7 @@ def _record_submission(
     recorder.write_text(RECORDER.format(record=record, real_path=os.environ["PATH"]))
     recorder.chmod(recorder.stat().st_mode | stat.S_IEXEC)
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
-    args = ["--profile", str(profile), str(folder / target), *flags]
+    args = ["--profile", str(profile), target, *flags]  # relative, as the work_dir
     result = snakemake(folder, config, *args, check=False, env=env)
     call = record.with_suffix(".call")
     assert call.exists(), result.stdout[-3000:] + result.stderr[-3000:]
