@@ -2,8 +2,9 @@
 
 ``provenance.json`` in the fold folder holds the package versions, the git commit of the source
 (if it is a checkout), the run's settings, a hash of the plans, the seed, and one entry per
-attempt (host, device, start/end, the epoch it started from, how it ended): a training continued
-after a walltime stop shows every job that contributed.
+attempt (host, device, start/end, the epoch it started from, how it ended: finished, stopped,
+failed, or killed when it died without a word): a training continued after a walltime stop shows
+every job that contributed.
 """
 
 from __future__ import annotations
@@ -97,6 +98,11 @@ def start_attempt(
     path = Path(path)
     record = read_json(path) if path.is_file() else {}
     attempts = list(record.get("attempts", []))
+    for earlier in attempts:
+        # Still "running" although this one starts (the fold lock rules out two at once): it was
+        # killed (node failure, scancel, OOM) before it could close its record.
+        if earlier.get("status") == "running":
+            earlier["status"] = "killed"
     attempts.append(
         {
             "host": socket.gethostname(),

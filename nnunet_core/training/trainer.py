@@ -293,7 +293,8 @@ class Trainer:
                 self.run_epoch(epoch, train_stream, val_stream)
                 if should_stop is not None and should_stop(epoch):
                     if epoch + 1 < self.settings.num_epochs:
-                        self.save_checkpoint(ckpt.LATEST)
+                        if self.current_epoch % self.settings.save_every:  # else just saved
+                            self.save_checkpoint(ckpt.LATEST)
                         self.log(f"stopped after epoch {epoch}; continue with --c")
                         return STOPPED
         self.save_checkpoint(ckpt.FINAL)

@@ -331,9 +331,9 @@ def test_killed_job_retry_continues_from_the_latest_checkpoint(runs, cluster):
     assert f"SLURM-job '{killed}' failed, SLURM status is: 'CANCELLED'" in run.output
     epoch = runs.killed_at_epoch
     assert epoch >= 1
-    # The killed attempt never closed its record; the retry lost no saved epoch.
+    # The killed attempt never closed its record (the retry marked it); no saved epoch was lost.
     assert _summary(_attempts(cluster, run, fold)) == [
-        (killed, 0, None, "running"),
+        (killed, 0, None, "killed"),
         (jobs[1].id, epoch, runs.epochs, "finished"),
     ]
     assert _resumed_epoch(cluster, run, fold) == epoch

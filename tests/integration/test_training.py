@@ -218,7 +218,7 @@ def test_killed_training_continues_at_the_next_epoch(env) -> None:
     assert min(history["epoch_start_timestamps"][k:]) > killed_at
     attempts = json.loads((folder / "provenance.json").read_text())["attempts"]
     assert [a["start_epoch"] for a in attempts] == [0, k]
-    assert attempts[0]["status"] == "running"  # the killed attempt never closed
+    assert attempts[0]["status"] == "killed"  # it never closed its record; the retry marked it
     assert attempts[1]["status"] == "finished"
 
 
