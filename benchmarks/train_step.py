@@ -35,7 +35,8 @@ from nnunet_core.io.dataset_json import parse_dataset_json
 from nnunet_core.model import count_parameters
 from nnunet_core.planning.plans import resolve_configuration
 from nnunet_core.training.deep_supervision import downsample_targets
-from nnunet_core.training.trainer import FoldSetup, Trainer, TrainerSettings
+from nnunet_core.training.fold_setup import FoldSetup
+from nnunet_core.training.trainer import Trainer, TrainerSettings
 
 HARNESS = Path(__file__).resolve().parents[2] / "shared" / "peer" / "bench_trainer.py"
 DATASET_ID = 900

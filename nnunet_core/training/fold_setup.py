@@ -6,14 +6,15 @@ Shared by the ``train`` command and the tests that build a trainer in-process.
 from __future__ import annotations
 
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
 import numpy as np
 
 from nnunet_core.errors import ConfigurationError
 from nnunet_core.io.atomic import atomic_path, read_json, write_json
-from nnunet_core.io.dataset_json import load_dataset_json
+from nnunet_core.io.dataset_json import LabelSpec, load_dataset_json
 from nnunet_core.paths import (
     DATASET_JSON,
     FINGERPRINT_JSON,
@@ -29,8 +30,23 @@ from nnunet_core.paths import (
 from nnunet_core.planning.plans import load_plans, resolve_configuration
 from nnunet_core.planning.splits import DEFAULT_SEED, kfold_splits
 
-if TYPE_CHECKING:
-    from nnunet_core.training.trainer import FoldSetup
+
+@dataclass(frozen=True)
+class FoldSetup:
+    """Everything a fold's training reads, resolved from the command line and the plans."""
+
+    plans: dict[str, Any]
+    configuration_name: str
+    configuration: dict[str, Any]  # resolved (inheritance applied)
+    dataset_json: dict[str, Any]
+    label_spec: LabelSpec
+    num_input_channels: int
+    fold: int | str
+    data_folder: Path  # preprocessed/D/<data_identifier>
+    gt_folder: Path  # preprocessed/D/gt_segmentations
+    output_folder: Path  # results/D/<trainer>__<plans>__<config>/fold_k
+    train_keys: list[str]
+    val_keys: list[str]
 
 
 def fold_keys(
@@ -79,7 +95,6 @@ def prepare_fold(
 ) -> FoldSetup:
     """Resolve plans, dataset.json, data folder, split and output folder of one fold."""
     from nnunet_core.training.case_store import list_case_ids
-    from nnunet_core.training.trainer import FoldSetup
 
     pre = preprocessed_dataset_dir(roots, dataset_name)
     plans = load_plans(plans_file(pre, plans_name))

@@ -25,7 +25,6 @@ import numpy as np
 import torch
 
 from nnunet_core.errors import ConfigurationError
-from nnunet_core.io.dataset_json import LabelSpec
 from nnunet_core.model import build_network, count_parameters
 from nnunet_core.training import checkpoint as ckpt
 from nnunet_core.training.augmentation import configure_augmentation, training_transforms
@@ -40,6 +39,7 @@ from nnunet_core.training.distributed import (
     split_batch,
     sum_over_ranks,
 )
+from nnunet_core.training.fold_setup import FoldSetup
 from nnunet_core.training.loss import build_loss
 from nnunet_core.training.optimizer import (
     OptimizerSettings,
@@ -64,24 +64,6 @@ from nnunet_core.training.workers import BatchStream, default_num_workers
 FINISHED = "finished"
 STOPPED = "stopped"
 StopCheck = Callable[[int], bool]  # called with the epoch just finished; True stops there
-
-
-@dataclass(frozen=True)
-class FoldSetup:
-    """Everything a fold's training reads, resolved from the command line and the plans."""
-
-    plans: dict[str, Any]
-    configuration_name: str
-    configuration: dict[str, Any]  # resolved (inheritance applied)
-    dataset_json: dict[str, Any]
-    label_spec: LabelSpec
-    num_input_channels: int
-    fold: int | str
-    data_folder: Path  # preprocessed/D/<data_identifier>
-    gt_folder: Path  # preprocessed/D/gt_segmentations
-    output_folder: Path  # results/D/<trainer>__<plans>__<config>/fold_k
-    train_keys: list[str]
-    val_keys: list[str]
 
 
 @dataclass(frozen=True)

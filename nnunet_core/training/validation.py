@@ -23,8 +23,8 @@ from nnunet_core.inference.export import export_prediction
 from nnunet_core.inference.sliding_window import sliding_window_logits
 from nnunet_core.io.blosc2_store import open_case
 from nnunet_core.io.dataset_json import parse_dataset_json
+from nnunet_core.training.fold_setup import FoldSetup
 from nnunet_core.training.optimizer import unwrap
-from nnunet_core.training.trainer import FoldSetup
 
 VALIDATION_FOLDER = "validation"
 SUMMARY_JSON = "summary.json"
