@@ -25,6 +25,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from nnunet_core.training.signals import ignore_stop_signal
+
 USAGE = "usage: python -m nnunet_core.cluster.stop_relay [--] COMMAND [ARGS...]"
 
 
@@ -57,22 +59,16 @@ def signal_children(pid: int, signum: int) -> list[int]:
     return reached
 
 
-def _ignore_stop_signal() -> None:  # runs in the child between fork and exec
-    signal.signal(signal.SIGUSR1, signal.SIG_IGN)
-
-
 def run(command: Sequence[str]) -> int:
     """Start ``command`` (the agent), relay signals to it as described above, return its status."""
-    agent = subprocess.Popen(list(command), preexec_fn=_ignore_stop_signal)
+    # ignore_stop_signal runs in the child between fork and exec: the agent ignores SIGUSR1
+    agent = subprocess.Popen(list(command), preexec_fn=ignore_stop_signal)
 
     def to_workers(signum: int, _frame: object) -> None:
         signal_children(agent.pid, signum)
 
     def to_agent(signum: int, _frame: object) -> None:
-        try:
-            agent.send_signal(signum)
-        except ProcessLookupError:
-            pass
+        agent.send_signal(signum)  # a no-op once the agent has ended
 
     signal.signal(signal.SIGUSR1, to_workers)
     signal.signal(signal.SIGTERM, to_agent)
