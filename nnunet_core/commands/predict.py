@@ -51,7 +51,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         "-step_size", type=float, default=0.5, help="tile step as a fraction of the patch (0.5)"
     )
     parser.add_argument(
-        "-device", choices=("cuda", "cpu", "mps"), help="default: cuda if available, else cpu"
+        "-device",
+        choices=("auto", "cuda", "cpu", "mps"),
+        help="auto (default): cuda if available, else cpu"
     )
     parser.add_argument("-npp", type=int, default=3, help="preprocessing processes (3; 0 = inline)")
     parser.add_argument("-nps", type=int, default=3, help="export processes (3; 0 = inline)")
@@ -69,7 +71,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 def resolve_device(name: str | None) -> str:
     """``-device``; CUDA when available if not given. The GPU comes from CUDA_VISIBLE_DEVICES."""
-    if name is None:
+    if name in (None, "auto"):
         return "cuda" if torch.cuda.is_available() else "cpu"
     if name == "cuda" and not torch.cuda.is_available():
         msg = "-device cuda but torch sees no CUDA device (use -device cpu)"

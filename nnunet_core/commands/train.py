@@ -48,7 +48,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--val_best", action="store_true", help="validate checkpoint_best")
     parser.add_argument("--disable_checkpointing", action="store_true", help="write no checkpoints")
     parser.add_argument(
-        "-device", choices=("cuda", "cpu", "mps"), help="default: cuda if available"
+        "-device",
+        choices=("auto", "cuda", "cpu", "mps"),
+        help="auto (default): cuda if torch sees a GPU, else cpu with a warning"
     )
     parser.add_argument("--epochs", type=int, help="epochs (default 1000)")
     parser.add_argument("--iterations", type=int, default=250, help="training iterations/epoch")
@@ -103,7 +105,7 @@ def resolve_device(name: str | None) -> torch.device:
     ``CUDA_VISIBLE_DEVICES``, never from the flag."""
     import torch
 
-    if name is None:
+    if name in (None, "auto"):
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if name == "cuda" and not torch.cuda.is_available():
         msg = "-device cuda but torch sees no CUDA device (use -device cpu)"
@@ -173,7 +175,7 @@ def launch(args: argparse.Namespace) -> int | None:
     if getattr(args, "_topology", None) is not None:
         return None
     mode = ddp.launch_mode(args.num_gpus)
-    if mode != ddp.EXTERNAL and args.device in (None, "cuda"):  # before CUDA starts
+    if mode != ddp.EXTERNAL and args.device in (None, "auto", "cuda"):  # before CUDA starts
         from nnunet_core.cluster.gpu_slots import acquire_gpus
 
         acquire_gpus(args.num_gpus, args.gpu_lock_dir)
