@@ -1,5 +1,7 @@
-"""Run one function over many cases in worker processes, with a progress bar.
+"""Run one function over many cases in worker processes, with readable progress.
 
+Progress is a tqdm bar when stderr is a terminal and ``case i/N`` lines on stdout otherwise
+(a log file under Snakemake); see ``nnunet_core.case_progress`` for the format and throttling.
 A worker that dies (e.g. killed by the OOM killer) surfaces as an error naming the case, instead
 of upstream's "background worker is 6 feet under".
 """
@@ -7,14 +9,13 @@ of upstream's "background worker is 6 feet under".
 from __future__ import annotations
 
 import multiprocessing as mp
-import sys
+import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, TypeVar
 
-from tqdm import tqdm
-
+from nnunet_core.case_progress import CaseProgress
 from nnunet_core.errors import NnunetCoreError
 
 T = TypeVar("T")
@@ -24,6 +25,13 @@ def _context() -> mp.context.BaseContext:
     # fork starts workers in milliseconds; the parent holds no threads that matter here.
     methods = mp.get_all_start_methods()
     return mp.get_context("fork" if "fork" in methods else "spawn")
+
+
+def _timed(function: Callable[..., T], *args: Any) -> tuple[T, float]:
+    """``function(*args)`` and its seconds, measured where it runs (in the worker)."""
+    start = time.perf_counter()
+    result = function(*args)
+    return result, time.perf_counter() - start
 
 
 def map_cases(
@@ -36,19 +44,18 @@ def map_cases(
     """Call ``function(*args)`` for every ``(case_id, args)``; return ``{case_id: result}``.
 
     Results come back in the order of ``tasks``. The first error stops the run and is re-raised.
+    ``disable_progress``: None shows a bar in a terminal and lines elsewhere; True never shows
+    the bar (lines instead, so a log still tells how far it got); False always shows the bar.
     """
-    disable = (not sys.stderr.isatty()) if disable_progress is None else disable_progress
-    bar = tqdm(total=len(tasks), desc=description, unit="case", disable=disable, file=sys.stderr)
-    results: dict[str, T] = {}
-    try:
+    bar = None if disable_progress is None else not disable_progress
+    with CaseProgress(len(tasks), description, bar=bar) as progress:
         if num_processes <= 1 or len(tasks) <= 1:
+            results: dict[str, T] = {}
             for case_id, args in tasks:
-                results[case_id] = function(*args)
-                bar.update()
+                results[case_id], seconds = _timed(function, *args)
+                progress.done(case_id, seconds)
         else:
-            results = _run_pool(function, tasks, num_processes, bar)
-    finally:
-        bar.close()
+            results = _run_pool(function, tasks, num_processes, progress)
     return {case_id: results[case_id] for case_id, _ in tasks}
 
 
@@ -56,20 +63,20 @@ def _run_pool(
     function: Callable[..., T],
     tasks: Iterable[tuple[str, tuple[Any, ...]]],
     num_processes: int,
-    bar: tqdm,
+    progress: CaseProgress,
 ) -> dict[str, T]:
     results: dict[str, T] = {}
     with ProcessPoolExecutor(max_workers=num_processes, mp_context=_context()) as pool:
-        futures = {pool.submit(function, *args): case_id for case_id, args in tasks}
+        futures = {pool.submit(_timed, function, *args): case_id for case_id, args in tasks}
         try:
             for future in as_completed(futures):
                 case_id = futures[future]
                 try:
-                    results[case_id] = future.result()
+                    results[case_id], seconds = future.result()
                 except BrokenProcessPool:
                     msg = f"a worker process died while processing case {case_id} (out of memory? try fewer processes with -np)"
                     raise NnunetCoreError(msg) from None
-                bar.update()
+                progress.done(case_id, seconds)
         except BaseException:
             for future in futures:
                 future.cancel()

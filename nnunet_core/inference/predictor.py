@@ -15,7 +15,6 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import re
-import sys
 import time
 from collections import defaultdict, deque
 from collections.abc import Callable, Sequence
@@ -27,8 +26,8 @@ from typing import Any
 
 import numpy as np
 import torch
-from tqdm import tqdm
 
+from nnunet_core.case_progress import CaseProgress, wants_bar
 from nnunet_core.dataset.discovery import RawCase, case_identifiers, channel_files
 from nnunet_core.errors import ConfigurationError, DatasetError, NnunetCoreError
 from nnunet_core.inference.export import export_prediction
@@ -61,7 +60,7 @@ class PredictionSettings:
     num_processes_preprocessing: int = 3
     num_processes_export: int = 3
     overwrite: bool = True  # False: keep cases whose outputs exist (--continue_prediction)
-    progress: bool | None = None  # None: a bar when stderr is a terminal, else a line per case
+    progress: bool | None = None  # None: a bar when stderr is a terminal, else case i/N lines
     batch_tiles: int | None = None  # None: tile_batch_size(configuration)
 
 
@@ -189,7 +188,7 @@ def predict_cases(
         print(f"{len(cases) - len(todo)} case(s) already predicted; {len(todo)} to go", flush=True)
     if not todo:
         return []
-    show_bar = sys.stderr.isatty() if settings.progress is None else settings.progress
+    show_bar = wants_bar(settings.progress)
     preprocessing = _Stage(max(0, settings.num_processes_preprocessing))
     exporting = _Stage(max(0, settings.num_processes_export))
     cancel = True
@@ -224,7 +223,7 @@ def _run(
     written: list[Path] = []
     submitted = 0
     pre_args = (model.plans, model.configuration_name, model.dataset_json)
-    with tqdm(total=len(cases), unit="case", desc="predict", disable=not show_bar) as bar:
+    with CaseProgress(len(cases), "predict", bar=show_bar) as progress:
         for _ in cases:
             while submitted < len(cases) and len(queue) < ahead:
                 upcoming = cases[submitted]
@@ -261,12 +260,7 @@ def _run(
                 (case.identifier, exporting.submit(export_prediction, logits, *export_args))
             )
             del logits
-            bar.update()
-            if not show_bar:
-                print(
-                    f"predicted {case.identifier} in {time.perf_counter() - start:.1f} s",
-                    flush=True,
-                )
+            progress.done(case.identifier, time.perf_counter() - start)
         while exports:
             identifier, done = exports.popleft()
             written.append(_result(done, identifier, "export"))

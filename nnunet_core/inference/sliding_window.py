@@ -23,6 +23,7 @@ import torch
 from scipy.ndimage import gaussian_filter1d
 from tqdm import tqdm
 
+from nnunet_core.case_progress import wants_bar
 from nnunet_core.errors import ConfigurationError
 
 SIGMA_SCALE = 1.0 / 8
@@ -178,7 +179,10 @@ def _accumulate(
     weight = 1.0 if gaussian is None else gaussian.to(results_device)
     autocast = torch.autocast("cuda") if device.type == "cuda" else nullcontext()
     expected = (num_outputs, *(int(p) for p in patch_size))
-    bar = tqdm(total=len(slicers), disable=not progress, desc="sliding window")
+    # a bar into a log file is carriage-return garbage: only in a terminal
+    bar = tqdm(
+        total=len(slicers), disable=not (progress and wants_bar(None)), desc="sliding window"
+    )
     with bar, autocast, torch.no_grad():
         for batch in _batches(slicers, batch_tiles):
             x = torch.stack([data[(slice(None), *s)] for s in batch]).to(device)

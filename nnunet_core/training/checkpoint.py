@@ -10,7 +10,6 @@ Keys follow upstream's (``network_weights``, ``optimizer_state``, ``current_epoc
 from __future__ import annotations
 
 import os
-import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -122,16 +121,16 @@ def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = 
 
 
 def find_resume_checkpoint(fold_folder: str | os.PathLike) -> Path | None:
-    """The checkpoint ``--c`` continues from: final, else latest, else best, else None (warned)."""
+    """The checkpoint ``--c`` continues from: final, else latest, else best, else None.
+
+    None is a normal first attempt (the workflow always passes ``--c``): the caller says so in one
+    log line; a ``UserWarning`` here would open every fresh fold's log with a Python source line.
+    """
     fold_folder = Path(fold_folder)
     for name in RESUME_ORDER:
         candidate = fold_folder / name
         if candidate.is_file():
             return candidate
-    warnings.warn(
-        f"{fold_folder}: no checkpoint to continue from ({', '.join(RESUME_ORDER)}); starting fresh",
-        stacklevel=2,
-    )
     return None
 
 

@@ -1,5 +1,8 @@
 """What a training records per epoch, the pseudo Dice it monitors, its log file and progress.png.
 
+After each epoch the log gets upstream's lines (``train_loss``, ``val_loss``, ``Pseudo dice``,
+``Epoch time``) and ``epoch i/N: 2.41 s; ETA 0:03:10 (about 2026-12-02 21:14)``.
+
 The history has upstream's keys (one value per epoch): ``mean_fg_dice``, ``ema_fg_dice``,
 ``dice_per_class_or_region``, ``train_losses``, ``val_losses``, ``lrs``,
 ``epoch_start_timestamps``, ``epoch_end_timestamps``. It holds only floats and lists, so it goes
@@ -12,19 +15,22 @@ from __future__ import annotations
 import math
 import os
 import sys
-from collections.abc import Sequence
-from datetime import datetime
+import time
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
+from nnunet_core.case_progress import format_duration
 from nnunet_core.errors import ConfigurationError
 from nnunet_core.io.atomic import atomic_path
 from nnunet_core.training.loss import regions_one_hot
 
 EMA_DECAY = 0.9
+ETA_WINDOW = 5  # recent epochs the ETA averages
 KEYS = (
     "mean_fg_dice",
     "ema_fg_dice",
@@ -170,6 +176,78 @@ class TrainingLog:
                 handle.write(stamped + "\n")
         if self.echo and self.enabled:
             print(stamped, file=sys.stdout, flush=True)
+
+
+def eta_seconds(
+    durations: Sequence[float], remaining: int, window: int = ETA_WINDOW
+) -> float | None:
+    """Seconds left for ``remaining`` epochs: their count times the mean of the recent epochs.
+
+    ``durations`` are this attempt's epoch wall times, oldest first. The first is dropped once
+    there are later ones: it also holds the start-up (workers, cudnn benchmark, compile) and
+    would inflate every estimate. Only the last ``window`` count, so a slowdown shows soon.
+    None when nothing was measured yet.
+    """
+    if remaining <= 0:
+        return 0.0
+    usable = list(durations[1:] if len(durations) > 1 else durations)[-window:]
+    if not usable:
+        return None
+    return remaining * sum(usable) / len(usable)
+
+
+def epoch_line(
+    epoch: int, num_epochs: int, seconds: float, eta: float | None, now: datetime
+) -> str:
+    """``epoch i/N`` (1-based), the epoch's time, the fold's ETA and when that is on the clock."""
+    line = f"epoch {epoch + 1}/{num_epochs}: {seconds:.2f} s"
+    if epoch + 1 >= num_epochs:
+        return f"{line}; all epochs done"
+    if eta is None:
+        return line
+    finish = now + timedelta(seconds=eta)
+    return f"{line}; ETA {format_duration(eta)} (about {finish:%Y-%m-%d %H:%M})"
+
+
+class EpochEta:
+    """Wall time per epoch of this attempt (a resumed run ignores earlier attempts' epochs).
+
+    The ETA uses the wall time from the previous ``epoch_done`` (or ``restart``) to this one,
+    which includes checkpoint writing and plotting: the remaining epochs pay for those too.
+    """
+
+    def __init__(self, num_epochs: int, clock: Callable[[], float] = time.time) -> None:
+        self.num_epochs = num_epochs
+        self.clock = clock
+        self.durations: list[float] = []
+        self._last = clock()
+
+    def restart(self) -> None:
+        """Start measuring now (the training loop begins); forget nothing measured before."""
+        self._last = self.clock()
+
+    def epoch_done(self, epoch: int, seconds: float) -> str:
+        """Epoch ``epoch`` (0-based, ``seconds`` of training and validation) finished now.
+
+        Returns its ``epoch i/N`` line.
+        """
+        now = self.clock()
+        self.durations.append(now - self._last)
+        self._last = now
+        eta = eta_seconds(self.durations, self.num_epochs - epoch - 1)
+        return epoch_line(epoch, self.num_epochs, seconds, eta, datetime.fromtimestamp(now))
+
+
+def log_epoch_end(log: TrainingLog, history: ProgressHistory, eta: EpochEta, epoch: int) -> None:
+    """The lines upstream prints after an epoch (tests, SLURM checks and the report grep them),
+    then ours: ``epoch i/N`` with the fold's ETA."""
+    values = history.values
+    log("train_loss", round(values["train_losses"][-1], 4))
+    log("val_loss", round(values["val_losses"][-1], 4))
+    log("Pseudo dice", [round(d, 4) for d in values["dice_per_class_or_region"][-1]])
+    duration = values["epoch_end_timestamps"][-1] - values["epoch_start_timestamps"][-1]
+    log(f"Epoch time: {duration:.2f} s")
+    log(eta.epoch_done(epoch, duration))
 
 
 def plot_progress(history: ProgressHistory, target: str | os.PathLike) -> None:

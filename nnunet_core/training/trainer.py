@@ -52,9 +52,11 @@ from nnunet_core.training.optimizer import (
     unwrap,
 )
 from nnunet_core.training.progress import (
+    EpochEta,
     ProgressHistory,
     TrainingLog,
     global_dice,
+    log_epoch_end,
     nanmean,
     plot_progress,
     pseudo_dice_counts,
@@ -135,6 +137,7 @@ class Trainer:
         self.loss_share = self.rank_batch.size / self.batch_size
         self.history = ProgressHistory()
         self.log = TrainingLog(setup.output_folder, enabled=settings.is_main)
+        self.eta = EpochEta(settings.num_epochs)  # this attempt's epochs only
         self.current_epoch = 0
         self.best_ema: float | None = None
         regions = setup.label_spec.foreground_regions if setup.label_spec.has_regions else None
@@ -271,6 +274,7 @@ class Trainer:
                 self.save_checkpoint(ckpt.FINAL)  # resumed from latest/best with fewer --epochs
             return FINISHED
         with self._streams() as (train_stream, val_stream):
+            self.eta.restart()
             for epoch in range(self.current_epoch, self.settings.num_epochs):
                 self.run_epoch(epoch, train_stream, val_stream)
                 if should_stop is not None and should_stop(epoch):
@@ -344,11 +348,7 @@ class Trainer:
 
     def _end_epoch(self, epoch: int) -> None:
         values = self.history.values
-        self.log("train_loss", round(values["train_losses"][-1], 4))
-        self.log("val_loss", round(values["val_losses"][-1], 4))
-        self.log("Pseudo dice", [round(d, 4) for d in values["dice_per_class_or_region"][-1]])
-        duration = values["epoch_end_timestamps"][-1] - values["epoch_start_timestamps"][-1]
-        self.log(f"Epoch time: {duration:.2f} s")
+        log_epoch_end(self.log, self.history, self.eta, epoch)
         self.current_epoch = epoch + 1
         last = epoch == self.settings.num_epochs - 1
         if not last and self.current_epoch % self.settings.save_every == 0:
