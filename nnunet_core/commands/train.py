@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
@@ -24,21 +23,24 @@ from nnunet_core.paths import (
     resolve_dataset_name,
 )
 from nnunet_core.training.fold_setup import copy_model_files, prepare_fold
+from nnunet_core.training.trainer_variants import known_trainer_names, parse_trainer_name
 
 if TYPE_CHECKING:  # torch and the trainer load only when a command runs (the CLI stays fast)
     import torch
 
     from nnunet_core.training.trainer import Trainer, TrainerSettings
 
-# upstream's schedule variants, e.g. nnUNetTrainer_5epochs; anything else is not implemented
-TRAINER_RE = re.compile(rf"^{DEFAULT_TRAINER}(?:_(\d+)epochs)?$")
-
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("dataset", help="dataset id (900) or name (Dataset900_Synth)")
     parser.add_argument("configuration", help="configuration in the plans, e.g. 3d_fullres")
     parser.add_argument("fold", help="fold 0-4 (or any split index), or 'all'")
-    parser.add_argument("-tr", dest="trainer", default=DEFAULT_TRAINER, help="trainer name")
+    parser.add_argument(
+        "-tr",
+        dest="trainer",
+        default=DEFAULT_TRAINER,
+        help=f"trainer: {', '.join(known_trainer_names())}",
+    )
     parser.add_argument("-p", dest="plans", default=DEFAULT_PLANS_NAME, help="plans name")
     parser.add_argument("-pretrained_weights", help="checkpoint to initialise the network from")
     parser.add_argument("-num_gpus", type=int, default=1, help="GPUs (processes) for this fold")
@@ -50,9 +52,11 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "-device",
         choices=("auto", "cuda", "cpu", "mps"),
-        help="auto (default): cuda if torch sees a GPU, else cpu with a warning"
+        help="auto (default): cuda if torch sees a GPU, else cpu with a warning",
     )
-    parser.add_argument("--epochs", type=int, help="epochs (default 1000)")
+    parser.add_argument(
+        "--epochs", type=int, help="epochs (>= 1; default: the trainer's, 1000 for nnUNetTrainer)"
+    )
     parser.add_argument("--iterations", type=int, default=250, help="training iterations/epoch")
     parser.add_argument(
         "--val-iterations", type=int, default=50, help="validation iterations/epoch"
@@ -95,6 +99,9 @@ def check_flags(args: argparse.Namespace) -> None:
     if args.val_best and args.disable_checkpointing:
         msg = "--val_best needs checkpoint_best.pth, which --disable_checkpointing never writes"
         raise ConfigurationError(msg)
+    if args.epochs is not None and args.epochs < 1:
+        msg = f"--epochs must be >= 1, got {args.epochs}"
+        raise ConfigurationError(msg)
     if args.num_gpus < 1:
         msg = f"-num_gpus must be >= 1, got {args.num_gpus}"
         raise ConfigurationError(msg)
@@ -119,11 +126,12 @@ def resolve_device(name: str | None) -> torch.device:
 def settings_from_args(args: argparse.Namespace, is_main: bool = True) -> TrainerSettings:
     from nnunet_core.training.trainer import TrainerSettings
 
-    match = TRAINER_RE.match(args.trainer)
-    if match is None:
-        msg = f"-tr {args.trainer}: unknown trainer (known: {DEFAULT_TRAINER}, {DEFAULT_TRAINER}_<N>epochs)"
-        raise ConfigurationError(msg)
-    epochs = args.epochs or (int(match.group(1)) if match.group(1) else 1000)
+    try:
+        variant = parse_trainer_name(args.trainer)
+    except ConfigurationError as exc:
+        msg = f"-tr {args.trainer}: {exc}"
+        raise ConfigurationError(msg) from None
+    epochs = variant.num_epochs if args.epochs is None else args.epochs  # 0 fails in check()
     return TrainerSettings(
         num_epochs=epochs,
         num_iterations=args.iterations,

@@ -61,6 +61,7 @@ from nnunet_core.training.progress import (
     plot_progress,
     pseudo_dice_counts,
 )
+from nnunet_core.training.trainer_variants import parse_trainer_name
 from nnunet_core.training.workers import BatchStream, default_num_workers
 
 FINISHED = "finished"
@@ -111,7 +112,9 @@ class Trainer:
         self.batch_size = int(config["batch_size"])  # global: split over the ranks
         self.rank_batch = split_batch(self.batch_size, topology.world_size, topology.global_rank)
         self.augmentation = configure_augmentation(self.patch_size)
-        self.mirror_axes = list(self.augmentation.mirror_axes)
+        # the -tr variant's axes (None: no mirroring) serve augmentation, validation and predict
+        self.variant = parse_trainer_name(settings.trainer_name)
+        self.mirror_axes = self.variant.mirror_axes(len(self.patch_size))
         self.ds_scales = deep_supervision_scales(config["architecture"]["arch_kwargs"]["strides"])
         torch.manual_seed(settings.seed)  # the same initial weights for the same seed
         self.network = build_network(
@@ -161,7 +164,9 @@ class Trainer:
                 "device": str(self.device),
             },
             "trainer_name": self.settings.trainer_name,
-            "inference_allowed_mirroring_axes": list(self.mirror_axes),
+            "inference_allowed_mirroring_axes": None
+            if self.mirror_axes is None
+            else list(self.mirror_axes),
             "settings": asdict(self.settings),
         }
 

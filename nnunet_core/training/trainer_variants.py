@@ -1,0 +1,81 @@
+"""Upstream's trainer class names (``-tr``) as settings: epochs and mirroring.
+
+Upstream selects behaviour by subclass name (``nnUNetTrainer_250epochs``,
+``nnUNetTrainerNoMirroring``, ...). We have one trainer, so a name is parsed into what its
+subclass changes; the name itself is kept (it names the results folder and the checkpoint's
+``trainer_name``). Mirroring follows upstream: a variant's axes are used for the training
+augmentation and stored as ``inference_allowed_mirroring_axes`` (None: no test-time mirroring),
+which validation and ``predict`` read back. Importing this module never imports torch: the
+workflow's config check calls it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from nnunet_core.errors import ConfigurationError
+
+BASE = "nnUNetTrainer"
+DEFAULT_EPOCHS = 1000
+
+MIRROR_ALL = "all"  # every spatial axis (upstream's default)
+MIRROR_NONE = "none"  # no mirroring in training, validation or inference
+MIRROR_01 = "01"  # axes (0, 1) in 3D, (0,) in 2D (upstream's onlyMirror01)
+
+_EPOCHS_RE = re.compile(rf"^{BASE}_([1-9][0-9]*)epochs(_NoMirroring)?$")
+
+# fixed names -> (epochs, mirroring)
+_FIXED: dict[str, tuple[int, str]] = {
+    BASE: (DEFAULT_EPOCHS, MIRROR_ALL),
+    f"{BASE}_1epoch": (1, MIRROR_ALL),
+    f"{BASE}NoMirroring": (DEFAULT_EPOCHS, MIRROR_NONE),
+    f"{BASE}_onlyMirror01": (DEFAULT_EPOCHS, MIRROR_01),
+    f"{BASE}_onlyMirror01_1500ep": (1500, MIRROR_01),
+}
+
+
+@dataclass(frozen=True)
+class TrainerVariant:
+    """What a trainer name changes relative to ``nnUNetTrainer``."""
+
+    name: str
+    num_epochs: int
+    mirroring: str = MIRROR_ALL
+
+    def mirror_axes(self, dim: int) -> tuple[int, ...] | None:
+        """Mirror axes of a ``dim``-D patch, for augmentation and inference; None: none."""
+        if dim not in (2, 3):
+            msg = f"patch must be 2D or 3D, got {dim} dimensions"
+            raise ConfigurationError(msg)
+        if self.mirroring == MIRROR_NONE:
+            return None
+        if self.mirroring == MIRROR_01:
+            return (0,) if dim == 2 else (0, 1)
+        return tuple(range(dim))
+
+
+def known_trainer_names() -> list[str]:
+    """The accepted names and patterns, for help texts and error messages."""
+    return [
+        BASE,
+        f"{BASE}_<N>epochs",
+        f"{BASE}_1epoch",
+        f"{BASE}_<N>epochs_NoMirroring",
+        f"{BASE}NoMirroring",
+        f"{BASE}_onlyMirror01",
+        f"{BASE}_onlyMirror01_1500ep",
+    ]
+
+
+def parse_trainer_name(name: str) -> TrainerVariant:
+    """The variant named ``name``; a ConfigurationError (one line, listing the names) otherwise."""
+    if name in _FIXED:
+        epochs, mirroring = _FIXED[name]
+        return TrainerVariant(name, epochs, mirroring)
+    match = _EPOCHS_RE.match(name)
+    if match is not None:
+        mirroring = MIRROR_NONE if match.group(2) else MIRROR_ALL
+        return TrainerVariant(name, int(match.group(1)), mirroring)
+    msg = f"unknown trainer {name!r} (known: {', '.join(known_trainer_names())}; N >= 1)"
+    raise ConfigurationError(msg)
