@@ -62,7 +62,7 @@ def case_line(
     if seconds is not None:
         line += f" {seconds:.1f} s"
     if done >= total:
-        return f"{line}; {total} cases in {format_duration(elapsed)}"
+        return f"{line}; {total} case{'s' if total != 1 else ''} in {format_duration(elapsed)}"
     eta = elapsed / max(done, 1) * (total - done)
     return f"{line}; ETA {format_duration(eta)}"
 

@@ -1,8 +1,10 @@
-"""Progress history (EMA), pseudo Dice, the log file and progress.png."""
+"""Progress history (EMA), pseudo Dice, the log file, epoch i/N with the ETA, progress.png."""
 
 from __future__ import annotations
 
 import math
+import re
+from datetime import datetime
 from pathlib import Path
 
 import matplotlib
@@ -11,9 +13,13 @@ import torch
 
 from nnunet_core.errors import ConfigurationError
 from nnunet_core.training.progress import (
+    EpochEta,
     ProgressHistory,
     TrainingLog,
+    epoch_line,
+    eta_seconds,
     global_dice,
+    log_epoch_end,
     nanmean,
     plot_progress,
     pseudo_dice_counts,
@@ -131,3 +137,68 @@ def test_progress_png_is_written_without_touching_the_backend(tmp_path: Path) ->
 def test_progress_png_waits_for_a_complete_epoch(tmp_path: Path) -> None:
     plot_progress(ProgressHistory(), tmp_path / "progress.png")
     assert not (tmp_path / "progress.png").exists()
+
+
+class FakeClock:
+    """Returns the given times in order (seconds since the epoch)."""
+
+    def __init__(self, *times: float) -> None:
+        self.times = list(times)
+
+    def __call__(self) -> float:
+        return self.times.pop(0)
+
+
+def test_eta_is_remaining_epochs_times_the_mean_of_recent_epochs() -> None:
+    assert eta_seconds([10.0, 2.0, 4.0], remaining=3) == pytest.approx(9.0)  # first: warm-up
+    assert eta_seconds([5.0], remaining=2) == pytest.approx(10.0)  # nothing else measured yet
+    recent = [100.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 7.0]
+    assert eta_seconds(recent, remaining=10, window=5) == pytest.approx(10 * 11 / 5)
+    assert eta_seconds([], remaining=4) is None
+    assert eta_seconds([3.0, 3.0], remaining=0) == 0.0
+
+
+def test_epoch_line_is_one_based_with_the_eta_and_the_finish_time() -> None:
+    now = datetime(2026, 12, 2, 20, 15, 0)
+    line = epoch_line(3, 10, 2.414, eta=3725.0, now=now)
+    assert line == "epoch 4/10: 2.41 s; ETA 1:02:05 (about 2026-12-02 21:17)"
+    assert epoch_line(9, 10, 2.0, eta=0.0, now=now) == "epoch 10/10: 2.00 s; all epochs done"
+    assert epoch_line(0, 10, 2.0, eta=None, now=now) == "epoch 1/10: 2.00 s"
+
+
+def test_a_resumed_attempt_counts_on_and_estimates_from_its_own_epochs() -> None:
+    # continued at epoch 3 of 10; this attempt's epochs take 3 s (the first, warm-up) then 2 s
+    eta = EpochEta(10, clock=FakeClock(1000.0, 1000.0, 1003.0, 1005.0))
+    eta.restart()
+    first = eta.epoch_done(3, 2.9)
+    second = eta.epoch_done(4, 1.9)
+    assert first.startswith("epoch 4/10: 2.90 s; ETA 0:00:18 (about ")  # 6 left x 3 s
+    assert second.startswith("epoch 5/10: 1.90 s; ETA 0:00:10 (about ")  # 5 left x 2 s
+    finish = datetime.fromtimestamp(1015.0).strftime("%Y-%m-%d %H:%M")
+    assert second.endswith(f"(about {finish})")
+    assert eta.durations == [3.0, 2.0]
+
+
+def test_epoch_end_keeps_upstreams_lines_then_adds_epoch_i_of_n(tmp_path: Path) -> None:
+    history = ProgressHistory()
+    for key, value in (
+        ("epoch_start_timestamps", 100.0),
+        ("train_losses", -0.51234),
+        ("val_losses", -0.4),
+        ("dice_per_class_or_region", [0.8, 0.25]),
+        ("epoch_end_timestamps", 102.5),
+    ):
+        history.log(key, value, 0)
+    log = TrainingLog(tmp_path, echo=False)
+    log("Epoch 0")
+    log_epoch_end(log, history, EpochEta(2, clock=FakeClock(0.0, 3.0)), 0)
+    text = log.path.read_text()
+    lines = [line.split(": ", 1)[1] for line in text.splitlines()]
+    assert lines[1:5] == [
+        "train_loss -0.5123",
+        "val_loss -0.4",
+        "Pseudo dice [0.8, 0.25]",
+        "Epoch time: 2.50 s",
+    ]
+    assert lines[5].startswith("epoch 1/2: 2.50 s; ETA 0:00:03 (about ")
+    assert re.findall(r": Epoch (\d+)$", text, re.MULTILINE) == ["0"]  # what the tests grep
