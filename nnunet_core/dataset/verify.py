@@ -19,6 +19,7 @@ from nnunet_core.dataset.discovery import RawCase, test_cases, training_cases
 from nnunet_core.dataset.verify_case import ATOL, RTOL, CaseCheck, check_case, display_path
 from nnunet_core.errors import DatasetError
 from nnunet_core.io.dataset_json import DatasetJson, LabelSpec, load_dataset_json
+from nnunet_core.io.readers import reader_for_dataset
 from nnunet_core.parallel import map_cases
 from nnunet_core.paths import DATASET_JSON
 
@@ -141,6 +142,7 @@ def _report(
     dataset_json: DatasetJson,
     checks: dict[str, CaseCheck],
     warnings: list[str],
+    reader_name: str,
 ) -> dict[str, Any]:
     spec = dataset_json.label_spec
     voxels: dict[int, int] = {}
@@ -156,6 +158,7 @@ def _report(
         "case_identifiers": list(checks),
         "num_test_cases": len(test_cases(raw_dir, dataset_json)),
         "file_ending": dataset_json.file_ending,
+        "image_reader_writer": reader_name,
         "channels": dataset_json.channel_names,
         "dimensionality": dims[0] if dims else None,
         "labels": dataset_json.raw["labels"],
@@ -199,7 +202,9 @@ def verify_dataset(
             f"{len(cases)} training case(s) were found"
         )
     spec = dataset_json.label_spec
-    args = (raw_dir, allowed_label_values(spec), spec.ignore_label)
+    example = next((p for c in cases for p in c.images if p.is_file()), None)
+    reader = reader_for_dataset(dataset_json.raw, str(json_path), example)
+    args = (raw_dir, allowed_label_values(spec), spec.ignore_label, reader.name)
     tasks = [(case.identifier, (case, *args)) for case in cases]
     checks = map_cases(check_case, tasks, num_processes, "verify", disable_progress)
     _dimension_problems(checks)
@@ -207,5 +212,5 @@ def verify_dataset(
         result.problems += check.problems
         result.warnings += check.warnings
     result.broken_cases = sum(1 for c in checks.values() if c.problems)
-    result.report = _report(dataset, raw_dir, dataset_json, checks, result.warnings)
+    result.report = _report(dataset, raw_dir, dataset_json, checks, result.warnings, reader.name)
     return result

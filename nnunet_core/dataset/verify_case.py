@@ -12,18 +12,15 @@ within 500 mm and 1e-4 relative for spacings, far below any voxel, so a real mis
 
 from __future__ import annotations
 
-import os
-import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-import SimpleITK as sitk
 
 from nnunet_core.dataset.discovery import RawCase
 from nnunet_core.dataset.nifti_check import NiftiProblem, is_nifti, scan_nifti
+from nnunet_core.errors import DatasetError
+from nnunet_core.io.readers import FileImage, ImageReader, reader_by_name
 
 RTOL = 1e-4
 ATOL = 1e-4
@@ -63,91 +60,61 @@ def _rounded(values: tuple[float, ...]) -> tuple[float, ...]:
     return tuple(round(float(v), 6) for v in values)
 
 
-def effective_ndim(image: sitk.Image) -> int:
-    """2 for 2-D files and for 3-D files with a single slice (upstream treats both as 2-D)."""
-    if image.GetDimension() == 2 or (image.GetDimension() == 3 and image.GetSize()[2] == 1):
-        return 2
-    return image.GetDimension()
-
-
 def _compare_geometry(
-    check: CaseCheck, ref: tuple[str, sitk.Image], other: tuple[str, sitk.Image]
+    check: CaseCheck, ref: tuple[str, FileImage], other: tuple[str, FileImage]
 ) -> None:
     """Add a problem for each way ``other`` differs from the reference (channel 0)."""
     ref_name, ref_image = ref
     name, image = other
-    if image.GetDimension() != ref_image.GetDimension():
+    if len(image.file_shape) != len(ref_image.file_shape):
         check.problem(
-            f"{name} is {image.GetDimension()}-D but {ref_name} is {ref_image.GetDimension()}-D"
+            f"{name} is {len(image.file_shape)}-D but {ref_name} is {len(ref_image.file_shape)}-D"
         )
         return
-    shape, ref_shape = image.GetSize()[::-1], ref_image.GetSize()[::-1]
-    if shape != ref_shape:
-        check.problem(f"shape {shape} of {name} differs from {ref_shape} of {ref_name}")
-    pairs = (
-        ("spacing", image.GetSpacing()[::-1], ref_image.GetSpacing()[::-1], RTOL, ATOL),
-        ("origin", image.GetOrigin()[::-1], ref_image.GetOrigin()[::-1], RTOL, ATOL),
-        ("direction", image.GetDirection(), ref_image.GetDirection(), 0.0, DIRECTION_ATOL),
-    )
-    for what, value, ref_value, rtol, atol in pairs:
+    if image.file_shape != ref_image.file_shape:
+        check.problem(
+            f"shape {image.file_shape} of {name} differs from {ref_image.file_shape} of {ref_name}"
+        )
+    for what, value in image.geometry.items():
+        ref_value = ref_image.geometry.get(what)
+        if ref_value is None or len(ref_value) != len(value):
+            continue
+        rtol, atol = (0.0, DIRECTION_ATOL) if what == "direction" else (RTOL, ATOL)
         if not np.allclose(value, ref_value, rtol=rtol, atol=atol):
             check.problem(
                 f"{what} {_rounded(value)} of {name} differs from {_rounded(ref_value)} of {ref_name}"
             )
 
 
-def _itk_reason(exc: RuntimeError) -> str:
-    """The ``ITK ERROR: ...`` line of an ITK exception (its ``Reason:`` errno is often bogus)."""
-    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    for line in lines:
-        if line.startswith("ITK ERROR:"):
-            return line.split("): ", 1)[-1][:200]
-    return (lines[-1] if lines else "unknown reason")[:200]
+def _reason(exc: DatasetError, path: Path) -> str:
+    """The reader's message without its leading path (verify names files relative to the dataset)."""
+    text = str(exc)
+    return text[len(f"{path}: ") :] if text.startswith(f"{path}: ") else text
 
 
-@contextmanager
-def _native_stderr_silenced() -> Iterator[None]:
-    """Drop what C++ readers (MetaIO, NRRD) print to fd 2: our one-line message says it all."""
-    sys.stderr.flush()
-    saved = os.dup(2)
-    try:
-        with open(os.devnull, "w") as devnull:
-            os.dup2(devnull.fileno(), 2)
-            yield
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
-
-
-def _read(check: CaseCheck, path: Path, name: str, what: str) -> sitk.Image | None:
+def _read(
+    check: CaseCheck, path: Path, name: str, what: str, reader: ImageReader
+) -> FileImage | None:
     """Read ``path``; a missing, corrupt, non-finite or unsupported file becomes a problem."""
     if not path.is_file():
         check.problem(f"missing {what} file {name}")
         return None
     nonfinite = None
     if is_nifti(path):
-        # ITK silently zero-fills truncated NIfTI and zeroes NaN/inf: check the stored bytes.
+        # ITK silently zero-fills truncated NIfTI and zeroes NaN/inf: check the stored bytes,
+        # whichever reader the dataset uses
         try:
             nonfinite = scan_nifti(path)
         except NiftiProblem as exc:
             check.problem(f"{name}: unreadable or corrupt image ({exc})")
             return None
     try:
-        with _native_stderr_silenced():
-            image = sitk.ReadImage(str(path))
-    except RuntimeError as exc:
-        check.problem(f"{name}: unreadable or corrupt image ({_itk_reason(exc)})")
+        image = reader.read_label_file(path) if what == "label" else reader.read_file(path)
+    except DatasetError as exc:
+        check.problem(f"{name}: {_reason(exc, path)}")
         return None
-    if image.GetNumberOfComponentsPerPixel() != 1:
-        check.problem(f"{name}: multi-component (RGB/vector) pixels; store one channel per file")
-        return None
-    if image.GetDimension() not in (2, 3):
-        check.problem(f"{name}: {image.GetDimension()}-D image; expected 2-D or 3-D")
-        return None
-    if nonfinite is None:
-        array = sitk.GetArrayViewFromImage(image)
-        if np.issubdtype(array.dtype, np.floating):
-            nonfinite = int(array.size - np.count_nonzero(np.isfinite(array)))
+    if nonfinite is None and np.issubdtype(image.array.dtype, np.floating):
+        nonfinite = int(image.array.size - np.count_nonzero(np.isfinite(image.array)))
     if nonfinite:
         check.problem(f"{name} has {nonfinite} NaN/inf voxel(s)")
     return image
@@ -161,11 +128,11 @@ def _list(values: list[int] | list[float]) -> str:
 def _check_labels(
     check: CaseCheck,
     name: str,
-    image: sitk.Image,
+    image: FileImage,
     allowed: tuple[int, ...],
     ignore_label: int | None,
 ) -> None:
-    array = sitk.GetArrayViewFromImage(image)
+    array = image.array
     values, counts = np.unique(array, return_counts=True)
     if np.issubdtype(values.dtype, np.floating):
         fractional = [float(v) for v in values if not np.isfinite(v) or v != np.round(v)]
@@ -190,21 +157,23 @@ def check_case(
     raw_dir: Path,
     allowed_labels: tuple[int, ...],
     ignore_label: int | None,
+    reader_name: str = "SimpleITKIO",
 ) -> CaseCheck:
-    """Every check of one case; never raises for a problem of the data."""
+    """Every check of one case (read with the dataset's reader); never raises for the data."""
     check = CaseCheck(case.identifier)
-    channels: list[tuple[str, sitk.Image]] = []
+    reader = reader_by_name(reader_name)
+    channels: list[tuple[str, FileImage]] = []
     for index, path in enumerate(case.images):
         name = display_path(path, raw_dir)
-        image = _read(check, path, name, f"channel {index}")
+        image = _read(check, path, name, f"channel {index}", reader)
         if image is not None:
             channels.append((name, image))
-    label: tuple[str, sitk.Image] | None = None
+    label: tuple[str, FileImage] | None = None
     if case.label is None:
         check.problem("no label file given")
     else:
         name = display_path(case.label, raw_dir)
-        image = _read(check, case.label, name, "label")
+        image = _read(check, case.label, name, "label", reader)
         if image is not None:
             label = (name, image)
             _check_labels(check, name, image, allowed_labels, ignore_label)
@@ -214,7 +183,8 @@ def check_case(
     for other in [*channels[1:], *([label] if label and channels else [])]:
         _compare_geometry(check, reference, other)
     ref_image = reference[1]
-    check.ndim = effective_ndim(ref_image)
-    check.shape = tuple(int(v) for v in ref_image.GetSize()[::-1])
-    check.spacing = tuple(float(v) for v in ref_image.GetSpacing()[::-1])
+    check.ndim = ref_image.ndim
+    check.shape = tuple(int(v) for v in ref_image.file_shape)
+    spacing = ref_image.geometry.get("spacing", ref_image.spacing)
+    check.spacing = tuple(float(v) for v in spacing)
     return check

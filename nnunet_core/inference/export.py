@@ -3,7 +3,7 @@
 Upstream's ``export_prediction_from_logits``: resample the logits to the cropped shape at the
 original spacing (``resampling_fn_probabilities``, order 1 / order_z 0), argmax (labels) or paint
 the regions in ``regions_class_order`` where sigmoid > 0.5, paste into the uncropped volume (0
-outside the bbox), transpose back and write with the input's geometry. With probabilities, also
+outside the bbox), transpose back and write with the input's geometry by the plans' reader. With probabilities, also
 ``{case}.npz`` ('probabilities', float32, background 1 outside the bbox for labels) and the
 properties as ``{case}.json`` (upstream writes a pickle). Every file is written atomically.
 """
@@ -21,7 +21,7 @@ from scipy.special import expit
 from nnunet_core.errors import ConfigurationError
 from nnunet_core.io.atomic import atomic_path, write_json
 from nnunet_core.io.dataset_json import LabelSpec
-from nnunet_core.io.images import write_seg
+from nnunet_core.io.readers import reader_for_plans
 from nnunet_core.preprocessing.cropping import slicer
 from nnunet_core.preprocessing.resampling import (
     ANISO_THRESHOLD,
@@ -197,8 +197,9 @@ def export_prediction(
     del resampled
     segmentation = revert_cropping(segmentation, bbox, shape_before).transpose(backward)
     seg_path = output.with_name(output.name + file_ending)
-    with atomic_path(seg_path, suffix=file_ending) as tmp:
-        write_seg(np.ascontiguousarray(segmentation), tmp, properties)
+    # the plans' reader writes the result back (atomically), in the input's own geometry
+    writer = reader_for_plans(plans, where)
+    writer.write_seg(np.ascontiguousarray(segmentation), seg_path, properties)
     del segmentation
     if probabilities is not None:
         fill = None if label_spec.has_regions else 1.0

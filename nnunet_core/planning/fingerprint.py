@@ -24,7 +24,7 @@ import numpy as np
 from nnunet_core.dataset.discovery import training_cases
 from nnunet_core.errors import DatasetError
 from nnunet_core.io.dataset_json import load_dataset_json
-from nnunet_core.io.images import read_images, read_seg
+from nnunet_core.io.readers import reader_by_name, reader_for_dataset
 from nnunet_core.parallel import map_cases
 from nnunet_core.preprocessing.cropping import bbox_of, slicer
 
@@ -89,10 +89,16 @@ def merge_weighted(parts: list[WeightedValues]) -> WeightedValues:
     return values[starts], np.add.reduceat(counts, starts).astype(np.int64)
 
 
-def analyze_case(image_files: tuple[Path, ...], seg_file: Path, num_samples: int) -> dict[str, Any]:
+def analyze_case(
+    image_files: tuple[Path, ...],
+    seg_file: Path,
+    num_samples: int,
+    reader_name: str = "SimpleITKIO",
+) -> dict[str, Any]:
     """Crop box, spacing and the weighted foreground samples of one training case."""
-    data, properties = read_images(list(image_files))
-    seg, _ = read_seg(seg_file)
+    reader = reader_by_name(reader_name)
+    data, properties = reader.read_images(list(image_files))
+    seg, _ = reader.read_seg(seg_file)
     if seg.shape[1:] != data.shape[1:]:
         msg = f"{seg_file}: label shape {seg.shape[1:]} differs from image shape {data.shape[1:]}"
         raise DatasetError(msg)
@@ -109,7 +115,8 @@ def analyze_case(image_files: tuple[Path, ...], seg_file: Path, num_samples: int
     shape_after = [s.stop - s.start for s in box]
     return {
         "shape_after_crop": shape_after,
-        "spacing": [float(s) for s in properties["spacing"]],
+        # the reader's number types, as upstream writes them (NaturalImage2DIO: ints 999, 1, 1)
+        "spacing": [s if isinstance(s, int) else float(s) for s in properties["spacing"]],
         "relative_size": math.prod(shape_after) / math.prod(data.shape[1:]),
         "channels": channels,
         "has_foreground": bool(foreground.any()),
@@ -203,7 +210,11 @@ def extract_fingerprint(raw_dir: Path, num_processes: int) -> dict[str, Any]:
         msg = f"{raw_dir}: no training cases found in imagesTr"
         raise DatasetError(msg)
     num_samples = int(TOTAL_FOREGROUND_SAMPLES // len(cases))
-    tasks = [(case.identifier, (case.images, case.label, num_samples)) for case in cases]
+    example = cases[0].images[0] if cases[0].images else None
+    reader = reader_for_dataset(dataset_json.raw, str(raw_dir / "dataset.json"), example)
+    tasks = [
+        (case.identifier, (case.images, case.label, num_samples, reader.name)) for case in cases
+    ]
     results = list(map_cases(analyze_case, tasks, num_processes, "fingerprint").values())
     # an empty case makes upstream's concatenation float64, so its statistics are not float32
     as_float32 = all(r["has_foreground"] for r in results)

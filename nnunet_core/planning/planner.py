@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from nnunet_core.errors import ConfigurationError
+from nnunet_core.io.readers import reader_name
 from nnunet_core.planning.feature_map_size import (
     plain_unet_feature_map_size,
     resenc_unet_feature_map_size,
@@ -45,7 +47,6 @@ NORMALIZATION_BY_CHANNEL_NAME = {
 }
 # Only ZScore leaves voxels outside the nonzero mask at 0, so only it may use the mask.
 MASK_CAPABLE_NORMALIZATION = {"ZScoreNormalization"}
-NATURAL_IMAGE_ENDINGS = (".png", ".bmp", ".tif")
 RESAMPLING_FN = "resample_data_or_seg_to_shape"
 
 
@@ -115,9 +116,15 @@ def normalization_schemes(
     return schemes, [False] * len(schemes)
 
 
-def reader_writer_name(file_ending: str) -> str:
-    """The upstream reader class an nnU-Net user would get for this file type."""
-    return "NaturalImage2DIO" if file_ending.lower() in NATURAL_IMAGE_ENDINGS else "SimpleITKIO"
+def reader_writer_name(dataset_json: dict[str, Any] | str, example_file: Path | None = None) -> str:
+    """The reader the dataset uses: ``overwrite_image_reader_writer``, else upstream's by ending.
+
+    Without an example file a ``.tif`` dataset gets NaturalImage2DIO, as upstream without one;
+    name Tiff3DIO in dataset.json (or use ``.tiff``) for 3-D tiffs.
+    """
+    if isinstance(dataset_json, str):  # a bare file ending
+        dataset_json = {"file_ending": dataset_json}
+    return reader_name(dataset_json, "dataset.json", example_file)
 
 
 def data_identifier(plans_name: str, configuration: str) -> str:
@@ -375,7 +382,7 @@ def plan_experiment(
         "original_median_shape_after_transp": [
             int(round(i)) for i in np.median(shapes, 0)[forward]
         ],
-        "image_reader_writer": reader_writer_name(str(dataset_json.get("file_ending", ""))),
+        "image_reader_writer": reader_writer_name(dataset_json),
         "transpose_forward": [int(i) for i in forward],
         "transpose_backward": [int(i) for i in backward],
         "configurations": configurations,

@@ -27,7 +27,7 @@ from nnunet_core.errors import ConfigurationError, DatasetError
 from nnunet_core.io.atomic import write_json
 from nnunet_core.io.blosc2_store import FILE_MODE, save_case
 from nnunet_core.io.dataset_json import DatasetJson
-from nnunet_core.io.images import read_images, read_seg
+from nnunet_core.io.readers import ImageReader, reader_for_plans
 from nnunet_core.parallel import map_cases
 from nnunet_core.planning.plans import resolve_configuration
 from nnunet_core.preprocessing.cropping import crop_to_nonzero, slicer
@@ -112,11 +112,13 @@ def group_by_identifier(plans: dict[str, Any], names: Sequence[str]) -> list[Pre
     return list(groups.values())
 
 
-def _read_case(case: RawCase) -> tuple[np.ndarray, np.ndarray | None, dict[str, Any]]:
-    data, properties = read_images(list(case.images))
+def _read_case(
+    case: RawCase, reader: ImageReader
+) -> tuple[np.ndarray, np.ndarray | None, dict[str, Any]]:
+    data, properties = reader.read_images(list(case.images))
     seg = None
     if case.label is not None:
-        seg, _ = read_seg(case.label)
+        seg, _ = reader.read_seg(case.label)
         if seg.shape[1:] != data.shape[1:]:
             msg = f"case {case.identifier}: label shape {seg.shape[1:]} differs from image shape {data.shape[1:]}"
             raise DatasetError(msg)
@@ -130,7 +132,9 @@ def iter_preprocessed(
     dataset_json: DatasetJson,
 ) -> Iterator[tuple[PreprocessingConfig, np.ndarray, np.ndarray | None, dict[str, Any]]]:
     """Yield ``(config, data float32, seg int16 | None, properties)`` per config for one case."""
-    raw, seg, properties = _read_case(case)
+    # the plans' reader, as upstream's preprocessor and predictor use it
+    reader = reader_for_plans(plans, f"plans {plans.get('plans_name', '')}")
+    raw, seg, properties = _read_case(case, reader)
     axes = [int(a) for a in plans.get("transpose_forward", [0, 1, 2])]
     order = [0, *(a + 1 for a in axes)]
     spacing = [properties["spacing"][a] for a in axes]
