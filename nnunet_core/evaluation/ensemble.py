@@ -103,8 +103,7 @@ def merge_case(
     probabilities = average_probabilities(npz_files)
     segmentation = probabilities_to_segmentation(probabilities, label_spec)
     seg_path = output_base.with_name(output_base.name + file_ending)
-    with atomic_path(seg_path, suffix=file_ending) as tmp:
-        write_seg(segmentation, tmp, properties)
+    write_seg(segmentation, seg_path, properties)  # atomic, sidecar files included
     if save_npz:
         npz_path = output_base.with_name(output_base.name + ".npz")
         with atomic_path(npz_path, suffix=".npz") as tmp, open(tmp, "wb") as handle:

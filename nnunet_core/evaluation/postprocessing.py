@@ -38,7 +38,7 @@ from nnunet_core.evaluation.metrics import (
     summarize,
     summary_for_json,
 )
-from nnunet_core.io.atomic import atomic_path, read_json, write_json
+from nnunet_core.io.atomic import read_json, write_json
 from nnunet_core.io.dataset_json import DatasetJson
 from nnunet_core.io.images import read_seg, write_seg
 from nnunet_core.parallel import map_cases
@@ -125,8 +125,7 @@ def load_postprocessing(path: str | Path) -> list[Step]:
 def postprocess_file(source: Path, target: Path, steps: Sequence[Step]) -> None:
     segmentation, properties = read_seg(source)
     result = apply_steps(segmentation[0], steps)
-    with atomic_path(target, suffix="".join(target.suffixes) or ".tmp") as tmp:
-        write_seg(result, tmp, properties)
+    write_seg(result, target, properties)  # atomic, sidecar files included
 
 
 def apply_postprocessing_to_folder(

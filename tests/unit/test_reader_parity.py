@@ -255,7 +255,9 @@ def test_reader_from_file_ending_without_the_key(ending: str, expected: str) -> 
     assert reader_name(content) == expected
     assert reader_name({**content, "overwrite_image_reader_writer": "None"}) == expected
     assert reader_writer_name(content) == expected
-    assert reader_writer_name({**content, "overwrite_image_reader_writer": "Tiff3DIO"}) == "Tiff3DIO"
+    assert (
+        reader_writer_name({**content, "overwrite_image_reader_writer": "Tiff3DIO"}) == "Tiff3DIO"
+    )
 
 
 def test_a_3d_tif_example_file_picks_tiff3dio(tmp_path: Path) -> None:
@@ -295,3 +297,58 @@ def test_evaluation_style_reading_keeps_labels(tmp_path: Path) -> None:
     seg, props = read_seg(target)
     assert "nibabel_stuff" in props
     assert np.array_equal(seg[0], np.asarray(image.dataobj).transpose(2, 1, 0))
+
+
+@pytest.mark.parametrize("scenario", ["nibabel_reorient", "sitk_reorient", "natural2d", "tiff3d"])
+def test_export_writes_with_the_plans_reader(scenario: str, tmp_path: Path) -> None:
+    """A perfect prediction of a preprocessed case, exported, is the raw label in its own file
+    geometry (voxel order, affine/direction, spacing file) whatever the reader."""
+    from nnunet_core.dataset.discovery import training_cases
+    from nnunet_core.inference.export import export_prediction
+    from nnunet_core.planning.plans import resolve_configuration
+    from nnunet_core.preprocessing.preprocessor import run_case
+
+    folder = DATA / scenario
+    plans = _read(folder / "nnUNetPlans.json")
+    dataset_json = load_dataset_json(folder / "raw" / "dataset.json")
+    config = "3d_fullres" if "3d_fullres" in plans["configurations"] else "2d"
+    configuration = dict(resolve_configuration(plans, config))
+    configuration["spacing"] = [0, 0, 0]  # set below: the case's own, so nothing is resampled
+    case = training_cases(folder / "raw", dataset_json)[0]
+    ending = dataset_json.file_ending
+    plans_here = {**plans}
+    _, _, props = run_case(case, plans_here, config, dataset_json)
+    axes = plans["transpose_forward"]
+    spacing = [props["spacing"][a] for a in axes]
+    configuration["spacing"] = spacing if config == "3d_fullres" else spacing[1:]
+    plans_here["configurations"] = {**plans["configurations"], config: configuration}
+    _, seg, props = run_case(case, plans_here, config, dataset_json)
+    labels = np.clip(seg[0], 0, None).astype(np.int64)
+    num = len(dataset_json.label_spec.foreground_labels) + 1
+    logits = (np.eye(num, dtype=np.float32)[labels] * 8.0 - 4.0).transpose(3, 0, 1, 2)
+    written = export_prediction(
+        logits,
+        props,
+        plans_here,
+        configuration,
+        dataset_json.label_spec,
+        tmp_path / case.identifier,
+        ending,
+    )
+    assert written == tmp_path / f"{case.identifier}{ending}"
+    label = case.label
+    if scenario.startswith("nibabel"):
+        a, b = nibabel.load(str(written)), nibabel.load(str(label))
+        assert np.array_equal(a.affine, b.affine) and a.shape == b.shape
+        assert np.array_equal(np.asarray(a.dataobj), np.asarray(b.dataobj))
+    elif scenario == "sitk_reorient":
+        a, b = sitk.ReadImage(str(written)), sitk.ReadImage(str(label))
+        assert a.GetSize() == b.GetSize() and a.GetDirection() == b.GetDirection()
+        assert np.allclose(a.GetOrigin(), b.GetOrigin()) and a.GetSpacing() == b.GetSpacing()
+        assert np.array_equal(sitk.GetArrayFromImage(a), sitk.GetArrayFromImage(b))
+    elif scenario == "natural2d":
+        assert np.array_equal(skio.imread(str(written)), skio.imread(str(label)))
+    else:
+        assert np.array_equal(tifffile.imread(str(written)), tifffile.imread(str(label)))
+        assert _read(written.with_suffix(".json")) == _read(label.with_suffix(".json"))
+        assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]

@@ -93,12 +93,15 @@ def reader_for_plans(plans: dict[str, Any], source: str = "plans") -> ImageReade
     return reader_by_name(str(plans.get("image_reader_writer") or DEFAULT_READER), source)
 
 
-def reader_for_properties(properties: dict[str, Any], file_ending: str) -> ImageReader:
-    """The writer that fits a case's properties (what a case read by that reader carries)."""
+def reader_for_properties(properties: dict[str, Any], file_name: str) -> ImageReader:
+    """The writer that fits a case's properties (what a case read by that reader carries);
+    properties without geometry (natural images, tiffs) go by the file name's ending."""
     if "nibabel_stuff" in properties:
         reorient = "reoriented_affine" in properties["nibabel_stuff"]
         return NibabelIOWithReorient() if reorient else NibabelIO()
     if "sitk_stuff" in properties:
         reorient = "original_orientation" in properties["sitk_stuff"]
         return SimpleITKIOWithReorient() if reorient else SimpleITKIO()
-    return READERS[name_for_ending(file_ending)]()
+    name = file_name.lower()
+    ending = max((e for e in supported_endings() if name.endswith(e)), key=len, default="")
+    return READERS[name_for_ending(ending)]()
