@@ -37,14 +37,21 @@ def channel_files(
     return tuple(folder / f"{identifier}_{c:04d}{file_ending}" for c in range(num_channels))
 
 
-def _case_files(folder: Path, identifier: str, dataset_json: DatasetJson) -> tuple[Path, ...]:
+def several_channels_per_file(dataset_json: DatasetJson) -> bool:
+    """Whether one file may hold several of the declared channels (RGB natural images)."""
+    return dataset_json.num_channels > 1 and reader_name(dataset_json.raw) == NATURAL_READER
+
+
+def case_channel_files(
+    folder: Path, identifier: str, dataset_json: DatasetJson
+) -> tuple[Path, ...]:
     """The channel files of a case: ``_0000`` .. ``_{n-1}``, except for natural 2-D images.
 
     An RGB(A) png/bmp/tif holds 3 (4) of the declared channels in one file (upstream's
     NaturalImage2DIO), so there the case's ``_XXXX`` files on disk are its files.
     """
     ending, count = dataset_json.file_ending, dataset_json.num_channels
-    if count > 1 and reader_name(dataset_json.raw) == NATURAL_READER:
+    if several_channels_per_file(dataset_json):
         pattern = re.compile(re.escape(identifier) + r"_\d{4}" + re.escape(ending) + "$")
         found = sorted(p for p in folder.iterdir() if pattern.match(p.name))
         if found:
@@ -79,7 +86,7 @@ def training_cases(raw_dir: Path, dataset_json: DatasetJson) -> list[RawCase]:
     return [
         RawCase(
             identifier=i,
-            images=_case_files(images_dir, i, dataset_json),
+            images=case_channel_files(images_dir, i, dataset_json),
             label=labels_dir / f"{i}{ending}",
         )
         for i in identifiers
@@ -96,7 +103,7 @@ def test_cases(raw_dir: Path, dataset_json: DatasetJson, folder: str = "imagesTs
         cases.append(
             RawCase(
                 identifier=i,
-                images=_case_files(images_dir, i, dataset_json),
+                images=case_channel_files(images_dir, i, dataset_json),
                 label=label if label.is_file() else None,
             )
         )

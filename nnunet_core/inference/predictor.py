@@ -28,7 +28,12 @@ import numpy as np
 import torch
 
 from nnunet_core.case_progress import CaseProgress, wants_bar
-from nnunet_core.dataset.discovery import RawCase, case_identifiers, channel_files
+from nnunet_core.dataset.discovery import (
+    RawCase,
+    case_channel_files,
+    case_identifiers,
+    several_channels_per_file,
+)
 from nnunet_core.errors import ConfigurationError, DatasetError, NnunetCoreError
 from nnunet_core.inference.export import export_prediction
 from nnunet_core.inference.model_folder import (
@@ -92,7 +97,8 @@ def input_cases(folder: str | os.PathLike, dataset_json: DatasetJson) -> list[Ra
             channels[match.group(1)].append(int(match.group(2)))
     for identifier in identifiers:
         found = sorted(channels[identifier])
-        if found != list(range(count)):
+        # an RGB natural image holds several channels in one file (NaturalImage2DIO)
+        if found != list(range(count)) and not (found and several_channels_per_file(dataset_json)):
             names = ", ".join(f"_{c:04d}" for c in found)
             expected = f"{identifier}_0000{ending}"
             if count > 1:
@@ -102,7 +108,7 @@ def input_cases(folder: str | os.PathLike, dataset_json: DatasetJson) -> list[Ra
                 f"{count} channel(s) {list(dataset_json.channel_names.values())}: {expected}"
             )
             raise DatasetError(msg)
-    return [RawCase(i, channel_files(folder, i, ending, count), None) for i in identifiers]
+    return [RawCase(i, case_channel_files(folder, i, dataset_json), None) for i in identifiers]
 
 
 def prediction_exists(output_dir: Path, identifier: str, ending: str, probabilities: bool) -> bool:
