@@ -127,8 +127,14 @@ def reader_writer_name(dataset_json: dict[str, Any] | str, example_file: Path | 
     return reader_name(dataset_json, "dataset.json", example_file)
 
 
-def data_identifier(plans_name: str, configuration: str) -> str:
-    if configuration in ("2d", "3d_fullres"):
+def data_identifier(plans_name: str, configuration: str, residual: bool) -> str:
+    """Folder name of a configuration's preprocessed data.
+
+    The ResEnc planners preprocess 2d / 3d_fullres exactly as the default planner, so they reuse
+    its ``nnUNetPlans_*`` data whatever their plans name; the default planner names its data after
+    its own plans (``-overwrite_plans_name nnUNetPlans_4GB`` -> ``nnUNetPlans_4GB_2d``).
+    """
+    if residual and configuration in ("2d", "3d_fullres"):
         return f"{DEFAULT_DATA_PLANS}_{configuration}"
     return f"{plans_name}_{configuration}"
 
@@ -276,7 +282,7 @@ def _plan_lowres(
     fullres: dict[str, Any],
     median_shape: np.ndarray,
     num_training: int,
-    plans_name: str,
+    identifier: str,
 ) -> dict[str, Any] | None:
     """Coarsen the spacing in 3% steps until the fullres patch covers >= 25% of the image.
 
@@ -299,7 +305,7 @@ def _plan_lowres(
             ctx,
             spacing.copy(),
             tuple(round(i) for i in scaled),
-            data_identifier(plans_name, "3d_lowres"),
+            identifier,
             float(median_voxels * num_training),
         )
         patch_voxels = np.prod(plan["patch_size"], dtype=np.int64)
@@ -349,18 +355,17 @@ def plan_experiment(
     num_training = int(dataset_json["numTraining"])
     n_voxels = float(np.prod(median_t, dtype=np.float64) * num_training)
 
+    def ident(configuration: str) -> str:
+        return data_identifier(plans_name, configuration, residual=preset.residual)
+
     fullres = lowres = None
     if median_t[0] != 1:
-        fullres = plan_configuration(
-            ctx, spacing_t, median_t, data_identifier(plans_name, "3d_fullres"), n_voxels
-        )
-        lowres = _plan_lowres(ctx, fullres, median_t, num_training, plans_name)
+        fullres = plan_configuration(ctx, spacing_t, median_t, ident("3d_fullres"), n_voxels)
+        lowres = _plan_lowres(ctx, fullres, median_t, num_training, ident("3d_lowres"))
         if lowres is not None:
             lowres["batch_dice"] = False
         fullres["batch_dice"] = lowres is not None
-    plan_2d = plan_configuration(
-        ctx, spacing_t[1:], median_t[1:], data_identifier(plans_name, "2d"), n_voxels
-    )
+    plan_2d = plan_configuration(ctx, spacing_t[1:], median_t[1:], ident("2d"), n_voxels)
     plan_2d["batch_dice"] = True
 
     configurations: dict[str, Any] = {"2d": plan_2d}

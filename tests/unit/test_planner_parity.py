@@ -1,8 +1,10 @@
 """Experiment planner vs upstream nnU-Net v2.8.1 plans; configuration overrides; the plan command.
 
 Every scenario folder under tests/data/plans holds upstream's inputs (dataset.json,
-dataset_fingerprint.json) and outputs (nnUNetPlans.json, nnUNetResEncUNetMPlans.json). The whole
-plans dict must equal upstream's, key order and value types included. No key is excluded:
+dataset_fingerprint.json) and outputs: nnUNetPlans.json and the ResEnc L / XL plans everywhere,
+ResEncM, the ResEnc base planner and non-default GPU memory targets (4 GB default, 12 GB ResEncL)
+on some (``PLANNER_OF``). The whole plans dict must equal upstream's, key order and value types
+included. No key is excluded:
 ``image_reader_writer`` follows upstream's choice by file ending (NaturalImage2DIO for .png in
 scenario e), although our own reading always goes through SimpleITK.
 """
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +29,23 @@ from nnunet_core.planning.target_spacing import fullres_target_spacing, transpos
 DATA = Path(__file__).resolve().parents[1] / "data" / "plans"
 SCENARIOS = sorted(p for p in DATA.iterdir() if (p / "dataset_fingerprint.json").is_file())
 SCENARIOS += sorted(p for p in (DATA / "preprocessing_cases").iterdir() if p.is_dir())
-PLANNER_OF = {"nnUNetPlans.json": "default", "nnUNetResEncUNetMPlans.json": "ResEncM"}
+# upstream's plans file -> our planner preset and plan_experiment arguments that make it
+# (upstream's commands: tests/data/plans/README.md)
+PLANNER_OF: dict[str, tuple[str, dict[str, Any]]] = {
+    "nnUNetPlans.json": ("default", {}),
+    "nnUNetResEncUNetPlans.json": ("ResEncUNetPlanner", {}),
+    "nnUNetResEncUNetMPlans.json": ("ResEncM", {}),
+    "nnUNetResEncUNetLPlans.json": ("nnUNetPlannerResEncL", {}),
+    "nnUNetResEncUNetXLPlans.json": ("ResEncXL", {}),
+    "nnUNetPlans_4GB.json": (
+        "default",
+        {"gpu_memory_target_gb": 4, "plans_name": "nnUNetPlans_4GB"},
+    ),
+    "nnUNetResEncUNetLPlans_12GB.json": (
+        "ResEncL",
+        {"gpu_memory_target_gb": 12, "plans_name": "nnUNetResEncUNetLPlans_12GB"},
+    ),
+}
 CASES = [(s, f) for s in SCENARIOS for f in sorted(PLANNER_OF) if (s / f).is_file()]
 
 
@@ -68,16 +87,42 @@ def test_every_scenario_is_covered() -> None:
         "f_Dataset906_LargeCT",
         "synth3d_peer900",
     } <= names
-    assert sum(f == "nnUNetResEncUNetMPlans.json" for _, f in CASES) == 3
-    assert len(CASES) == 13
+    count = {f: sum(f == g for _, g in CASES) for f in PLANNER_OF}
+    assert count == {
+        "nnUNetPlans.json": 10,
+        "nnUNetResEncUNetPlans.json": 2,
+        "nnUNetResEncUNetMPlans.json": 3,
+        "nnUNetResEncUNetLPlans.json": 10,
+        "nnUNetResEncUNetXLPlans.json": 10,
+        "nnUNetPlans_4GB.json": 2,
+        "nnUNetResEncUNetLPlans_12GB.json": 2,
+    }
 
 
 @pytest.mark.parametrize(
     ("folder", "plans_file"), CASES, ids=[f"{s.name}-{f[:-5]}" for s, f in CASES]
 )
 def test_plans_equal_upstream(folder: Path, plans_file: str) -> None:
-    mine = _plan(folder, PLANNER_OF[plans_file])
+    planner, kwargs = PLANNER_OF[plans_file]
+    mine = _plan(folder, planner, **kwargs)
     assert _differences(mine, _read(folder / plans_file)) == []
+
+
+def test_presets_differ_where_upstream_does() -> None:
+    """The stored plans are not all alike: more GPU memory, more voxels per batch (scenario f)."""
+    folder = DATA / "f_Dataset906_LargeCT"
+    fullres = {
+        f[: -len(".json")]: _read(folder / f)["configurations"]["3d_fullres"]
+        for f in PLANNER_OF
+        if (folder / f).is_file()
+    }
+    voxels = {f: math.prod(c["patch_size"]) * c["batch_size"] for f, c in fullres.items()}
+    assert voxels["nnUNetPlans_4GB"] < voxels["nnUNetPlans"] == voxels["nnUNetResEncUNetMPlans"]
+    assert voxels["nnUNetResEncUNetMPlans"] < voxels["nnUNetResEncUNetLPlans"]
+    assert voxels["nnUNetResEncUNetLPlans"] < voxels["nnUNetResEncUNetXLPlans"]
+    # the default planner names its data after its plans, the ResEnc planners reuse nnUNetPlans'
+    assert fullres["nnUNetPlans_4GB"]["data_identifier"] == "nnUNetPlans_4GB_3d_fullres"
+    assert fullres["nnUNetResEncUNetLPlans"]["data_identifier"] == "nnUNetPlans_3d_fullres"
 
 
 def test_scenario_specific_outcomes() -> None:
