@@ -6,14 +6,19 @@ CORES ?= 2
 # CPU build of torch; GPU users: see README ("GPU machines").
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: install install-slurm install-profile demo test lint format clean
+.PHONY: install install-slurm install-profile demo test lint format clean FORCE
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
-$(VENV)/.installed: $(BIN)/python pyproject.toml
-	$(BIN)/pip install -q "$(TORCH_SPEC)"
+# The torch requirement the venv was built with: a new TORCH_SPEC (a CUDA build) reinstalls.
+$(VENV)/.torch-spec: FORCE | $(BIN)/python
+	@echo '$(TORCH_SPEC)' | cmp -s - $@ || echo '$(TORCH_SPEC)' > $@
+
+# TORCH_SPEC is unquoted on purpose: it may hold pip options (--index-url URL) after the name.
+$(VENV)/.installed: $(BIN)/python pyproject.toml $(VENV)/.torch-spec
+	$(BIN)/pip install -q $(TORCH_SPEC)
 	$(BIN)/pip install -q -e ".[dev]"
 	touch $@
 
@@ -42,10 +47,11 @@ demo: install
 test: install
 	$(BIN)/python -m pytest -q
 
+# snakemake --lint, less its one deliberate remark (no per-rule conda env: see config/README.md).
 lint: install
 	$(BIN)/ruff check nnunet_core tests benchmarks
 	$(BIN)/snakefmt --check Snakefile workflow
-	$(BIN)/snakemake --lint
+	$(BIN)/python tests/lint_workflow.py
 
 format: install
 	$(BIN)/ruff format nnunet_core tests benchmarks
@@ -53,3 +59,5 @@ format: install
 
 clean:
 	rm -rf work .snakemake
+
+FORCE:

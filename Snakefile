@@ -1,11 +1,17 @@
-# nnU-Net v2 method, raw dataset to preprocessed data (later stages build on it).
+# nnU-Net v2 method, raw dataset to evaluated test predictions and a report.
 # Config, includes and the default target only; helpers live in workflow/rules/common.smk.
+from pathlib import Path
+
 from snakemake.utils import min_version
 
 min_version("9.0")
 
 
-configfile: "config/config.yaml"
+# No dataset named (by --configfile or --config): the built-in demo. A user's dataset never gets
+# the demo's settings; what it does not set comes from the schema, i.e. upstream's method.
+if "dataset" not in config:
+
+    configfile: Path(workflow.basedir) / "config" / "demo.yaml"
 
 
 report: "workflow/report/workflow.rst"

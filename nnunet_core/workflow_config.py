@@ -5,6 +5,7 @@ Kept in the package (not in the .smk files) so they are plain, unit-tested Pytho
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,78 @@ import yaml
 
 from nnunet_core.errors import ConfigurationError
 from nnunet_core.planning.plans import is_trainable, resolve_configuration
+
+_INTEGER = re.compile(r"^[+-]?\d+$")
+_NULL_WORDS = frozenset({"null", "~", "none", ""})
+_BOOLEAN_WORDS = {"true": True, "false": False}
+
+
+def _allowed_types(schema: dict[str, Any] | None) -> list[str]:
+    declared = (schema or {}).get("type", [])
+    return [declared] if isinstance(declared, str) else list(declared)
+
+
+def _typed_value(text: str, types: list[str]) -> Any:
+    """``text`` as the first schema type it spells, else unchanged (a string stays a string)."""
+    word = text.strip().casefold()
+    if "null" in types and word in _NULL_WORDS:
+        return None
+    if "boolean" in types and word in _BOOLEAN_WORDS:
+        return _BOOLEAN_WORDS[word]
+    if ("integer" in types or "number" in types) and _INTEGER.match(text.strip()):
+        return int(text)
+    if "number" in types:
+        try:
+            return float(text)
+        except ValueError:
+            return text
+    return text
+
+
+def _untyped_value(text: str) -> Any:
+    """A value the schema does not type (planning.overrides): YAML's reading of it."""
+    try:
+        value = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text
+    return value if isinstance(value, int | float | bool) or value is None else text
+
+
+def _subschema(schema: dict[str, Any], key: str) -> dict[str, Any] | None:
+    if key in schema.get("properties", {}):
+        return schema["properties"][key]
+    extra = schema.get("additionalProperties")
+    return extra if isinstance(extra, dict) else None
+
+
+def coerce_command_line_values(
+    config: dict[str, Any], command_line: Any, schema: dict[str, Any] | None
+) -> None:
+    """Give ``--config`` values their schema types, in place.
+
+    Snakemake reads a nested ``--config key='{id: 4}'`` with YAML's base loader, so every nested
+    scalar arrives as a string ('4', 'true', 'null'); a value typed on the command line must
+    mean what it means in a config file. Only keys given on the command line are touched.
+    """
+    for key, given in command_line.items():
+        if key not in config:
+            continue
+        sub = _subschema(schema, key) if schema is not None else None
+        config[key] = _coerced(config[key], given, sub, schema is not None and sub is None)
+
+
+def _coerced(value: Any, given: Any, schema: dict[str, Any] | None, free: bool) -> Any:
+    if isinstance(value, dict) and isinstance(given, dict):
+        coerce_command_line_values(value, given, None if free else schema)
+        return value
+    if isinstance(value, list) and isinstance(given, list):
+        items = None if free else (schema or {}).get("items")
+        return [_coerced(v, g, items, free or items is None) for v, g in zip(value, given)]
+    if not isinstance(value, str) or value != given:
+        return value
+    if free or schema is None:
+        return _untyped_value(value)
+    return _typed_value(value, _allowed_types(schema))
 
 
 def schema_errors(config: dict[str, Any], schema_path: str | Path) -> list[str]:

@@ -15,7 +15,7 @@ DATASET = "Dataset900_Synth"
 
 
 def tiny_config(work: Path, **dataset_overrides) -> dict:
-    config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    config = yaml.safe_load((REPO / "config" / "demo.yaml").read_text())
     config["work_dir"] = str(work)
     config["dataset"]["synthetic"].update(num_training=6, num_test=2, shape=[12, 32, 32])
     config["dataset"].update(dataset_overrides)

@@ -4,14 +4,18 @@ import os
 import sys
 from pathlib import Path
 
+import yaml
 from snakemake.utils import validate
 
 from nnunet_core.workflow_config import (
     check_config,
+    coerce_command_line_values,
     data_identifier_of,
     selected_configurations,
     validate_config,
 )
+from nnunet_core import workflow_devices
+from nnunet_core.planning.planner import get_preset
 from nnunet_core.training.signals import ignore_stop_signal
 from nnunet_core.cluster import launch
 
@@ -21,8 +25,13 @@ from nnunet_core.cluster import launch
 # fork and exec) and the trainer installs its own handler, so only the trainer reacts.
 ignore_stop_signal()
 
-# One line per wrong key first; then Snakemake's validation fills in the schema defaults.
-validate_config(config, Path(workflow.basedir) / "config" / "schema.yaml")
+# `--config` values arrive as strings ('4', 'true'): typed by the schema first. Then one line per
+# wrong key; then Snakemake's validation fills in the schema defaults (upstream's method).
+SCHEMA_FILE = Path(workflow.basedir) / "config" / "schema.yaml"
+coerce_command_line_values(
+    config, workflow.config_settings.config, yaml.safe_load(SCHEMA_FILE.read_text())
+)
+validate_config(config, SCHEMA_FILE)
 validate(config, schema="../../config/schema.yaml")
 check_config(config)
 
@@ -35,7 +44,10 @@ PRE_ROOT = WORK / "preprocessed"
 PRE = PRE_ROOT / DATASET
 RESULTS_ROOT = WORK / "results"
 LOGS = WORK / "logs" / DATASET
-PLANS_NAME = config["planning"]["plans_name"]
+PLANS_NAME = (
+    config["planning"]["plans_name"]
+    or get_preset(config["planning"]["planner"]).plans_name
+)
 PLANS = PRE / f"{PLANS_NAME}.json"
 TRAINER = config["training"]["trainer"]
 MODEL_DIR = RESULTS_ROOT / DATASET / f"{TRAINER}__{PLANS_NAME}__{{configuration}}"
@@ -58,6 +70,25 @@ ENSEMBLE_CV_DIR = (
 )
 ROOT_FLAGS = f"--raw {RAW_ROOT} --preprocessed {PRE_ROOT} --results {RESULTS_ROOT}"
 NUM_PROCESSES = config["processes"]["default"]
+# The `gpu` resource of each fold (and prediction) job; null: one GPU per job where GPUs exist.
+GPUS_PER_JOB = workflow_devices.gpus_per_fold_job(
+    config["training"]["gpus_per_job"],
+    # The Snakefile is parsed before the executor is known; `--jobs` (the profile's `jobs:`) is
+    # set for cluster executors only (locally Snakemake turns it into --cores), dry runs too.
+    cluster=workflow.remote_exec or workflow.non_local_exec or bool(workflow.nodes),
+    requested=workflow_devices.requested_gpus(workflow.global_resources),
+    visible=workflow_devices.visible_gpu_count(),
+)
+DEVICE = config["training"]["device"]
+if workflow.is_main_process:
+    _cpu_warning = workflow_devices.cpu_schedule_warning(
+        DEVICE,
+        GPUS_PER_JOB,
+        config["training"]["epochs"],
+        config["training"]["iterations_per_epoch"],
+    )
+    if _cpu_warning:
+        print(_cpu_warning, file=sys.stderr)
 # Jobs find `nnunet-core` next to this interpreter, even from a venv that is not activated.
 os.environ["PATH"] = (
     f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
@@ -135,6 +166,15 @@ def synthetic_options():
     return " ".join(flags)
 
 
+def planning_options():
+    """Flags of `nnunet-core plan`: planner, plans name, and the GPU memory target if set."""
+    options = config["planning"]
+    flags = [f"-pl {options['planner']}", f"--plans-name {PLANS_NAME}"]
+    if options.get("gpu_memory_target_gb") is not None:
+        flags.append(f"--gpu-memory-target {options['gpu_memory_target_gb']}")
+    return " ".join(flags)
+
+
 def plan_overrides():
     """Inheriting configurations from config planning.overrides, as inline JSON."""
     return json.dumps(config["planning"]["overrides"])
@@ -156,7 +196,7 @@ def training_options():
     flags = [
         f"-tr {options['trainer']}",
         f"-p {PLANS_NAME}",
-        f"-device {options['device']}",
+        f"-device {DEVICE}",
         f"--epochs {options['epochs']}",
         f"--iterations {options['iterations_per_epoch']}",
         f"--val-iterations {options['val_iterations_per_epoch']}",
@@ -180,7 +220,7 @@ def training_launcher(wildcards, resources, threads):
     `-num_gpus N` on one node with several GPUs, or srun + torchrun over training.nodes nodes.
     """
     nodes = int(config["training"]["nodes"])
-    gpus = int(config["training"]["gpus_per_job"])
+    gpus = GPUS_PER_JOB
     if nodes <= 1:
         return launch.single_node_command(int(resources.gpu))
     return launch.multi_node_command(
@@ -194,9 +234,7 @@ def training_launcher(wildcards, resources, threads):
 
 def training_job_resources():
     """`gpu`, and for training.nodes > 1 the SLURM job shape (nodes, tasks, gres, mpi)."""
-    return launch.job_resources(
-        int(config["training"]["nodes"]), int(config["training"]["gpus_per_job"])
-    )
+    return launch.job_resources(int(config["training"]["nodes"]), GPUS_PER_JOB)
 
 
 def training_targets(wildcards):

@@ -28,13 +28,10 @@ checkpoint plan:
     params:
         dataset=DATASET,
         roots=ROOT_FLAGS,
-        plans_name=PLANS_NAME,
-        planner=config["planning"]["planner"],
-        gpu_memory=config["planning"]["gpu_memory_target_gb"],
+        options=planning_options(),
         overrides=plan_overrides(),
     shell:
-        "nnunet-core plan -d {params.dataset} {params.roots} --plans-name {params.plans_name} "
-        "-pl {params.planner} --gpu-memory-target {params.gpu_memory} "
+        "nnunet-core plan -d {params.dataset} {params.roots} {params.options} "
         "--overrides {params.overrides:q} > {log} 2>&1"
 
 

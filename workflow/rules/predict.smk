@@ -11,14 +11,14 @@ rule predict:
         LOGS / "predict_{configuration}.log",
     threads: config["training"]["threads"]
     resources:
-        gpu=config["training"]["gpus_per_job"],
+        gpu=GPUS_PER_JOB,
     params:
         dataset=DATASET,
         roots=ROOT_FLAGS,
         images=RAW / "imagesTs",
         model=MODEL_FLAGS,
         folds=FOLDS_ARGS,
-        device=config["training"]["device"],
+        device=DEVICE,
     shell:
         "OMP_NUM_THREADS={threads} nnunet-core predict -i {params.images} -o {output} "
         "-d {params.dataset} -c {wildcards.configuration} {params.model} -f {params.folds} "

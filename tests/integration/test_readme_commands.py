@@ -1,0 +1,231 @@
+"""Every command README.md and config/README.md show works as printed (issue 11).
+
+Each documented command is run from a folder that looks like a fresh checkout
+(``readme_commands.mirror_checkout``), as printed. Only three kinds of additions are made, each
+named where it is made: ``-n`` (a dry run, where a GPU or a cluster is needed; the rendered jobs
+are asserted instead), a target or a tiny schedule for a real run, and ``make -n`` for the make
+lines that install into the venv (running them would reinstall the venv under the running tests;
+`.ci/run` runs `make install-slurm` and `make test` as printed). A command added to the documents
+without a test here fails ``test_every_documented_command_is_tested``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+from readme_commands import block_starting_with, documented_commands, mirror_checkout, with_flags
+
+pytestmark = pytest.mark.slow
+
+DEMO = "make demo"
+TEST = "make test"
+GPU_INSTALL = 'make demo TORCH_SPEC="torch==2.13.0 --index-url https://download.pytorch.org/whl/cu128"'
+OWN_DATA = (
+    '.venv/bin/snakemake --cores 8 --config dataset="{id: 4, name: Hippocampus, raw_root: $nnUNet_raw}"'
+)
+COPY_TEMPLATE = "cp config/config.yaml my.yaml"
+OWN_DATA_FILE = ".venv/bin/snakemake --cores 8 --configfile my.yaml"
+INSTALL_SLURM = "make install-slurm"
+SLURM = ".venv/bin/snakemake --profile profiles/slurm --configfile my.yaml"
+WORKSTATION = ".venv/bin/snakemake --cores 32 --resources gpu=4 --configfile my.yaml"
+INSTALL_PROFILE = "make install-profile"
+CLI_FIRST = "source .venv/bin/activate"
+DEMO_TARGETS_FIRST = ".venv/bin/snakemake --cores 2 preprocessed"
+TINY_SCHEDULE = (
+    'training="{epochs: 1, iterations_per_epoch: 2, val_iterations_per_epoch: 1, '
+    'folds: [0, 1], num_workers: 0}" planning="{configurations: [2d]}"'
+)
+USER_DATASET = "Dataset004_Hippocampus"
+
+
+def run(command: str, cwd: Path, env: dict[str, str], check: bool = True):
+    result = subprocess.run(
+        ["bash", "-c", command], cwd=cwd, env=env, capture_output=True, text=True
+    )
+    if check and result.returncode != 0:
+        pytest.fail(f"`{command}` failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
+    return result
+
+
+def make_installs(command: str, cwd: Path, env: dict[str, str]) -> list[str]:
+    """The pip lines `make` would run for ``command`` (``make -n``)."""
+    planned = run(with_flags(command, "-n"), cwd, env).stdout
+    return [line for line in planned.splitlines() if "pip install" in line]
+
+
+@pytest.fixture(scope="module")
+def checkout(tmp_path_factory) -> Path:
+    return mirror_checkout(tmp_path_factory.mktemp("checkout"))
+
+
+@pytest.fixture(scope="module")
+def user_env(tmp_path_factory) -> dict[str, str]:
+    """A user's nnUNet_raw holding a dataset that is not the demo's (other id, name and sizes)."""
+    raw = tmp_path_factory.mktemp("nnUNet_raw")
+    subprocess.run(
+        [
+            str(Path(os.sys.executable).parent / "nnunet-core"),
+            "synthesize",
+            "--output",
+            str(raw / USER_DATASET),
+            "--num-training",
+            "5",
+            "--num-test",
+            "2",
+            "--shape",
+            "10",
+            "28",
+            "20",
+            "--spacing",
+            "3.0",
+            "0.7",
+            "0.9",
+            "--seed",
+            "4",
+        ],
+        check=True,
+        capture_output=True,
+    )
+    home = tmp_path_factory.mktemp("home")
+    return {**os.environ, "nnUNet_raw": str(raw), "HOME": str(home)}
+
+
+def train_jobs(output: str) -> list[str]:
+    """The shell command of every train job a dry run renders."""
+    return re.findall(r"nnunet-core train \S+ \S+ \S+ .*$", output, re.M)
+
+
+def job_resources(output: str, rule: str) -> list[str]:
+    blocks = re.split(r"\n(?=(?:localrule|rule) )", output)
+    return [
+        match
+        for block in blocks
+        if block.startswith((f"rule {rule}:", f"localrule {rule}:"))
+        for match in re.findall(r"^\s+resources: (.*)$", block, re.M)
+    ]
+
+
+def assert_upstream_schedule(output: str, gpu: int) -> None:
+    jobs = train_jobs(output)
+    assert len(jobs) == 10, output[-3000:]  # 2 configurations x 5 folds
+    for job in jobs:
+        assert "--epochs 1000 --iterations 250 --val-iterations 50" in job, job
+        assert "-device auto" in job and "--num-workers" not in job, job
+        assert "--save-every 10" in job, job
+    resources = job_resources(output, "train")
+    assert len(resources) == 10
+    assert all(f"gpu={gpu}" in line for line in resources), resources
+
+
+def test_every_documented_command_is_tested() -> None:
+    known = {
+        DEMO,
+        TEST,
+        GPU_INSTALL,
+        OWN_DATA,
+        COPY_TEMPLATE,
+        OWN_DATA_FILE,
+        INSTALL_SLURM,
+        SLURM,
+        WORKSTATION,
+        INSTALL_PROFILE,
+        *block_starting_with(CLI_FIRST),
+        *block_starting_with(DEMO_TARGETS_FIRST),
+    }
+    assert set(documented_commands()) == known
+
+
+def test_the_gpu_install_line_gives_pip_its_options_as_arguments(checkout, user_env) -> None:
+    installs = make_installs(GPU_INSTALL, checkout, user_env)
+    torch_line = next(line for line in installs if "torch==" in line)
+    assert shlex.split(torch_line)[1:] == [
+        "install",
+        "-q",
+        "torch==2.13.0",
+        "--index-url",
+        "https://download.pytorch.org/whl/cu128",
+    ]
+
+
+def test_make_test_and_install_slurm_run_what_they_say(checkout, user_env) -> None:
+    assert make_installs(TEST, checkout, user_env) == [], "venv out of date: run make install"
+    planned = run(with_flags(TEST, "-n"), checkout, user_env).stdout.splitlines()
+    assert planned[-1] == ".venv/bin/python -m pytest -q"
+    slurm = make_installs(INSTALL_SLURM, checkout, user_env)
+    assert slurm[-1] == '.venv/bin/pip install -q -e ".[slurm,dev]"'
+
+
+def test_install_profile_links_the_slurm_profile(checkout, user_env) -> None:
+    run(INSTALL_PROFILE, checkout, user_env)
+    link = Path(user_env["HOME"]) / ".config" / "snakemake" / "slurm"
+    assert link.is_symlink() and link.resolve() == (checkout / "profiles" / "slurm").resolve()
+
+
+@pytest.fixture(scope="module")
+def planned_user_run(checkout, user_env) -> Path:
+    """The own-data line as printed, with the target `preprocessed`: real data up to the plans."""
+    run(with_flags(OWN_DATA, "preprocessed"), checkout, user_env)
+    plans = checkout / "work" / "preprocessed" / USER_DATASET / "nnUNetPlans.json"
+    assert plans.is_file()
+    return checkout
+
+
+def test_own_data_by_config_gets_upstreams_schedule_and_the_automatic_device(
+    planned_user_run, user_env
+) -> None:
+    dry = run(with_flags(OWN_DATA, "-n"), planned_user_run, user_env)
+    assert_upstream_schedule(dry.stdout + dry.stderr, gpu=0)
+    assert "no GPU found" in dry.stderr  # the CPU warning of a long schedule
+
+
+def test_own_data_by_configfile_workstation_and_slurm_lines(planned_user_run, user_env) -> None:
+    run(COPY_TEMPLATE, planned_user_run, user_env)
+    my = planned_user_run / "my.yaml"
+    settings = yaml.safe_load(my.read_text())
+    settings["dataset"]["raw_root"] = user_env["nnUNet_raw"]  # the user's edit
+    my.write_text(yaml.safe_dump(settings))
+    dry = run(with_flags(OWN_DATA_FILE, "-n"), planned_user_run, user_env)
+    assert_upstream_schedule(dry.stdout + dry.stderr, gpu=0)
+    workstation = run(with_flags(WORKSTATION, "-n"), planned_user_run, user_env)
+    assert_upstream_schedule(workstation.stdout + workstation.stderr, gpu=1)
+    pytest.importorskip("snakemake_executor_plugin_slurm")
+    slurm = run(with_flags(SLURM, "-n"), planned_user_run, user_env)
+    output = slurm.stdout + slurm.stderr
+    assert_upstream_schedule(output, gpu=1)
+    assert all("slurm_partition=gpu" in line for line in job_resources(output, "train"))
+
+
+def test_own_data_runs_to_the_report_with_a_tiny_schedule(planned_user_run, user_env) -> None:
+    run(f"{OWN_DATA} {TINY_SCHEDULE}", planned_user_run, user_env)
+    results = planned_user_run / "work" / "results" / USER_DATASET
+    assert (results / "report" / "report.md").is_file()
+    assert (results / "inference_information.json").is_file()
+    final = planned_user_run / "work" / "predictions" / USER_DATASET / "final"
+    assert sorted(p.name for p in final.glob("*.nii.gz")) == [
+        "hippocampus_005.nii.gz",
+        "hippocampus_006.nii.gz",
+    ]
+
+
+def test_make_demo_runs_the_whole_demo_and_its_stage_targets(tmp_path, user_env) -> None:
+    """`make demo` as printed (the venv is up to date, so it only runs the workflow), then the
+    stage targets and `--report` that config/README.md shows after it."""
+    checkout = mirror_checkout(tmp_path / "checkout")
+    env = {k: v for k, v in user_env.items() if k != "nnUNet_raw"}
+    assert make_installs(DEMO, checkout, env) == [], "venv out of date: run make install"
+    run(DEMO, checkout, env)
+    results = checkout / "work" / "results" / "Dataset900_Synth"
+    assert (results / "report" / "report.md").is_file()
+    logs = (checkout / "work" / "logs" / "Dataset900_Synth").glob("train_*_fold*.log")
+    assert all("epoch 3/3" in log.read_text() for log in logs)  # the demo's schedule
+    for command in block_starting_with(DEMO_TARGETS_FIRST):
+        result = run(command, checkout, env)
+        if " --report " not in command:
+            assert "Nothing to be done" in result.stdout + result.stderr, command
+    assert (checkout / "report.html").stat().st_size > 10_000
