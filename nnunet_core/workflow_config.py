@@ -14,6 +14,7 @@ import yaml
 
 from nnunet_core.errors import ConfigurationError
 from nnunet_core.planning.plans import is_trainable, resolve_configuration
+from nnunet_core.training.trainer_variants import parse_trainer_name
 
 _INTEGER = re.compile(r"^[+-]?\d+$")
 _NULL_WORDS = frozenset({"null", "~", "none", ""})
@@ -78,9 +79,11 @@ def _coerced(value: Any, given: Any, schema: dict[str, Any] | None, free: bool) 
     if isinstance(value, dict) and isinstance(given, dict):
         coerce_command_line_values(value, given, None if free else schema)
         return value
-    if isinstance(value, list) and isinstance(given, list):
+    if isinstance(value, list) and isinstance(given, list) and len(value) == len(given):
         items = None if free else (schema or {}).get("items")
-        return [_coerced(v, g, items, free or items is None) for v, g in zip(value, given)]
+        return [
+            _coerced(v, g, items, free or items is None) for v, g in zip(value, given, strict=True)
+        ]
     if not isinstance(value, str) or value != given:
         return value
     if free or schema is None:
@@ -125,6 +128,13 @@ def check_config(config: dict[str, Any]) -> None:
         if config["dataset"].get("raw_root") is not None:
             msg = "config dataset: raw_root is set but synthetic.enabled is true; choose one"
             raise ConfigurationError(msg)
+    trainer = config.get("training", {}).get("trainer")
+    if trainer is not None:
+        try:
+            parse_trainer_name(trainer)
+        except ConfigurationError as exc:
+            msg = f"config training.trainer: {exc}"
+            raise ConfigurationError(msg) from None
     for name, override in config.get("planning", {}).get("overrides", {}).items():
         if override.get("inherits_from") == name:
             msg = f"config planning.overrides.{name}: a configuration cannot inherit from itself"

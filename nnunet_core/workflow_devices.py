@@ -44,9 +44,7 @@ def requested_gpus(global_resources: Mapping[str, Any]) -> int:
         return 0
 
 
-def gpus_per_fold_job(
-    setting: int | None, *, cluster: bool, requested: int, visible: int
-) -> int:
+def gpus_per_fold_job(setting: int | None, *, cluster: bool, requested: int, visible: int) -> int:
     """``training.gpus_per_job``, or for ``null`` one GPU per fold job wherever GPUs exist."""
     if setting is not None:
         return int(setting)
@@ -55,7 +53,11 @@ def gpus_per_fold_job(
 
 def cpu_schedule_warning(device: str, gpus: int, epochs: int, iterations: int) -> str | None:
     """One line for a long schedule that will train on the CPU (``device`` auto, no GPU)."""
-    if gpus > 0 or device not in ("auto", "cpu") or epochs * iterations < LONG_CPU_SCHEDULE_ITERATIONS:
+    if (
+        gpus > 0
+        or device not in ("auto", "cpu")
+        or epochs * iterations < LONG_CPU_SCHEDULE_ITERATIONS
+    ):
         return None
     how = "training.device is cpu" if device == "cpu" else "no GPU found"
     return (

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from nnunet_core.workflow_config import coerce_command_line_values, schema_errors
+from nnunet_core.errors import ConfigurationError
+from nnunet_core.workflow_config import check_config, coerce_command_line_values, schema_errors
 from nnunet_core.workflow_devices import (
     cpu_schedule_warning,
     gpus_per_fold_job,
@@ -83,7 +84,10 @@ def test_values_from_a_config_file_are_left_alone() -> None:
     ],
 )
 def test_gpus_per_fold_job(setting, cluster, requested, visible, expected) -> None:
-    assert gpus_per_fold_job(setting, cluster=cluster, requested=requested, visible=visible) == expected
+    assert (
+        gpus_per_fold_job(setting, cluster=cluster, requested=requested, visible=visible)
+        == expected
+    )
 
 
 def test_visible_gpus_from_cuda_visible_devices_else_the_driver(tmp_path) -> None:
@@ -127,3 +131,17 @@ def test_user_template_holds_the_schema_defaults() -> None:
                 assert value == properties[section]["properties"][key]["default"], (section, key)
         else:
             assert values == properties[section]["default"], section
+
+
+def test_an_unknown_trainer_stops_the_workflow_before_any_job() -> None:
+    config = {
+        "dataset": {"id": 4, "name": "X"},
+        "training": {"trainer": "nnUNetTrainerNoMirroring"},
+    }
+    check_config(config)
+    config["training"]["trainer"] = "nnUNetTrainerBogus"
+    with pytest.raises(
+        ConfigurationError,
+        match=r"training\.trainer: unknown trainer 'nnUNetTrainerBogus' \(known: nnUNetTrainer, ",
+    ):
+        check_config(config)
