@@ -1,9 +1,10 @@
 """Raw NIfTI data checks that SimpleITK cannot do for us.
 
 ITK's NIfTI reader (SimpleITK 2.5) zero-fills a truncated ``.nii``/``.nii.gz`` without an error
-and turns NaN/inf voxels into 0 on read. Other readers (nibabel) would see the NaNs and fail, so
-``verify`` scans the stored voxel bytes itself: one streaming pass (bounded memory) that checks the
-gzip stream and its CRC, the data length against the header, and counts non-finite floats.
+and turns NaN/inf voxels into 0 on read; nibabel (``NibabelIO``) sees the NaNs but may read a
+short file lazily. So ``verify`` scans the stored voxel bytes of every NIfTI file itself, whatever
+the dataset's reader: one streaming pass (bounded memory) that checks the gzip stream and its CRC,
+the data length against the header, and counts non-finite floats.
 """
 
 from __future__ import annotations

@@ -352,3 +352,20 @@ def test_export_writes_with_the_plans_reader(scenario: str, tmp_path: Path) -> N
         assert np.array_equal(tifffile.imread(str(written)), tifffile.imread(str(label)))
         assert _read(written.with_suffix(".json")) == _read(label.with_suffix(".json"))
         assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+def test_verify_catches_nan_and_truncation_with_nibabel(tmp_path: Path) -> None:
+    """The NIfTI byte checks run whatever the reader (here NibabelIO)."""
+    raw = tmp_path / "raw"
+    shutil.copytree(DATA / "nibabel" / "raw", raw)
+    images = sorted((raw / "imagesTr").iterdir())
+    image = nibabel.load(str(images[0]))
+    array = np.asarray(image.dataobj).copy()
+    array[5, 5, 5] = np.nan
+    nibabel.save(nibabel.Nifti1Image(array, image.affine), str(images[0]))
+    data = images[1].read_bytes()
+    images[1].write_bytes(data[: len(data) // 2])
+    problems = verify_dataset(raw, "D", disable_progress=True).problems
+    assert len(problems) == 2, problems
+    assert "1 NaN/inf voxel" in problems[0] and images[0].name in problems[0]
+    assert "unreadable or corrupt" in problems[1] and images[1].name in problems[1]
