@@ -19,7 +19,7 @@ from nnunet_core.dataset.discovery import RawCase, test_cases, training_cases
 from nnunet_core.dataset.verify_case import ATOL, RTOL, CaseCheck, check_case, display_path
 from nnunet_core.errors import DatasetError
 from nnunet_core.io.dataset_json import DatasetJson, LabelSpec, load_dataset_json
-from nnunet_core.io.readers import reader_for_dataset
+from nnunet_core.io.readers import reader_for_dataset, reader_name
 from nnunet_core.parallel import map_cases
 from nnunet_core.paths import DATASET_JSON
 
@@ -63,11 +63,14 @@ def allowed_label_values(spec: LabelSpec) -> tuple[int, ...]:
     return tuple(sorted(values))
 
 
-def file_problems(raw_dir: Path, dataset_json: DatasetJson, cases: list[RawCase]) -> list[str]:
+def file_problems(
+    raw_dir: Path, dataset_json: DatasetJson, cases: list[RawCase], spacing_files: bool = False
+) -> list[str]:
     """Files in imagesTr/labelsTr with a wrong ending, a wrong name, or no matching case.
 
-    Hidden files (``.DS_Store``) are skipped; with upstream's explicit ``dataset`` key the listed
-    files' endings are checked instead.
+    Hidden files (``.DS_Store``) are skipped, and with ``spacing_files`` (Tiff3DIO) a case's
+    ``CASE.json``; with upstream's explicit ``dataset`` key the listed files' endings are checked
+    instead.
     """
     ending = dataset_json.file_ending
     if "dataset" in dataset_json.raw:
@@ -87,6 +90,8 @@ def file_problems(raw_dir: Path, dataset_json: DatasetJson, cases: list[RawCase]
         for path in sorted(directory.iterdir()):
             name = f"{folder}/{path.name}"
             if path.name.startswith("."):
+                continue
+            if spacing_files and path.name.endswith(".json") and path.stem in identifiers:
                 continue
             if not path.name.endswith(ending):
                 problems.append(
@@ -142,7 +147,7 @@ def _report(
     dataset_json: DatasetJson,
     checks: dict[str, CaseCheck],
     warnings: list[str],
-    reader_name: str,
+    reader: str,
 ) -> dict[str, Any]:
     spec = dataset_json.label_spec
     voxels: dict[int, int] = {}
@@ -158,7 +163,7 @@ def _report(
         "case_identifiers": list(checks),
         "num_test_cases": len(test_cases(raw_dir, dataset_json)),
         "file_ending": dataset_json.file_ending,
-        "image_reader_writer": reader_name,
+        "image_reader_writer": reader,
         "channels": dataset_json.channel_names,
         "dimensionality": dims[0] if dims else None,
         "labels": dataset_json.raw["labels"],
@@ -194,17 +199,25 @@ def verify_dataset(
             f"CASE_0000{dataset_json.file_ending})"
         )
         raise DatasetError(msg)
+    example = next((p for c in cases for p in c.images if p.is_file()), None)
+    reader = reader_for_dataset(dataset_json.raw, str(json_path), example)
     result = VerifyResult(num_cases=len(cases))
-    result.problems += file_problems(raw_dir, dataset_json, cases)
+    result.problems += file_problems(raw_dir, dataset_json, cases, reader.name == "Tiff3DIO")
     if dataset_json.num_training != len(cases):
         result.problems.append(
             f"{json_path.name}: numTraining is {dataset_json.num_training} but "
             f"{len(cases)} training case(s) were found"
         )
     spec = dataset_json.label_spec
-    example = next((p for c in cases for p in c.images if p.is_file()), None)
-    reader = reader_for_dataset(dataset_json.raw, str(json_path), example)
     args = (raw_dir, allowed_label_values(spec), spec.ignore_label, reader.name)
+    planned = reader_name(dataset_json.raw, str(json_path))
+    if planned != reader.name:
+        # the planner sees no file: without the key it would name another reader in the plans
+        result.warnings.append(
+            f"{json_path.name}: {example.name if example else 'the images'} needs {reader.name}, but "
+            f"file_ending {dataset_json.file_ending!r} alone selects {planned}; add "
+            f'"overwrite_image_reader_writer": "{reader.name}"'
+        )
     tasks = [(case.identifier, (case, *args)) for case in cases]
     checks = map_cases(check_case, tasks, num_processes, "verify", disable_progress)
     _dimension_problems(checks)

@@ -270,7 +270,7 @@ def test_a_3d_tif_example_file_picks_tiff3dio(tmp_path: Path) -> None:
     assert reader_name({"file_ending": ".tif"}, example_file=flat) == "NaturalImage2DIO"
 
 
-@pytest.mark.parametrize("scenario", ["nibabel", "nibabel_reorient", "natural2d"])
+@pytest.mark.parametrize("scenario", SCENARIOS)
 def test_verify_reads_with_the_datasets_reader(scenario: str, tmp_path: Path) -> None:
     raw = tmp_path / "raw"
     shutil.copytree(DATA / scenario / "raw", raw)
@@ -369,3 +369,24 @@ def test_verify_catches_nan_and_truncation_with_nibabel(tmp_path: Path) -> None:
     assert len(problems) == 2, problems
     assert "1 NaN/inf voxel" in problems[0] and images[0].name in problems[0]
     assert "unreadable or corrupt" in problems[1] and images[1].name in problems[1]
+
+
+def test_3d_tif_without_the_key_verifies_with_a_warning(tmp_path: Path) -> None:
+    raw = tmp_path / "raw"
+    shutil.copytree(DATA / "tiff3d" / "raw", raw)
+    for path in [*raw.glob("*/*.tiff")]:
+        path.rename(path.with_suffix(".tif"))
+    content = _read(raw / "dataset.json")
+    (raw / "dataset.json").write_text(json.dumps({**content, "file_ending": ".tif"}))
+    result = verify_dataset(raw, "D", disable_progress=True)
+    assert result.problems == [] and result.report["image_reader_writer"] == "Tiff3DIO"
+    assert any('"overwrite_image_reader_writer": "Tiff3DIO"' in w for w in result.warnings)
+
+
+def test_unknown_reader_in_plans_is_one_line_error() -> None:
+    from nnunet_core.errors import ConfigurationError
+    from nnunet_core.io.readers import reader_for_plans
+
+    with pytest.raises(ConfigurationError, match=r"^plans x: unknown image reader/writer 'Foo'"):
+        reader_for_plans({"image_reader_writer": "Foo"}, "plans x")
+    assert reader_for_plans({}).name == "SimpleITKIO"
