@@ -162,6 +162,7 @@ def check_case(
     """Every check of one case (read with the dataset's reader); never raises for the data."""
     check = CaseCheck(case.identifier)
     reader = reader_by_name(reader_name)
+    reader.quiet = True  # our one-line problem says it all
     channels: list[tuple[str, FileImage]] = []
     for index, path in enumerate(case.images):
         name = display_path(path, raw_dir)

@@ -94,6 +94,7 @@ class ImageReader(ABC):
 
     name: ClassVar[str]
     endings: ClassVar[tuple[str, ...]]
+    quiet: bool = False  # verify sets it: native libraries' own error prints are dropped
 
     @abstractmethod
     def read_file(self, path: Path) -> FileImage:

@@ -46,12 +46,17 @@ def native_stderr_silenced() -> Iterator[None]:
         os.close(saved)
 
 
-def read_sitk(path: str | Path) -> sitk.Image:
-    """Read one file; a missing or corrupt file raises a one-line DatasetError naming it."""
+def read_sitk(path: str | Path, quiet: bool = False) -> sitk.Image:
+    """Read one file; a missing or corrupt file raises a one-line DatasetError naming it.
+
+    ``quiet`` drops what ITK prints to fd 2 (MetaIO, NRRD) while reading.
+    """
     path = Path(path)
     if not path.is_file():
         raise missing_file(path)
     try:
+        if not quiet:
+            return sitk.ReadImage(str(path))
         with native_stderr_silenced():
             return sitk.ReadImage(str(path))
     except RuntimeError as exc:
@@ -98,7 +103,7 @@ class SimpleITKIO(ImageReader):
 
     def load(self, path: Path) -> tuple[sitk.Image, dict[str, Any]]:
         """The ITK image as this reader sees it and its ``sitk_stuff``."""
-        image = read_sitk(path)
+        image = read_sitk(path, self.quiet)
         return image, sitk_geometry(image)
 
     def read_file(self, path: Path) -> FileImage:
@@ -135,7 +140,7 @@ class SimpleITKIOWithReorient(SimpleITKIO):
     ORIENTATION = "RAS"
 
     def load(self, path: Path) -> tuple[sitk.Image, dict[str, Any]]:
-        image = read_sitk(path)
+        image = read_sitk(path, self.quiet)
         try:
             original = sitk.DICOMOrientImageFilter.GetOrientationFromDirectionCosines(
                 image.GetDirection()
