@@ -95,7 +95,8 @@ def validate_fold(
     plain.deep_supervision = False
     plain.eval()
     try:
-        for case_id in setup.val_keys[rank::world_size]:
+        mine = setup.val_keys[rank::world_size]
+        for index, case_id in enumerate(mine, 1):
             start = time.time()
             logits, properties = predict_case(plain, setup, case_id, device, mirror_axes)
             export_prediction(
@@ -108,7 +109,9 @@ def validate_fold(
                 file_ending,
                 save_probabilities=save_probabilities,
             )
-            log(f"validation {case_id}: {logits.shape[1:]} in {time.time() - start:.1f} s")
+            seconds = time.time() - start
+            shape = list(logits.shape[1:])
+            log(f"validation: case {index}/{len(mine)} ({case_id}) {seconds:.1f} s, shape {shape}")
     finally:
         plain.deep_supervision = True
     if rank != 0 or world_size > 1:

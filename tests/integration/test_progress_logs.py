@@ -123,3 +123,8 @@ def test_prediction_logs_case_i_of_n_and_no_bar(pipeline: dict) -> None:
     assert_plain(text)
     assert case_numbers(text, "predict") == [1, 2], text
     assert re.search(r"^predict: case 1/2 \(synth_t\d+\) \d+\.\d s; ETA ", text, re.M)
+
+
+def test_the_final_validation_logs_case_i_of_n(pipeline: dict) -> None:
+    found = re.findall(r": validation: case (\d+)/(\d+) \(synth_\d+\) \d+\.\d s", pipeline["fresh"])
+    assert found and [int(i) for i, _ in found] == list(range(1, int(found[0][1]) + 1))
