@@ -51,17 +51,6 @@ def label_dtype(seg: np.ndarray) -> type:
     return np.uint8 if seg.size == 0 or seg.max() < 255 else np.uint16
 
 
-def plain(value: Any) -> Any:
-    """numpy scalars/arrays -> Python numbers/lists (ints stay ints), so properties are JSON."""
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, (list, tuple)):
-        return [plain(v) for v in value]
-    return value
-
-
 def missing_file(path: Path) -> DatasetError:
     return DatasetError(f"{path}: file not found")
 

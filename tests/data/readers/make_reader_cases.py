@@ -43,17 +43,26 @@ def _volume(rng: np.random.Generator, shape: tuple[int, ...]) -> tuple[np.ndarra
     """Image (zero border on two faces, so cropping matters) and a 0/1/2 label of one shape."""
     grid = np.stack(np.meshgrid(*[np.linspace(-1, 1, s) for s in shape], indexing="ij"))
     centre = rng.uniform(-0.25, 0.25, size=len(shape)).reshape(-1, *[1] * len(shape))
-    radius = np.sqrt(((grid - centre) ** 2 / np.array([0.5, 0.4, 0.6][: len(shape)]).reshape(-1, *[1] * len(shape)) ** 2).sum(0))
+    radius = np.sqrt(
+        (
+            (grid - centre) ** 2
+            / np.array([0.5, 0.4, 0.6][: len(shape)]).reshape(-1, *[1] * len(shape)) ** 2
+        ).sum(0)
+    )
     seg = np.zeros(shape, np.uint8)
     seg[radius < 1.0] = 1
     seg[radius < 0.45] = 2
-    image = (rng.normal(100, 20, size=shape) + 80 * (seg == 1) + 160 * (seg == 2)).astype(np.float32)
+    image = (rng.normal(100, 20, size=shape) + 80 * (seg == 1) + 160 * (seg == 2)).astype(
+        np.float32
+    )
     image[:2] = 0
     image[(slice(None), slice(0, 1))] = 0
     return image, seg
 
 
-def _dataset_json(name: str, channels: dict[str, str], ending: str, n: int, reader: str | None) -> dict[str, Any]:
+def _dataset_json(
+    name: str, channels: dict[str, str], ending: str, n: int, reader: str | None
+) -> dict[str, Any]:
     content: dict[str, Any] = {
         "channel_names": channels,
         "labels": LABELS if ending != ".png" else {"background": 0, "road": 1},
@@ -84,7 +93,9 @@ def write_nibabel(raw: Path, reorient: bool) -> None:
         affine[:3, :3] = rotation * (zooms * [1.0, 1.0 + 0.04 * i, 1.0 - 0.05 * i])
         affine[:3, 3] = [-40.0 + i, 25.5, 60.25 - 2 * i]
         image, seg = _volume(rng, shape)
-        nibabel.save(nibabel.Nifti1Image(image, affine), raw / "imagesTr" / f"nib_{i:03d}_0000.nii.gz")
+        nibabel.save(
+            nibabel.Nifti1Image(image, affine), raw / "imagesTr" / f"nib_{i:03d}_0000.nii.gz"
+        )
         nibabel.save(nibabel.Nifti1Image(seg, affine), raw / "labelsTr" / f"nib_{i:03d}.nii.gz")
 
 
@@ -94,7 +105,10 @@ def write_sitk_reorient(raw: Path) -> None:
         rng = np.random.default_rng(30 + i)
         image, seg = _volume(rng, (20 + i, 16, 24 - i))  # numpy (z, y, x)
         direction = np.array([[0, 0, -1], [1, 0, 0], [0, -1, 0]], float).flatten().tolist()
-        for array, path in ((image, f"imagesTr/sr_{i:03d}_0000.nii.gz"), (seg, f"labelsTr/sr_{i:03d}.nii.gz")):
+        for array, path in (
+            (image, f"imagesTr/sr_{i:03d}_0000.nii.gz"),
+            (seg, f"labelsTr/sr_{i:03d}.nii.gz"),
+        ):
             itk = sitk.GetImageFromArray(array)
             itk.SetSpacing((0.8, 1.2 + 0.1 * i, 2.5 - 0.2 * i))
             itk.SetOrigin((12.0, -30.5 + i, 7.25))
@@ -109,8 +123,17 @@ def write_natural(raw: Path) -> None:
         shape = (40 + 2 * i, 48 - i)
         _, seg3 = _volume(rng, (3, *shape))
         seg = (seg3[1] > 0).astype(np.uint8)
-        rgb = np.stack([rng.integers(0, 120, shape) + 120 * seg, rng.integers(0, 255, shape), 60 + 100 * seg + rng.integers(0, 40, shape)], -1)
-        skio.imsave(raw / "imagesTr" / f"img_{i:03d}_0000.png", rgb.astype(np.uint8), check_contrast=False)
+        rgb = np.stack(
+            [
+                rng.integers(0, 120, shape) + 120 * seg,
+                rng.integers(0, 255, shape),
+                60 + 100 * seg + rng.integers(0, 40, shape),
+            ],
+            -1,
+        )
+        skio.imsave(
+            raw / "imagesTr" / f"img_{i:03d}_0000.png", rgb.astype(np.uint8), check_contrast=False
+        )
         skio.imsave(raw / "labelsTr" / f"img_{i:03d}.png", seg, check_contrast=False)
 
 
@@ -128,11 +151,39 @@ def write_tiff(raw: Path) -> None:
 
 # scenario -> (dataset folder, channels, file ending, dataset.json reader key, writer, configs)
 SCENARIOS = {
-    "nibabel": ("Dataset961_ReadNib", {"0": "MR"}, ".nii.gz", "NibabelIO", lambda r: write_nibabel(r, False), ("2d", "3d_fullres")),
-    "nibabel_reorient": ("Dataset962_ReadNibRe", {"0": "MR"}, ".nii.gz", "NibabelIOWithReorient", lambda r: write_nibabel(r, True), ("2d", "3d_fullres")),
-    "natural2d": ("Dataset963_ReadPng", {"0": "R", "1": "G", "2": "B"}, ".png", None, write_natural, ("2d",)),
+    "nibabel": (
+        "Dataset961_ReadNib",
+        {"0": "MR"},
+        ".nii.gz",
+        "NibabelIO",
+        lambda r: write_nibabel(r, False),
+        ("2d", "3d_fullres"),
+    ),
+    "nibabel_reorient": (
+        "Dataset962_ReadNibRe",
+        {"0": "MR"},
+        ".nii.gz",
+        "NibabelIOWithReorient",
+        lambda r: write_nibabel(r, True),
+        ("2d", "3d_fullres"),
+    ),
+    "natural2d": (
+        "Dataset963_ReadPng",
+        {"0": "R", "1": "G", "2": "B"},
+        ".png",
+        None,
+        write_natural,
+        ("2d",),
+    ),
     "tiff3d": ("Dataset964_ReadTiff", {"0": "CT"}, ".tiff", None, write_tiff, ("2d", "3d_fullres")),
-    "sitk_reorient": ("Dataset965_ReadSitkRe", {"0": "MR"}, ".nii.gz", "SimpleITKIOWithReorient", write_sitk_reorient, ("2d", "3d_fullres")),
+    "sitk_reorient": (
+        "Dataset965_ReadSitkRe",
+        {"0": "MR"},
+        ".nii.gz",
+        "SimpleITKIOWithReorient",
+        write_sitk_reorient,
+        ("2d", "3d_fullres"),
+    ),
 }
 
 
@@ -181,7 +232,9 @@ def make(scenario: str, dataset_id_root: Path) -> None:
     (raw / "labelsTr").mkdir()
     writer(raw)
     n = len(list((raw / "labelsTr").glob(f"*{ending}")))
-    (raw / "dataset.json").write_text(json.dumps(_dataset_json(folder.split("_", 1)[1], channels, ending, n, reader), indent=4))
+    (raw / "dataset.json").write_text(
+        json.dumps(_dataset_json(folder.split("_", 1)[1], channels, ending, n, reader), indent=4)
+    )
     dataset_id = folder[7:10]
     _run("nnUNetv2_extract_fingerprint", "-d", dataset_id, "-np", "1")
     _run("nnUNetv2_plan_experiment", "-d", dataset_id)
