@@ -223,7 +223,7 @@ class EpochEta:
         self._last = clock()
 
     def restart(self) -> None:
-        """Start measuring now (the training loop begins); forget nothing measured before."""
+        """The first epoch's wall time starts now (the loop begins, its data workers are up)."""
         self._last = self.clock()
 
     def epoch_done(self, epoch: int, seconds: float) -> str:
