@@ -7,13 +7,17 @@ line (``nnunet-core <command>: error: ...``) and exit non-zero (2 for a broken d
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
+import re
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from nnunet_core import __version__
 from nnunet_core.errors import NnunetCoreError
 
+SINGLE_DASH_WORD = re.compile(r"-[A-Za-z][A-Za-z0-9_]+")
 # command name -> (module under nnunet_core.commands, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
     "synthesize": ("synthesize", "write a seeded synthetic nnU-Net raw dataset (the demo data)"),
@@ -25,6 +29,15 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "plan": ("plan", "plan the experiment: configurations, patch/batch size, topology"),
     "splits": ("splits", "write splits_final.json (5-fold, seed 12345) once"),
     "preprocess": ("preprocess", "crop, normalize, resample and store cases as blosc2"),
+    "plan-and-preprocess": (
+        "plan_and_preprocess",
+        "fingerprint, plan and preprocess in one go (nnUNetv2_plan_and_preprocess)",
+    ),
+    "extract-fingerprint": (
+        "fingerprint",
+        "the same as fingerprint (nnUNetv2_extract_fingerprint)",
+    ),
+    "plan-experiment": ("plan", "the same as plan (nnUNetv2_plan_experiment)"),
     "crossval": ("crossval", "merge a configuration's fold validations and evaluate them"),
     "ensemble-cv": ("ensemble_cv", "ensemble the cross-validation of configurations and evaluate"),
     "find-best-config": ("find_best_config", "select model(s) and postprocessing by CV Dice"),
@@ -37,29 +50,69 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with a one-line error (its usage block buries the message in a log)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser(selected: str | None = None) -> argparse.ArgumentParser:
     """The parser; only the selected command's module is imported (each costs startup time)."""
-    parser = argparse.ArgumentParser(
+    return _build(selected)[0]
+
+
+def _build(
+    selected: str | None,
+) -> tuple[argparse.ArgumentParser, argparse.ArgumentParser | None]:
+    parser = _Parser(
         prog="nnunet-core",
         description="nnU-Net v2 method: dataset checks, planning, preprocessing and more.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    selected_parser = None
     for name, (module_name, help_text) in COMMANDS.items():
         if name != selected:
             sub.add_parser(name, help=help_text, add_help=False)
             continue
         module = importlib.import_module(f"nnunet_core.commands.{module_name}")
-        command_parser = sub.add_parser(name, help=help_text, description=module.__doc__)
-        module.configure_parser(command_parser)
-        command_parser.set_defaults(_run=module.run)
-    return parser
+        selected_parser = sub.add_parser(name, help=help_text, description=module.__doc__)
+        module.configure_parser(selected_parser)
+        selected_parser.set_defaults(_run=module.run)
+    return parser, selected_parser
+
+
+def unknown_single_dash_option(
+    command_parser: argparse.ArgumentParser, argv: Sequence[str]
+) -> str | None:
+    """The first ``-word`` flag the command does not define, else None.
+
+    argparse reads an unknown ``-plans_name`` as the short flag ``-p`` with the value
+    ``lans_name`` (or an abbreviation of a longer flag); upstream's users type single-dash long
+    flags all the time, so an unknown one is refused instead of being misread.
+    """
+    # every option string of the command; argparse keeps them only in this attribute
+    known = set(command_parser._option_string_actions)
+    for arg in argv:
+        if arg == "--":
+            break
+        if SINGLE_DASH_WORD.fullmatch(arg) and arg not in known:
+            return arg
+    return None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     selected = next((arg for arg in argv if not arg.startswith("-")), None)
-    parser = build_parser(selected if selected in COMMANDS else None)
+    parser, command_parser = _build(selected if selected in COMMANDS else None)
+    if command_parser is not None:
+        unknown = unknown_single_dash_option(command_parser, argv[argv.index(selected) + 1 :])
+        if unknown is not None:
+            close = difflib.get_close_matches(unknown, command_parser._option_string_actions, 1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            print(f"nnunet-core {selected}: error: unknown option {unknown}{hint}", file=sys.stderr)
+            return 2
     args = parser.parse_args(argv)
     try:
         return int(args._run(args) or 0)

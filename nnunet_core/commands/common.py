@@ -1,10 +1,17 @@
-"""Flags shared by commands: the root folders, the dataset, the process count."""
+"""Flags shared by commands: the root folders, the dataset, the process count.
+
+Where upstream spells a flag differently (``-gpu_memory_target``, ``--no_pbar``), both spellings
+are registered explicitly: argparse would otherwise read an unknown single-dash long flag as a
+short one plus a value (``-plans_name`` as ``-p lans_name``).
+"""
 
 from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Sequence
 
+from nnunet_core.errors import ConfigurationError
 from nnunet_core.paths import Roots, resolve_dataset_name
 
 
@@ -18,6 +25,77 @@ def add_dataset_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "-d", "--dataset", required=True, help="dataset id (900) or name (Dataset900_Synth)"
     )
+
+
+def add_datasets_flag(parser: argparse.ArgumentParser) -> None:
+    """``-d`` with one or more datasets, as upstream's planning commands."""
+    parser.add_argument(
+        "-d",
+        "--dataset",
+        required=True,
+        nargs="+",
+        metavar="D",
+        help="dataset ids (900) or names (Dataset900_Synth); several run one after another",
+    )
+
+
+def positive_int(value: str) -> int:
+    """argparse type: an integer >= 1 (a process count)."""
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if number < 1:
+        msg = f"expected an integer >= 1, got {value!r}"
+        raise argparse.ArgumentTypeError(msg)
+    return number
+
+
+def add_progress_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--no-pbar", "--no_pbar", action="store_true", help="never show a progress bar"
+    )
+    parser.add_argument(
+        "--verbose", action="store_true", help="accepted for upstream users; changes nothing"
+    )
+
+
+def add_configuration_processes_flag(parser: argparse.ArgumentParser) -> None:
+    """``-np``: one process count for all configurations, or one per configuration (``-c``)."""
+    parser.add_argument(
+        "-np",
+        "--num-processes",
+        type=positive_int,
+        nargs="+",
+        metavar="N",
+        default=None,
+        help="worker processes: one value for all configurations or one per -c value "
+        "(default: $nnUNet_def_n_proc or the CPU count, max 8)",
+    )
+
+
+def processes_per_configuration(
+    values: Sequence[int] | None, configurations: Sequence[str]
+) -> list[int]:
+    """Upstream's pairing: one value serves every configuration, else one value each."""
+    if not values:
+        return [default_num_processes()] * len(configurations)
+    if len(values) == 1:
+        return [values[0]] * len(configurations)
+    if len(values) != len(configurations):
+        msg = (
+            f"-np has {len(values)} values {list(values)} for {len(configurations)} "
+            f"configurations {list(configurations)}: give one value or one per configuration"
+        )
+        raise ConfigurationError(msg)
+    return list(values)
+
+
+def require_default_class(flag: str, value: str, default: str) -> None:
+    """Upstream's class-name flags: only the default class exists here."""
+    if value != default:
+        msg = f"{flag} {value!r} is not supported: only {default} is implemented"
+        raise ConfigurationError(msg)
 
 
 def add_processes_flag(parser: argparse.ArgumentParser, default: int | None = None) -> None:
@@ -48,3 +126,11 @@ def roots_from_args(args: argparse.Namespace) -> Roots:
 def dataset_from_args(args: argparse.Namespace) -> tuple[Roots, str]:
     roots = roots_from_args(args)
     return roots, resolve_dataset_name(args.dataset, roots)
+
+
+def datasets_from_args(args: argparse.Namespace) -> tuple[Roots, list[str]]:
+    """Every ``-d`` value resolved (all before any work starts, so a typo fails first)."""
+    roots = roots_from_args(args)
+    values = [args.dataset] if isinstance(args.dataset, str) else list(args.dataset)
+    names = [resolve_dataset_name(value, roots) for value in values]
+    return roots, list(dict.fromkeys(names))

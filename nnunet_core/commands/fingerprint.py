@@ -1,7 +1,9 @@
 """Extract the dataset fingerprint: spacings, shapes after cropping, foreground intensities.
 
-Always recomputed and overwritten (the workflow reruns this step only when its inputs change);
-``--clean`` is accepted for upstream users and changes nothing.
+Also ``extract-fingerprint`` (upstream's ``nnUNetv2_extract_fingerprint``); ``-d`` takes several
+datasets. Always recomputed and overwritten (the workflow reruns this step only when its inputs
+change), so ``--clean`` is accepted for upstream users and changes nothing.
+``--verify_dataset_integrity`` runs ``verify`` first.
 """
 
 from __future__ import annotations
@@ -10,31 +12,65 @@ import argparse
 import time
 
 from nnunet_core.commands.common import (
-    add_dataset_flag,
-    add_processes_flag,
+    add_datasets_flag,
+    add_progress_flags,
     add_root_flags,
-    dataset_from_args,
+    datasets_from_args,
+    default_num_processes,
+    positive_int,
+    require_default_class,
 )
+from nnunet_core.commands.verify import verify_one
 from nnunet_core.io.atomic import write_json
-from nnunet_core.paths import FINGERPRINT_JSON, preprocessed_dataset_dir, raw_dataset_dir
+from nnunet_core.paths import FINGERPRINT_JSON, Roots, preprocessed_dataset_dir, raw_dataset_dir
 from nnunet_core.planning.fingerprint import extract_fingerprint
 
+FINGERPRINT_EXTRACTOR = "DatasetFingerprintExtractor"
 
-def configure_parser(parser: argparse.ArgumentParser) -> None:
-    add_dataset_flag(parser)
-    add_root_flags(parser)
-    add_processes_flag(parser)
+
+def add_fingerprint_flags(parser: argparse.ArgumentParser, *process_flags: str) -> None:
+    """Flags shared with ``plan-and-preprocess`` (which names the process count ``-npfp``)."""
+    parser.add_argument(
+        *process_flags,
+        dest="fingerprint_processes",
+        type=positive_int,
+        default=default_num_processes(),
+        help="worker processes (default: $nnUNet_def_n_proc or the CPU count, max 8)",
+    )
+    parser.add_argument(
+        "--verify-dataset-integrity",
+        "--verify_dataset_integrity",
+        action="store_true",
+        help="run `verify` first (writes verify.json; exit 2 on a broken dataset)",
+    )
     parser.add_argument(
         "--clean",
         action="store_true",
-        help="accepted for upstream compatibility (always recomputed)",
+        help="accepted for upstream compatibility (the fingerprint is always recomputed)",
+    )
+    parser.add_argument(
+        "-fpe",
+        default=FINGERPRINT_EXTRACTOR,
+        metavar="CLASS",
+        help=f"fingerprint extractor class; only {FINGERPRINT_EXTRACTOR} exists here",
     )
 
 
-def run(args: argparse.Namespace) -> int:
-    roots, name = dataset_from_args(args)
+def configure_parser(parser: argparse.ArgumentParser) -> None:
+    add_datasets_flag(parser)
+    add_root_flags(parser)
+    add_fingerprint_flags(parser, "-np", "--num-processes", "-npfp")
+    add_progress_flags(parser)
+
+
+def fingerprint_one(
+    roots: Roots, name: str, num_processes: int, verify: bool = False, command: str = "fingerprint"
+) -> None:
+    """Optionally verify, then extract and write one dataset's fingerprint."""
+    if verify:
+        verify_one(roots, name, num_processes, prefix=f"nnunet-core {command}")
     start = time.perf_counter()
-    fingerprint = extract_fingerprint(raw_dataset_dir(roots, name), args.num_processes)
+    fingerprint = extract_fingerprint(raw_dataset_dir(roots, name), num_processes)
     target = preprocessed_dataset_dir(roots, name) / FINGERPRINT_JSON
     write_json(target, fingerprint)
     n_cases = len(fingerprint["spacings"])
@@ -43,4 +79,17 @@ def run(args: argparse.Namespace) -> int:
         f"{target}: {n_cases} cases, median size after cropping {relative:.3f} of the original "
         f"({time.perf_counter() - start:.1f} s)"
     )
+
+
+def run(args: argparse.Namespace) -> int:
+    require_default_class("-fpe", args.fpe, FINGERPRINT_EXTRACTOR)
+    roots, names = datasets_from_args(args)
+    for name in names:
+        fingerprint_one(
+            roots,
+            name,
+            args.fingerprint_processes,
+            args.verify_dataset_integrity,
+            getattr(args, "command", "fingerprint"),
+        )
     return 0

@@ -1,5 +1,6 @@
 """Plan the experiment: configurations, target spacing, patch and batch size, network topology.
 
+Also ``plan-experiment`` (upstream's ``nnUNetv2_plan_experiment``); ``-d`` takes several datasets.
 Reads ``dataset_fingerprint.json`` (run ``fingerprint`` first) and the raw ``dataset.json``;
 writes ``<plans-name>.json`` and a copy of ``dataset.json`` to the preprocessed dataset folder.
 The plans are regenerated from scratch on every run; extra configurations come from
@@ -14,46 +15,73 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from nnunet_core.commands.common import add_dataset_flag, add_root_flags, dataset_from_args
+from nnunet_core.commands.common import (
+    add_datasets_flag,
+    add_root_flags,
+    datasets_from_args,
+    require_default_class,
+)
 from nnunet_core.errors import ConfigurationError
 from nnunet_core.io.atomic import atomic_path, read_json, write_json
 from nnunet_core.io.dataset_json import load_dataset_json
 from nnunet_core.paths import (
     DATASET_JSON,
     FINGERPRINT_JSON,
+    Roots,
     plans_file,
     preprocessed_dataset_dir,
     raw_dataset_dir,
 )
 from nnunet_core.planning.overrides import apply_overrides
-from nnunet_core.planning.planner import PRESETS, get_preset, plan_experiment
+from nnunet_core.planning.planner import PREPROCESSOR_NAME, PRESETS, get_preset, plan_experiment
 from nnunet_core.planning.plans import resolve_configuration
 
 
-def configure_parser(parser: argparse.ArgumentParser) -> None:
-    add_dataset_flag(parser)
-    add_root_flags(parser)
+def add_planning_flags(parser: argparse.ArgumentParser) -> None:
+    """Flags shared with ``plan-and-preprocess``; upstream's spellings work as well as ours."""
     parser.add_argument(
         "--gpu-memory-target",
+        "-gpu_memory_target",
         type=float,
         default=None,
+        metavar="GB",
         help="GPU memory to plan for in GB (default: the planner's own, 8; ResEncL 24, ResEncXL 40)",
     )
     parser.add_argument(
         "-pl",
         "--planner",
         default="default",
-        help=f"planner preset: {', '.join(PRESETS)} (upstream class names work too)",
+        help=f"planner: {', '.join(PRESETS)} or upstream's class name "
+        f"({', '.join(p.planner_name for p in PRESETS.values())})",
     )
     parser.add_argument("--overrides", help="extra configurations: a JSON file or inline JSON")
-    parser.add_argument("--plans-name", help="plans file name (default: the planner's)")
+    parser.add_argument(
+        "--plans-name",
+        "-overwrite_plans_name",
+        help="plans file name (default: the planner's, e.g. nnUNetPlans)",
+    )
     parser.add_argument(
         "--overwrite-target-spacing",
+        "-overwrite_target_spacing",
         type=float,
         nargs="+",
         metavar="S",
         help="full-resolution target spacing (z y x), replacing the automatic choice",
     )
+    parser.add_argument(
+        "-preprocessor_name",
+        "--preprocessor-name",
+        default=PREPROCESSOR_NAME,
+        metavar="CLASS",
+        help=f"preprocessor class written to the plans; only {PREPROCESSOR_NAME} exists here",
+    )
+
+
+def configure_parser(parser: argparse.ArgumentParser) -> None:
+    add_datasets_flag(parser)
+    add_root_flags(parser)
+    add_planning_flags(parser)
+    parser.add_argument("--verbose", action="store_true", help="accepted; changes nothing")
 
 
 def load_overrides(value: str | None) -> dict[str, Any]:
@@ -90,8 +118,8 @@ def summary(plans: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def run(args: argparse.Namespace) -> int:
-    roots, name = dataset_from_args(args)
+def plan_one(roots: Roots, name: str, args: argparse.Namespace) -> str:
+    """Plan one dataset from the ``add_planning_flags`` values; returns the plans name."""
     preset = get_preset(args.planner)
     raw_json = raw_dataset_dir(roots, name) / DATASET_JSON
     dataset_json = load_dataset_json(raw_json)
@@ -117,4 +145,18 @@ def run(args: argparse.Namespace) -> int:
         shutil.copyfile(raw_json, tmp)
     print(summary(plans))
     print(f"plans written to {target}")
+    return plans_name
+
+
+def check_planning_args(args: argparse.Namespace) -> None:
+    """Fail on a bad planner or preprocessor before any dataset is touched."""
+    get_preset(args.planner)
+    require_default_class("-preprocessor_name", args.preprocessor_name, PREPROCESSOR_NAME)
+
+
+def run(args: argparse.Namespace) -> int:
+    check_planning_args(args)
+    roots, names = datasets_from_args(args)
+    for name in names:
+        plan_one(roots, name, args)
     return 0

@@ -21,7 +21,7 @@ from nnunet_core.commands.common import (
 from nnunet_core.dataset.verify import verify_dataset
 from nnunet_core.errors import DatasetError
 from nnunet_core.io.atomic import write_json
-from nnunet_core.paths import VERIFY_JSON, preprocessed_dataset_dir, raw_dataset_dir
+from nnunet_core.paths import VERIFY_JSON, Roots, preprocessed_dataset_dir, raw_dataset_dir
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
@@ -33,15 +33,21 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def run(args: argparse.Namespace) -> int:
-    roots, name = dataset_from_args(args)
+def verify_one(
+    roots: Roots,
+    name: str,
+    num_processes: int,
+    output: Path | None = None,
+    prefix: str = "nnunet-core verify",
+) -> None:
+    """Verify one dataset; raise DatasetError (after one stderr line per problem) if broken.
+
+    Shared with ``fingerprint`` / ``plan-and-preprocess --verify_dataset_integrity``.
+    """
     raw_dir = raw_dataset_dir(roots, name)
     # Resolve the report path first: a missing preprocessed root should fail before the work.
-    output = (
-        Path(args.output) if args.output else preprocessed_dataset_dir(roots, name) / VERIFY_JSON
-    )
-    result = verify_dataset(raw_dir, name, num_processes=args.num_processes)
-    prefix = f"nnunet-core {getattr(args, 'command', 'verify')}"
+    output = output or preprocessed_dataset_dir(roots, name) / VERIFY_JSON
+    result = verify_dataset(raw_dir, name, num_processes=num_processes)
     if len(result.problems) == 1:
         raise DatasetError(result.problems[0])
     if result.problems:
@@ -56,4 +62,11 @@ def run(args: argparse.Namespace) -> int:
         f"{name}: {report['cases_checked']} case(s) OK, {len(report['channels'])} channel(s), "
         f"labels {report['labels_found']}, {len(result.warnings)} warning(s); report: {output}"
     )
+
+
+def run(args: argparse.Namespace) -> int:
+    roots, name = dataset_from_args(args)
+    output = Path(args.output) if args.output else None
+    prefix = f"nnunet-core {getattr(args, 'command', 'verify')}"
+    verify_one(roots, name, args.num_processes, output, prefix)
     return 0

@@ -98,7 +98,8 @@ def get_preset(name: str) -> PlannerPreset:
     for key, preset in PRESETS.items():
         if name in (key, preset.planner_name):
             return preset
-    msg = f"unknown planner {name!r}; choose one of {', '.join(PRESETS)}"
+    names = ", ".join(f"{key} ({p.planner_name})" for key, p in PRESETS.items())
+    msg = f"unknown planner {name!r}; choose one of {names}"
     raise ConfigurationError(msg)
 
 
@@ -128,11 +129,9 @@ def reader_writer_name(dataset_json: dict[str, Any] | str, example_file: Path | 
 
 
 def data_identifier(plans_name: str, configuration: str, residual: bool) -> str:
-    """Folder name of a configuration's preprocessed data.
-
-    The ResEnc planners preprocess 2d / 3d_fullres exactly as the default planner, so they reuse
-    its ``nnUNetPlans_*`` data whatever their plans name; the default planner names its data after
-    its own plans (``-overwrite_plans_name nnUNetPlans_4GB`` -> ``nnUNetPlans_4GB_2d``).
+    """Data folder name: the ResEnc planners reuse the default planner's 2d / 3d_fullres data
+    (``nnUNetPlans_2d``) whatever their plans name; the default planner names its data after its
+    plans (``-overwrite_plans_name nnUNetPlans_4GB`` -> ``nnUNetPlans_4GB_2d``), as upstream.
     """
     if residual and configuration in ("2d", "3d_fullres"):
         return f"{DEFAULT_DATA_PLANS}_{configuration}"
