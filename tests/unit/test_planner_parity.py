@@ -2,8 +2,8 @@
 
 Every scenario folder under tests/data/plans holds upstream's inputs (dataset.json,
 dataset_fingerprint.json) and outputs: nnUNetPlans.json and the ResEnc L / XL plans everywhere,
-ResEncM, the ResEnc base planner and non-default GPU memory targets (4 GB default, 12 GB ResEncL)
-on some (``PLANNER_OF``). The whole plans dict must equal upstream's, key order and value types
+ResEncM, the ResEnc base planner, non-default GPU memory targets (4 GB default, 12 GB ResEncL)
+and ``-overwrite_target_spacing`` on some (``PLANNER_OF``). The whole plans dict must equal upstream's, key order and value types
 included. No key is excluded:
 ``image_reader_writer`` follows upstream's choice by file ending (NaturalImage2DIO for .png in
 scenario e), although our own reading always goes through SimpleITK.
@@ -45,6 +45,12 @@ PLANNER_OF: dict[str, tuple[str, dict[str, Any]]] = {
         "ResEncL",
         {"gpu_memory_target_gb": 12, "plans_name": "nnUNetResEncUNetLPlans_12GB"},
     ),
+}
+# -overwrite_target_spacing differs per scenario (z y x before the transpose)
+PLANNER_OF["nnUNetPlans_ots.json"] = ("default", {"plans_name": "nnUNetPlans_ots"})
+TARGET_SPACING = {
+    "b_Dataset902_AnisoMRI": [3.0, 0.8, 0.8],
+    "i_Dataset909_TransposedAxis": [1.0, 1.0, 3.0],
 }
 CASES = [(s, f) for s in SCENARIOS for f in sorted(PLANNER_OF) if (s / f).is_file()]
 
@@ -96,6 +102,7 @@ def test_every_scenario_is_covered() -> None:
         "nnUNetResEncUNetXLPlans.json": 10,
         "nnUNetPlans_4GB.json": 2,
         "nnUNetResEncUNetLPlans_12GB.json": 2,
+        "nnUNetPlans_ots.json": 2,
     }
 
 
@@ -104,6 +111,8 @@ def test_every_scenario_is_covered() -> None:
 )
 def test_plans_equal_upstream(folder: Path, plans_file: str) -> None:
     planner, kwargs = PLANNER_OF[plans_file]
+    if plans_file == "nnUNetPlans_ots.json":
+        kwargs = {**kwargs, "overwrite_target_spacing": TARGET_SPACING[folder.name]}
     mine = _plan(folder, planner, **kwargs)
     assert _differences(mine, _read(folder / plans_file)) == []
 

@@ -68,5 +68,10 @@ for entry in a_Dataset901_IsoCT:901 b_Dataset902_AnisoMRI:902; do
   plan "$folder" "$id" nnUNetResEncUNetLPlans_12GB -pl nnUNetPlannerResEncL \
     -gpu_memory_target 12 -overwrite_plans_name nnUNetResEncUNetLPlans_12GB
 done
+# a user-chosen full-resolution target spacing (z y x, before the transpose)
+plan b_Dataset902_AnisoMRI 902 nnUNetPlans_ots -overwrite_target_spacing 3.0 0.8 0.8 \
+  -overwrite_plans_name nnUNetPlans_ots
+plan i_Dataset909_TransposedAxis 909 nnUNetPlans_ots -overwrite_target_spacing 1.0 1.0 3.0 \
+  -overwrite_plans_name nnUNetPlans_ots
 rm -rf "$WORK"
 echo "done"
