@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from nnunet_core.cli import main
 from nnunet_core.commands import plan as plan_command
 from nnunet_core.errors import ConfigurationError
 from nnunet_core.planning.overrides import apply_overrides
@@ -345,3 +346,49 @@ def test_plan_command_needs_a_fingerprint(tmp_path: Path) -> None:
     _dataset_dirs(tmp_path / "again")
     with pytest.raises(ConfigurationError, match="not valid JSON"):
         plan_command.run(_plan_args(tmp_path / "again", overrides="{broken"))
+
+
+CLI_CASES = [
+    ("-pl", "ExperimentPlanner", "nnUNetPlans.json", []),
+    ("-pl", "default", "nnUNetPlans.json", []),
+    ("-pl", "ResEncUNetPlanner", "nnUNetResEncUNetPlans.json", []),
+    ("-pl", "ResEnc", "nnUNetResEncUNetPlans.json", []),
+    ("-pl", "nnUNetPlannerResEncM", "nnUNetResEncUNetMPlans.json", []),
+    ("-pl", "ResEncM", "nnUNetResEncUNetMPlans.json", []),
+    ("-pl", "nnUNetPlannerResEncL", "nnUNetResEncUNetLPlans.json", []),
+    ("--planner", "ResEncL", "nnUNetResEncUNetLPlans.json", []),
+    ("-pl", "nnUNetPlannerResEncXL", "nnUNetResEncUNetXLPlans.json", []),
+    ("-pl", "ResEncXL", "nnUNetResEncUNetXLPlans.json", []),
+    (
+        "-pl",
+        "default",
+        "nnUNetPlans_4GB.json",
+        ["-gpu_memory_target", "4", "-overwrite_plans_name", "nnUNetPlans_4GB"],
+    ),
+    (
+        "-pl",
+        "nnUNetPlannerResEncL",
+        "nnUNetResEncUNetLPlans_12GB.json",
+        ["--gpu-memory-target", "12", "--plans-name", "nnUNetResEncUNetLPlans_12GB"],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("flag", "planner", "plans_file", "extra"), CLI_CASES, ids=[c[1] + c[2][:-5] for c in CLI_CASES]
+)
+def test_every_planner_name_is_reachable_from_the_cli(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture,
+    flag: str,
+    planner: str,
+    plans_file: str,
+    extra: list[str],
+) -> None:
+    """`nnunet-core plan-experiment` with upstream's -pl names writes upstream's plans file."""
+    pre = _dataset_dirs(tmp_path)
+    roots = ["--raw", str(tmp_path / "raw"), "--preprocessed", str(tmp_path / "pre")]
+    assert main(["plan-experiment", "-d", "901", flag, planner, *extra, *roots]) == 0
+    capsys.readouterr()
+    written = _read(pre / plans_file)
+    assert _differences(written, _read(DATA / "a_Dataset901_IsoCT" / plans_file)) == []
