@@ -1,16 +1,20 @@
 """Apply the postprocessing chosen by ``find-best-config`` to a folder of segmentations.
 
 ``-pp_pkl_file`` (upstream's flag name; ``--pp-file`` too) takes ``postprocessing.json``: plain
-JSON, ours or upstream's, never a pickle.
+JSON, ours or upstream's, never a pickle. Given upstream's ``postprocessing.pkl``, the
+``postprocessing.json`` that upstream writes beside it is read instead (same steps); without one
+the command fails: a pickle can run code when it is opened.
 """
 
 from __future__ import annotations
 
 import argparse
 import shutil
+import sys
 from pathlib import Path
 
 from nnunet_core.commands.common import add_processes_flag
+from nnunet_core.errors import DatasetError
 from nnunet_core.paths import DATASET_JSON
 
 
@@ -24,7 +28,19 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "-dataset_json", "--dataset-json", help="dataset.json (default: the input folder's)"
     )
-    parser.add_argument("-plans_json", help="accepted for upstream compatibility; not needed")
+    parser.add_argument("-plans_json", help="upstream's plans file; checked to exist, not needed")
+
+
+def json_beside_pickle(path: Path) -> Path:
+    """``x.pkl`` -> the ``x.json`` next to it (upstream writes both); other paths unchanged."""
+    if path.suffix != ".pkl":
+        return path
+    beside = path.with_suffix(".json")
+    if not beside.is_file():
+        msg = f"-pp_pkl_file {path}: pickles are never opened (they can run code) and there is no {beside.name} beside it"
+        raise DatasetError(msg)
+    print(f"reading {beside} (the JSON twin of {path.name})", file=sys.stderr)
+    return beside
 
 
 def run(args: argparse.Namespace) -> int:
@@ -34,9 +50,12 @@ def run(args: argparse.Namespace) -> int:
     )
     from nnunet_core.io.dataset_json import load_dataset_json
 
+    if args.plans_json and not Path(args.plans_json).is_file():
+        msg = f"-plans_json {args.plans_json}: file not found"
+        raise DatasetError(msg)
     djfile = Path(args.dataset_json) if args.dataset_json else Path(args.input) / DATASET_JSON
     dataset_json = load_dataset_json(djfile)
-    steps = load_postprocessing(args.pp_file)
+    steps = load_postprocessing(json_beside_pickle(Path(args.pp_file)))
     cases = apply_postprocessing_to_folder(
         args.input, args.output, steps, dataset_json.file_ending, args.num_processes
     )

@@ -9,12 +9,17 @@ from __future__ import annotations
 
 import argparse
 
-from nnunet_core.commands.common import add_dataset_flag, add_processes_flag, add_root_flags
-from nnunet_core.commands.model_args import add_model_flags, dataset_dirs_from_args, paired_models
+from nnunet_core.commands.common import add_processes_flag, add_root_flags
+from nnunet_core.commands.model_args import (
+    add_dataset_argument,
+    add_model_flags,
+    dataset_dirs_from_args,
+    paired_models,
+)
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
-    add_dataset_flag(parser)
+    add_dataset_argument(parser)
     add_model_flags(parser, "the member configurations (two or more)", required=True)
     add_processes_flag(parser)
     add_root_flags(parser)

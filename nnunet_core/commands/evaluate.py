@@ -1,7 +1,8 @@
 """Evaluate a folder of predictions against references and write upstream's ``summary.json``.
 
 ``-djfile`` defaults to the prediction folder's ``dataset.json``, else the one above the
-reference folder (``labelsTs`` sits in the raw dataset).
+reference folder (``labelsTs`` sits in the raw dataset). Upstream's ``-pfile`` (plans.json) is
+accepted and checked to exist; it is not needed: the file ending in dataset.json picks the reader.
 """
 
 from __future__ import annotations
@@ -18,6 +19,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("gt_folder", help="reference segmentations")
     parser.add_argument("pred_folder", help="predicted segmentations")
     parser.add_argument("-djfile", "--dataset-json", dest="djfile", help="dataset.json")
+    parser.add_argument(
+        "-pfile", "--plans-json", dest="pfile", help="plans.json (upstream's; not needed)"
+    )
     parser.add_argument("-o", "--output", help="summary file (default: PRED_FOLDER/summary.json)")
     add_processes_flag(parser)
     parser.add_argument("--chill", action="store_true", help="evaluate only the predicted cases")
@@ -40,6 +44,9 @@ def run(args: argparse.Namespace) -> int:
     from nnunet_core.evaluation.metrics import classes_from_dataset_json, compute_metrics_on_folder
     from nnunet_core.io.dataset_json import load_dataset_json
 
+    if args.pfile and not Path(args.pfile).is_file():
+        msg = f"-pfile {args.pfile}: file not found"
+        raise DatasetError(msg)
     dataset_json = load_dataset_json(_dataset_json_file(args))
     output = Path(args.output) if args.output else Path(args.pred_folder) / "summary.json"
     summary = compute_metrics_on_folder(

@@ -1,4 +1,7 @@
-"""Flags that name trained models (``-c``, ``-p``, ``-tr``, ``-f``) and the dataset's folders."""
+"""Flags that name trained models (``-c``, ``-p``, ``-tr``, ``-f``) and the dataset's folders.
+
+The dataset is upstream's positional ``DATASET`` or our ``-d DATASET`` (either one).
+"""
 
 from __future__ import annotations
 
@@ -13,6 +16,26 @@ from nnunet_core.paths import (
     preprocessed_dataset_dir,
     results_dataset_dir,
 )
+
+
+def add_dataset_argument(parser: argparse.ArgumentParser) -> None:
+    """Upstream's positional dataset, and ``-d`` for the commands that had only that."""
+    parser.add_argument(
+        "dataset_positional", nargs="?", metavar="DATASET", help="dataset id (900) or name"
+    )
+    parser.add_argument("-d", "--dataset", help="the dataset, as a flag (instead of DATASET)")
+
+
+def take_dataset(args: argparse.Namespace) -> None:
+    """Set ``args.dataset`` from DATASET or ``-d``; both (differing) or neither is an error."""
+    positional, flag = getattr(args, "dataset_positional", None), args.dataset
+    if positional and flag and positional != flag:
+        msg = f"DATASET {positional} and -d {flag} differ; give the dataset once"
+        raise ConfigurationError(msg)
+    if not (positional or flag):
+        msg = "name the dataset: DATASET (as upstream) or -d DATASET"
+        raise ConfigurationError(msg)
+    args.dataset = positional or flag
 
 
 def add_model_flags(parser: argparse.ArgumentParser, configurations_help: str, **c_kwargs) -> None:
@@ -49,6 +72,7 @@ def product_models(args: argparse.Namespace) -> list[TrainedModel]:
 
 
 def dataset_dirs_from_args(args: argparse.Namespace) -> DatasetDirs:
+    take_dataset(args)
     roots, name = dataset_from_args(args)
     return DatasetDirs(
         name=name,

@@ -4,7 +4,9 @@ Upstream's ``nnUNetv2_predict``: images named ``CASE_XXXX{ending}`` in ``-i`` ar
 in training, the logits of the folds ``-f`` (default 0-4) are averaged with mirroring test-time
 augmentation (``--disable_tta`` turns it off) and the segmentations are written to ``-o`` with the
 input's geometry; ``--save_probabilities`` adds ``{case}.npz`` + ``{case}.json``. The model comes
-from ``$nnUNet_results/D/<tr>__<p>__<c>/``.
+from ``$nnUNet_results/D/<tr>__<p>__<c>/``, or from ``-m MODEL_FOLDER`` (upstream's
+``nnUNetv2_predict_from_modelfolder``). Test-time mirroring uses the axes the trainer stored
+(``inference_allowed_mirroring_axes``): none for a ``NoMirroring`` trainer.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from nnunet_core.commands.common import add_dataset_flag, add_root_flags, dataset_from_args
+from nnunet_core.commands.common import add_root_flags, dataset_from_args
 from nnunet_core.errors import ConfigurationError
 from nnunet_core.inference.model_folder import load_trained_model, parse_fold
 from nnunet_core.inference.predictor import PredictionSettings, predict_cases, prepare_inputs
@@ -33,8 +35,13 @@ ARGS_JSON = "predict_from_raw_data_args.json"
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-i", dest="input", required=True, help="folder with CASE_XXXX images")
     parser.add_argument("-o", dest="output", required=True, help="folder for the predictions")
-    add_dataset_flag(parser)
-    parser.add_argument("-c", dest="configuration", required=True, help="e.g. 3d_fullres")
+    parser.add_argument("-d", "--dataset", help="dataset id (900) or name (Dataset900_Synth)")
+    parser.add_argument("-c", dest="configuration", help="e.g. 3d_fullres (with -d)")
+    parser.add_argument(
+        "-m",
+        dest="model_folder",
+        help="a trained model folder instead of -d/-c/-p/-tr (nnUNetv2_predict_from_modelfolder)",
+    )
     parser.add_argument("-p", dest="plans", default=DEFAULT_PLANS_NAME, help="plans name")
     parser.add_argument("-tr", dest="trainer", default=DEFAULT_TRAINER, help="trainer name")
     parser.add_argument(
@@ -53,12 +60,12 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "-device",
         choices=("auto", "cuda", "cpu", "mps"),
-        help="auto (default): cuda if available, else cpu"
+        help="auto (default): cuda if available, else cpu",
     )
     parser.add_argument("-npp", type=int, default=3, help="preprocessing processes (3; 0 = inline)")
     parser.add_argument("-nps", type=int, default=3, help="export processes (3; 0 = inline)")
     parser.add_argument(
-        "--continue_prediction", action="store_true", help="skip cases already predicted"
+        "--continue_prediction", "--c", action="store_true", help="skip cases already predicted"
     )
     parser.add_argument(
         "-prev_stage_predictions", help="previous stage of a cascade (not supported yet)"
@@ -66,6 +73,15 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-num_parts", type=int, default=1, help="split the cases into N parts")
     parser.add_argument("-part_id", type=int, default=0, help="which part this process predicts")
     parser.add_argument("--disable_progress_bar", action="store_true", help="no progress bar")
+    parser.add_argument(
+        "--verbose", action="store_true", help="one line per case instead of a progress bar"
+    )
+    parser.add_argument(
+        "--not_on_device",
+        action="store_true",
+        help="accepted: the sliding-window sums move to the CPU by themselves when the device "
+        "runs out of memory",
+    )
     add_root_flags(parser)
 
 
@@ -83,6 +99,14 @@ def resolve_device(name: str | None) -> str:
 
 
 def check_flags(args: argparse.Namespace) -> None:
+    if args.model_folder is not None:
+        given = [f for f, v in (("-d", args.dataset), ("-c", args.configuration)) if v]
+        if given:
+            msg = f"-m names the model; {' and '.join(given)} would name another (give one or the other)"
+            raise ConfigurationError(msg)
+    elif not (args.dataset and args.configuration):
+        msg = "name the model with -d DATASET -c CONFIGURATION (or -m MODEL_FOLDER)"
+        raise ConfigurationError(msg)
     if args.prev_stage_predictions:
         msg = "-prev_stage_predictions: cascades are not supported yet"
         raise ConfigurationError(msg)
@@ -94,12 +118,19 @@ def check_flags(args: argparse.Namespace) -> None:
         raise ConfigurationError(msg)
 
 
-def run(args: argparse.Namespace) -> int:
-    check_flags(args)
+def model_dir_from_args(args: argparse.Namespace) -> Path:
+    """``-m``, else ``$nnUNet_results/D/<tr>__<p>__<c>``."""
+    if args.model_folder is not None:
+        return Path(args.model_folder)
     roots, name = dataset_from_args(args)
-    model_dir = trained_model_dir(
+    return trained_model_dir(
         results_dataset_dir(roots, name), args.configuration, args.plans, args.trainer
     )
+
+
+def run(args: argparse.Namespace) -> int:
+    check_flags(args)
+    model_dir = model_dir_from_args(args)
     folds = [parse_fold(f) for f in args.folds]
     settings = PredictionSettings(
         step_size=args.step_size,
@@ -109,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
         num_processes_preprocessing=args.npp,
         num_processes_export=args.nps,
         overwrite=not args.continue_prediction,
-        progress=False if args.disable_progress_bar else None,
+        progress=False if args.disable_progress_bar or args.verbose else None,
     )
     output = Path(args.output)
     cases = prepare_inputs(

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
+import shlex
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -148,11 +150,14 @@ def predict_command(
     folds: Sequence[int],
     output: str,
     save_probabilities: bool,
+    root_flags: Sequence[str] = (),
 ) -> str:
     """``nnunet-core predict`` for one model (a cascade stage first predicts its previous stage)."""
     fold_text = " ".join(str(f) for f in folds)
     lines = []
     command = f"nnunet-core predict -d {dirs.name} -i INPUT_FOLDER -o {output} -f {fold_text} -tr {model.trainer} -c {model.configuration} -p {model.plans}"
+    if root_flags:
+        command += " " + shlex.join(root_flags)
     previous = _previous_stage(dirs, model)
     if previous is not None:
         lines.append(
@@ -162,6 +167,7 @@ def predict_command(
                 folds,
                 "OUTPUT_FOLDER_PREV_STAGE",
                 False,
+                root_flags,
             )
         )
         command += " -prev_stage_predictions OUTPUT_FOLDER_PREV_STAGE"
@@ -170,8 +176,15 @@ def predict_command(
     return "\n".join([*lines, command])
 
 
-def inference_instructions(info: dict[str, Any], dirs: DatasetDirs, num_processes: int) -> str:
-    """The commands that reproduce the selected model on new images."""
+def inference_instructions(
+    info: dict[str, Any], dirs: DatasetDirs, num_processes: int, root_flags: Sequence[str] = ()
+) -> str:
+    """The commands that reproduce the selected model on new images.
+
+    They run as printed from the working directory of ``find-best-config``: ``root_flags`` are
+    the roots it used (relative ones stay relative), and only the upper-case placeholders are
+    the user's to replace.
+    """
     best = info["best_model_or_ensemble"]
     members = [
         TrainedModel(m["configuration"], m["plans_identifier"], m["trainer"])
@@ -181,13 +194,19 @@ def inference_instructions(info: dict[str, Any], dirs: DatasetDirs, num_processe
     lines = [
         f"Selected: {best['identifier']} (cross-validation foreground-mean Dice {best['result_on_crossval_pre_pp']:.4f}, after postprocessing {best['result_on_crossval_post_pp']:.4f})",
         "",
+        f"Run these commands from {shlex.quote(os.getcwd())} (where find-best-config ran;",
+        "relative paths below are relative to it). Replace only the placeholders:",
+        "  INPUT_FOLDER    your images, CASE_0000<file ending> (one file per channel, like imagesTs)",
+        "  OUTPUT_FOLDER*  new folders for the results (OUTPUT_FOLDER_PP: the final segmentations)",
+        "",
         "Run inference like this:",
         "",
     ]
     if len(members) > 1:
         outputs = [f"OUTPUT_FOLDER_MODEL_{i + 1}" for i in range(len(members))]
         lines += [
-            predict_command(dirs, m, folds, o, True) for m, o in zip(members, outputs, strict=True)
+            predict_command(dirs, m, folds, o, True, root_flags)
+            for m, o in zip(members, outputs, strict=True)
         ]
         lines += [
             "",
@@ -196,12 +215,12 @@ def inference_instructions(info: dict[str, Any], dirs: DatasetDirs, num_processe
             f"nnunet-core ensemble -i {' '.join(outputs)} -o OUTPUT_FOLDER -np {num_processes}",
         ]
     else:
-        lines.append(predict_command(dirs, members[0], folds, "OUTPUT_FOLDER", False))
+        lines.append(predict_command(dirs, members[0], folds, "OUTPUT_FOLDER", False, root_flags))
     lines += [
         "",
         "Once inference is completed, run postprocessing like this:",
         "",
-        f"nnunet-core apply-postprocessing -i OUTPUT_FOLDER -o OUTPUT_FOLDER_PP -pp_pkl_file {best['postprocessing_file']} -np {num_processes}",
+        f"nnunet-core apply-postprocessing -i OUTPUT_FOLDER -o OUTPUT_FOLDER_PP -pp_pkl_file {shlex.quote(best['postprocessing_file'])} -np {num_processes}",
         "",
     ]
     return "\n".join(lines)
@@ -225,8 +244,12 @@ def find_best_configuration(
     allow_ensembling: bool = True,
     num_processes: int = 1,
     overwrite: bool = False,
+    root_flags: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """Score every candidate, pick the winner, decide its postprocessing, write both files."""
+    """Score every candidate, pick the winner, decide its postprocessing, write both files.
+
+    ``root_flags`` (``--results X`` ...) go into the printed commands so that they run as printed.
+    """
     folds = [int(f) for f in folds]
     models = available_models(dirs, models)
     candidates = collect_candidates(dirs, models, folds, allow_ensembling, num_processes, overwrite)
@@ -281,6 +304,7 @@ def find_best_configuration(
     }
     write_json(dirs.results / INFERENCE_INFORMATION, info)
     write_text(
-        dirs.results / INFERENCE_INSTRUCTIONS, inference_instructions(info, dirs, num_processes)
+        dirs.results / INFERENCE_INSTRUCTIONS,
+        inference_instructions(info, dirs, num_processes, root_flags),
     )
     return info
