@@ -1,0 +1,194 @@
+"""Trainer variants and the printed inference instructions, on tiny real trainings.
+
+One tiny preprocessed dataset (5 training cases, 1 test case, a ``3d_tiny`` configuration) is
+built with the real commands in a working directory whose roots are *relative* (``raw``,
+``preprocessed``, ``results``), as the workflow runs them. Fold 0 is trained twice with a few
+iterations: ``nnUNetTrainer_2epochs_NoMirroring`` and ``nnUNetTrainer_1epoch``. The checks:
+the schedule and the mirroring of each name reach the checkpoint, the loader and ``predict``;
+``find-best-config`` writes instructions whose commands run as printed from that directory
+(with no ``nnUNet_*`` variables set), replacing only the upper-case placeholders.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from nnunet_core.paths import Roots
+
+pytestmark = pytest.mark.slow
+
+DATASET = "Dataset900_Synth"
+CONFIG = "3d_tiny"
+NO_MIRROR = "nnUNetTrainer_2epochs_NoMirroring"
+ONE_EPOCH = "nnUNetTrainer_1epoch"
+SCHEDULE = ["--iterations", "2", "--val-iterations", "1", "--num-workers", "0"]
+ROOT_ENV = ("nnUNet_raw", "nnUNet_preprocessed", "nnUNet_results")
+
+
+def bare_env() -> dict[str, str]:
+    """The environment without nnU-Net's root variables (the printed commands must not need them)."""
+    env = {k: v for k, v in os.environ.items() if k not in ROOT_ENV}
+    return {**env, "OMP_NUM_THREADS": "1"}
+
+
+def run(cwd: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    result = subprocess.run(
+        [sys.executable, "-m", "nnunet_core", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    if result.returncode != 0:
+        pytest.fail(f"{args} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
+    return result
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory: pytest.TempPathFactory, make_raw_dataset) -> Path:
+    """A working directory with relative roots, a tiny configuration and both trainings."""
+    root = tmp_path_factory.mktemp("variants")
+    make_raw_dataset(root / "raw" / DATASET, num_training=5, num_test=1)
+    env = {**bare_env(), **dict(zip(ROOT_ENV, ("raw", "preprocessed", "results"), strict=True))}
+    run(root, env, "fingerprint", "-d", "900", "-np", "1")
+    run(root, env, "plan", "-d", "900")
+    plans = json.loads((root / "preprocessed" / DATASET / "nnUNetPlans.json").read_text())
+    n_stages = plans["configurations"]["3d_fullres"]["architecture"]["arch_kwargs"]["n_stages"]
+    tiny = {
+        "inherits_from": "3d_fullres",
+        "architecture": {"arch_kwargs": {"features_per_stage": [4] * n_stages}},
+    }
+    run(root, env, "plan", "-d", "900", "--overrides", json.dumps({CONFIG: tiny}))
+    run(root, env, "preprocess", "-d", "900", "-c", CONFIG, "-np", "1", "--no-pbar")
+    run(root, env, "splits", "-d", "900")
+    for trainer in (NO_MIRROR, ONE_EPOCH):
+        run(
+            root,
+            env,
+            "train",
+            "900",
+            CONFIG,
+            "0",
+            "-tr",
+            trainer,
+            "-device",
+            "cpu",
+            "--npz",
+            *SCHEDULE,
+        )
+    return root
+
+
+def model_dir(workdir: Path, trainer: str) -> Path:
+    return workdir / "results" / DATASET / f"{trainer}__nnUNetPlans__{CONFIG}"
+
+
+def test_the_names_set_the_epochs_and_the_stored_mirror_axes(workdir: Path) -> None:
+    no_mirror = torch.load(
+        model_dir(workdir, NO_MIRROR) / "fold_0/checkpoint_final.pth", weights_only=True
+    )
+    one = torch.load(
+        model_dir(workdir, ONE_EPOCH) / "fold_0/checkpoint_final.pth", weights_only=True
+    )
+    assert no_mirror["current_epoch"] == 2 and len(no_mirror["logging"]["train_losses"]) == 2
+    assert one["current_epoch"] == 1 and len(one["logging"]["train_losses"]) == 1
+    assert no_mirror["inference_allowed_mirroring_axes"] is None
+    assert one["inference_allowed_mirroring_axes"] == [0, 1, 2]
+    assert no_mirror["trainer_name"] == NO_MIRROR
+
+
+def test_no_mirroring_reaches_the_loader_and_the_predictor(workdir: Path) -> None:
+    from nnunet_core.inference.model_folder import load_trained_model
+    from nnunet_core.training.fold_setup import prepare_fold
+    from nnunet_core.training.trainer import Trainer, TrainerSettings
+
+    roots = Roots.from_env(workdir / "raw", workdir / "preprocessed", workdir / "results")
+    setup = prepare_fold(roots, DATASET, CONFIG, 0, "nnUNetPlans", NO_MIRROR)
+    setup = dataclasses.replace(setup, output_folder=workdir / "scratch")
+    for name, expected in ((NO_MIRROR, ()), ("nnUNetTrainer", (0, 1, 2))):
+        settings = TrainerSettings(num_workers=0, trainer_name=name)
+        trainer = Trainer(setup, settings, torch.device("cpu"))
+        train_loader, _ = trainer._loaders()
+        assert train_loader.transform.mirror_axes == expected
+    assert load_trained_model(model_dir(workdir, NO_MIRROR), [0]).mirror_axes is None
+    assert load_trained_model(model_dir(workdir, ONE_EPOCH), [0]).mirror_axes == (0, 1, 2)
+
+
+def test_predict_of_a_no_mirroring_model_does_no_test_time_mirroring(workdir: Path) -> None:
+    """With TTA on or off the same logits come out: the model allows no mirror axes."""
+    env = bare_env()
+    images = str(Path("raw") / DATASET / "imagesTs")
+    outputs = []
+    for name, extra in (("tta", []), ("no_tta", ["--disable_tta"])):
+        out = f"pred_{name}"
+        flags = ["-npp", "0", "-nps", "0", "-device", "cpu", "--save_probabilities", *extra]
+        model = ["-d", DATASET, "-c", CONFIG, "-tr", NO_MIRROR, "-f", "0", "--results", "results"]
+        run(workdir, env, "predict", "-i", images, "-o", out, *model, *flags)
+        (npz,) = sorted((workdir / out).glob("*.npz"))
+        outputs.append(np.load(npz)["probabilities"])
+    np.testing.assert_array_equal(outputs[0], outputs[1])
+
+
+def _commands(text: str) -> list[list[str]]:
+    return [shlex.split(line) for line in text.splitlines() if line.startswith("nnunet-core ")]
+
+
+def _run_instructions(workdir: Path, text: str, tag: str) -> Path:
+    """Run every printed command from ``workdir``, replacing only the placeholders."""
+    images = str(Path("raw") / DATASET / "imagesTs")
+    commands = _commands(text)
+    assert commands and all("INPUT_FOLDER" in c for c in commands if c[1] == "predict")
+    for command in commands:
+        replaced = [
+            images if a == "INPUT_FOLDER" else f"{tag}_{a}" if a.startswith("OUTPUT_FOLDER") else a
+            for a in command
+        ]
+        run(
+            workdir,
+            bare_env(),
+            *replaced[1:],
+            *(["-device", "cpu"] if command[1] == "predict" else []),
+        )
+    return workdir / f"{tag}_OUTPUT_FOLDER_PP"
+
+
+def test_printed_instructions_run_as_printed(workdir: Path, monkeypatch) -> None:
+    from nnunet_core.commands.find_best_config import root_flags
+    from nnunet_core.evaluation.crossval import DatasetDirs
+    from nnunet_core.evaluation.selection import inference_instructions
+
+    env = {**bare_env(), **dict(zip(ROOT_ENV, ("raw", "preprocessed", "results"), strict=True))}
+    models = ["-c", CONFIG, "-tr", NO_MIRROR, ONE_EPOCH, "-f", "0", "-np", "1"]
+    run(workdir, env, "find-best-config", DATASET, *models)  # upstream's positional dataset
+    results = workdir / "results" / DATASET
+    text = (results / "inference_instructions.txt").read_text()
+    assert "--raw raw --preprocessed preprocessed --results results" in text
+    assert "INPUT_FOLDER" in text and "OUTPUT_FOLDER_PP" in text
+    final = _run_instructions(workdir, text, "printed")
+    assert len(list(final.glob("*.nii.gz"))) == 1
+
+    # the ensemble form of the instructions, whatever won here
+    info = json.loads((results / "inference_information.json").read_text())
+    best = info["best_model_or_ensemble"]
+    best["selected_model_or_models"] = [
+        {"configuration": CONFIG, "trainer": t, "plans_identifier": "nnUNetPlans"}
+        for t in (NO_MIRROR, ONE_EPOCH)
+    ]
+    monkeypatch.chdir(workdir)
+    roots = Roots.from_env("raw", "preprocessed", "results")
+    dirs = DatasetDirs(DATASET, Path("results") / DATASET, Path("preprocessed") / DATASET)
+    text = inference_instructions(info, dirs, 1, root_flags(roots))
+    assert "nnunet-core ensemble -i" in text and text.count("--save_probabilities") == 2
+    final = _run_instructions(workdir, text, "ensembled")
+    assert len(list(final.glob("*.nii.gz"))) == 1
