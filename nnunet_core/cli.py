@@ -44,6 +44,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "ensemble": ("ensemble", "average the probabilities of prediction folders"),
     "apply-postprocessing": ("apply_postprocessing", "apply postprocessing.json to a folder"),
     "evaluate": ("evaluate", "evaluate predictions against references -> summary.json"),
+    "evaluate-simple": ("evaluate_simple", "evaluate given labels, no dataset.json (-l 1 2)"),
     "train": ("train", "train one fold, then predict and evaluate its validation cases"),
     "predict": ("predict", "predict raw images with a trained model (folds averaged, TTA)"),
     "report": ("report", "write results/D/report: figures, tables and report.md"),
