@@ -13,136 +13,21 @@ import os
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
-from nnunet_core.commands.common import add_root_flags, roots_from_args
-from nnunet_core.errors import ConfigurationError
-from nnunet_core.paths import (
-    DEFAULT_PLANS_NAME,
-    DEFAULT_TRAINER,
-    parse_fold,
-    preprocessed_dataset_dir,
-    resolve_dataset_name,
+from nnunet_core.commands.common import roots_from_args
+from nnunet_core.commands.train_args import (
+    check_flags,
+    configure_parser,
+    resolve_device,
+    settings_from_args,
 )
+from nnunet_core.errors import ConfigurationError
+from nnunet_core.paths import parse_fold, preprocessed_dataset_dir, resolve_dataset_name
 from nnunet_core.training.fold_setup import copy_model_files, prepare_fold
-from nnunet_core.training.trainer_variants import known_trainer_names, parse_trainer_name
 
 if TYPE_CHECKING:  # torch and the trainer load only when a command runs (the CLI stays fast)
-    import torch
-
     from nnunet_core.training.trainer import Trainer, TrainerSettings
 
-
-def configure_parser(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("dataset", help="dataset id (900) or name (Dataset900_Synth)")
-    parser.add_argument("configuration", help="configuration in the plans, e.g. 3d_fullres")
-    parser.add_argument("fold", help="fold 0-4 (or any split index), or 'all'")
-    parser.add_argument(
-        "-tr",
-        dest="trainer",
-        default=DEFAULT_TRAINER,
-        help=f"trainer: {', '.join(known_trainer_names())}",
-    )
-    parser.add_argument("-p", dest="plans", default=DEFAULT_PLANS_NAME, help="plans name")
-    parser.add_argument("-pretrained_weights", help="checkpoint to initialise the network from")
-    parser.add_argument("-num_gpus", type=int, default=1, help="GPUs (processes) for this fold")
-    parser.add_argument("--npz", action="store_true", help="save validation probabilities (.npz)")
-    parser.add_argument("--c", action="store_true", help="continue from the last checkpoint")
-    parser.add_argument("--val", action="store_true", help="only run the final validation")
-    parser.add_argument("--val_best", action="store_true", help="validate checkpoint_best")
-    parser.add_argument("--disable_checkpointing", action="store_true", help="write no checkpoints")
-    parser.add_argument(
-        "-device",
-        choices=("auto", "cuda", "cpu", "mps"),
-        help="auto (default): cuda if torch sees a GPU, else cpu with a warning",
-    )
-    parser.add_argument(
-        "--epochs", type=int, help="epochs (>= 1; default: the trainer's, 1000 for nnUNetTrainer)"
-    )
-    parser.add_argument("--iterations", type=int, default=250, help="training iterations/epoch")
-    parser.add_argument(
-        "--val-iterations", type=int, default=50, help="validation iterations/epoch"
-    )
-    parser.add_argument(
-        "--save-every", type=int, default=1, help="epochs between checkpoint_latest"
-    )
-    parser.add_argument("--seed", type=int, default=0, help="seed of sampling and augmentation")
-    parser.add_argument("--num-workers", type=int, help="data workers (default $nnUNet_n_proc_DA)")
-    parser.add_argument(
-        "--gpu-lock-dir",
-        help="folder of the GPU slot locks used when CUDA_VISIBLE_DEVICES is unset "
-        "(default $nnUNet_gpu_lock_dir, else <tmp>/nnunet_core_gpu_locks)",
-    )
-    parser.add_argument(
-        "--deadline",
-        help="stop cleanly (checkpoint_latest, exit 0) when the next epoch would end after this: "
-        "seconds from now, HH:MM[:SS] or an ISO date-time (default: the SLURM job's end time)",
-    )
-    parser.add_argument(
-        "--stop-margin",
-        type=float,
-        default=300.0,
-        help="seconds kept free before the deadline (default 300)",
-    )
-    parser.add_argument(
-        "--deterministic", action="store_true", help="torch's deterministic algorithms"
-    )
-    add_root_flags(parser)
-
-
-def check_flags(args: argparse.Namespace) -> None:
-    """Upstream's forbidden combinations, as one-line errors."""
-    if args.c and args.pretrained_weights:
-        msg = "--c and -pretrained_weights exclude each other (a continued run has its weights)"
-        raise ConfigurationError(msg)
-    if args.c and args.val:
-        msg = "--c and --val exclude each other (--val only validates a finished training)"
-        raise ConfigurationError(msg)
-    if args.val_best and args.disable_checkpointing:
-        msg = "--val_best needs checkpoint_best.pth, which --disable_checkpointing never writes"
-        raise ConfigurationError(msg)
-    if args.epochs is not None and args.epochs < 1:
-        msg = f"--epochs must be >= 1, got {args.epochs}"
-        raise ConfigurationError(msg)
-    if args.num_gpus < 1:
-        msg = f"-num_gpus must be >= 1, got {args.num_gpus}"
-        raise ConfigurationError(msg)
-
-
-def resolve_device(name: str | None) -> torch.device:
-    """``-device``; without it CUDA when available, else the CPU. The GPU comes from
-    ``CUDA_VISIBLE_DEVICES``, never from the flag."""
-    import torch
-
-    if name in (None, "auto"):
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name == "cuda" and not torch.cuda.is_available():
-        msg = "-device cuda but torch sees no CUDA device (use -device cpu)"
-        raise ConfigurationError(msg)
-    if name == "mps" and not torch.backends.mps.is_available():
-        msg = "-device mps but MPS is not available on this machine"
-        raise ConfigurationError(msg)
-    return torch.device(name)
-
-
-def settings_from_args(args: argparse.Namespace, is_main: bool = True) -> TrainerSettings:
-    from nnunet_core.training.trainer import TrainerSettings
-
-    try:
-        variant = parse_trainer_name(args.trainer)
-    except ConfigurationError as exc:
-        msg = f"-tr {args.trainer}: {exc}"
-        raise ConfigurationError(msg) from None
-    epochs = variant.num_epochs if args.epochs is None else args.epochs  # 0 fails in check()
-    return TrainerSettings(
-        num_epochs=epochs,
-        num_iterations=args.iterations,
-        num_val_iterations=args.val_iterations,
-        save_every=args.save_every,
-        seed=args.seed,
-        num_workers=args.num_workers,
-        disable_checkpointing=args.disable_checkpointing,
-        trainer_name=args.trainer,
-        is_main=is_main,
-    )
+__all__ = ["check_flags", "configure_parser", "resolve_device", "run", "settings_from_args"]
 
 
 def _validate(trainer: Trainer, args: argparse.Namespace) -> None:
