@@ -115,15 +115,19 @@ class Trainer:
         # the -tr variant's axes (None: no mirroring) serve augmentation, validation and predict
         self.variant = parse_trainer_name(settings.trainer_name)
         self.mirror_axes = self.variant.mirror_axes(len(self.patch_size))
-        self.ds_scales = deep_supervision_scales(config["architecture"]["arch_kwargs"]["strides"])
+        strides = config["architecture"]["arch_kwargs"]["strides"]
+        ds = self.variant.deep_supervision  # False: nnUNetTrainerNoDeepSupervision
+        self.ds_scales = deep_supervision_scales(strides) if ds else None
         torch.manual_seed(settings.seed)  # the same initial weights for the same seed
         self.network = build_network(
-            config, setup.num_input_channels, setup.label_spec.num_segmentation_heads, True
+            config, setup.num_input_channels, setup.label_spec.num_segmentation_heads, ds
         ).to(device)
         self.model = maybe_compile(self.network, device, settings.compile)
         if topology.distributed:  # compile first, then DDP (optimizer holds the plain params)
             self.model = torch.nn.parallel.DistributedDataParallel(
-                self.model, device_ids=[device.index] if device.type == "cuda" else None
+                self.model,
+                device_ids=[device.index] if device.type == "cuda" else None,
+                find_unused_parameters=not ds,  # without deep supervision the low heads idle
             )
         self.optimizer = build_optimizer(self.network, settings.optimizer)
         self.grad_scaler = build_grad_scaler(device)
@@ -132,7 +136,7 @@ class Trainer:
         self.loss = build_loss(
             config,
             setup.label_spec,
-            deep_supervision=True,
+            deep_supervision=ds,
             reduce_fn=all_reduce_sum if topology.distributed else None,
             last_ds_weight=1e-6 if topology.distributed else 0.0,
         )
@@ -301,7 +305,7 @@ class Trainer:
         self.history.log("lrs", lr, epoch)
         self.log(f"Current learning rate: {lr:.5f}")
         self.model.train()
-        unwrap(self.network).deep_supervision = True
+        unwrap(self.network).deep_supervision = self.variant.deep_supervision
         train_losses = [
             self.train_step(next(train_stream)) for _ in range(self.settings.num_iterations)
         ]
@@ -316,10 +320,14 @@ class Trainer:
         self.history.log("epoch_end_timestamps", time.time(), epoch)
         self._end_epoch(epoch)
 
+    def _loss_targets(self, targets: list[torch.Tensor]) -> list[torch.Tensor] | torch.Tensor:
+        """Every scale's target with deep supervision, else the full-resolution one."""
+        return targets if self.variant.deep_supervision else targets[0]
+
     def train_step(self, batch: dict[str, Any]) -> float:
         data, targets = self._to_device(batch)
         with autocast(self.device):
-            loss = self.loss(self.model(data), targets)
+            loss = self.loss(self.model(data), self._loss_targets(targets))
         optimizer_step(
             loss, self.model, self.optimizer, self.grad_scaler, self.settings.optimizer.grad_clip
         )
@@ -332,9 +340,10 @@ class Trainer:
         data, targets = self._to_device(batch)
         with autocast(self.device):
             outputs = self.model(data)
-            loss = self.loss(outputs, targets)
+            loss = self.loss(outputs, self._loss_targets(targets))
+        full = outputs[0] if self.variant.deep_supervision else outputs
         tp, fp, fn = pseudo_dice_counts(
-            outputs[0], targets[0], self._regions, self.setup.label_spec.ignore_label
+            full, targets[0], self._regions, self.setup.label_spec.ignore_label
         )
         return float(loss.cpu()), tp, fp, fn
 

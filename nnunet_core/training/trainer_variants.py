@@ -1,11 +1,12 @@
-"""Upstream's trainer class names (``-tr``) as settings: epochs and mirroring.
+"""Upstream's trainer class names (``-tr``) as settings: epochs, mirroring, deep supervision.
 
 Upstream selects behaviour by subclass name (``nnUNetTrainer_250epochs``,
 ``nnUNetTrainerNoMirroring``, ...). We have one trainer, so a name is parsed into what its
 subclass changes; the name itself is kept (it names the results folder and the checkpoint's
 ``trainer_name``). Mirroring follows upstream: a variant's axes are used for the training
 augmentation and stored as ``inference_allowed_mirroring_axes`` (None: no test-time mirroring),
-which validation and ``predict`` read back. Importing this module never imports torch: the
+which validation and ``predict`` read back. ``NoDeepSupervision`` trains on the full-resolution
+output only (the network keeps every head, so checkpoints load either way). Importing this module never imports torch: the
 workflow's config check calls it.
 """
 
@@ -25,13 +26,14 @@ MIRROR_01 = "01"  # axes (0, 1) in 3D, (0,) in 2D (upstream's onlyMirror01)
 
 _EPOCHS_RE = re.compile(rf"^{BASE}_([1-9][0-9]*)epochs(_NoMirroring)?$")
 
-# fixed names -> (epochs, mirroring)
-_FIXED: dict[str, tuple[int, str]] = {
-    BASE: (DEFAULT_EPOCHS, MIRROR_ALL),
-    f"{BASE}_1epoch": (1, MIRROR_ALL),
-    f"{BASE}NoMirroring": (DEFAULT_EPOCHS, MIRROR_NONE),
-    f"{BASE}_onlyMirror01": (DEFAULT_EPOCHS, MIRROR_01),
-    f"{BASE}_onlyMirror01_1500ep": (1500, MIRROR_01),
+# fixed names -> (epochs, mirroring, deep supervision)
+_FIXED: dict[str, tuple[int, str, bool]] = {
+    BASE: (DEFAULT_EPOCHS, MIRROR_ALL, True),
+    f"{BASE}_1epoch": (1, MIRROR_ALL, True),
+    f"{BASE}NoMirroring": (DEFAULT_EPOCHS, MIRROR_NONE, True),
+    f"{BASE}_onlyMirror01": (DEFAULT_EPOCHS, MIRROR_01, True),
+    f"{BASE}_onlyMirror01_1500ep": (1500, MIRROR_01, True),
+    f"{BASE}NoDeepSupervision": (DEFAULT_EPOCHS, MIRROR_ALL, False),
 }
 
 
@@ -42,6 +44,7 @@ class TrainerVariant:
     name: str
     num_epochs: int
     mirroring: str = MIRROR_ALL
+    deep_supervision: bool = True  # False: the loss sees only the full-resolution output
 
     def mirror_axes(self, dim: int) -> tuple[int, ...] | None:
         """Mirror axes of a ``dim``-D patch, for augmentation and inference; None: none."""
@@ -65,14 +68,15 @@ def known_trainer_names() -> list[str]:
         f"{BASE}NoMirroring",
         f"{BASE}_onlyMirror01",
         f"{BASE}_onlyMirror01_1500ep",
+        f"{BASE}NoDeepSupervision",
     ]
 
 
 def parse_trainer_name(name: str) -> TrainerVariant:
     """The variant named ``name``; a ConfigurationError (one line, listing the names) otherwise."""
     if name in _FIXED:
-        epochs, mirroring = _FIXED[name]
-        return TrainerVariant(name, epochs, mirroring)
+        epochs, mirroring, deep_supervision = _FIXED[name]
+        return TrainerVariant(name, epochs, mirroring, deep_supervision)
     match = _EPOCHS_RE.match(name)
     if match is not None:
         mirroring = MIRROR_NONE if match.group(2) else MIRROR_ALL

@@ -23,11 +23,13 @@ from nnunet_core.training.trainer_variants import known_trainer_names, parse_tra
         ("nnUNetTrainerNoMirroring", 1000, None, None),
         ("nnUNetTrainer_onlyMirror01", 1000, (0, 1), (0,)),
         ("nnUNetTrainer_onlyMirror01_1500ep", 1500, (0, 1), (0,)),
+        ("nnUNetTrainerNoDeepSupervision", 1000, (0, 1, 2), (0, 1)),
     ],
 )
 def test_upstream_names_give_upstream_settings(name, epochs, axes_3d, axes_2d) -> None:
     variant = parse_trainer_name(name)
     assert variant.name == name and variant.num_epochs == epochs
+    assert variant.deep_supervision is (name != "nnUNetTrainerNoDeepSupervision")
     assert variant.mirror_axes(3) == axes_3d
     assert variant.mirror_axes(2) == axes_2d
 

@@ -3,8 +3,9 @@
 One tiny preprocessed dataset (5 training cases, 1 test case, a ``3d_tiny`` configuration) is
 built with the real commands in a working directory whose roots are *relative* (``raw``,
 ``preprocessed``, ``results``), as the workflow runs them. Fold 0 is trained twice with a few
-iterations: ``nnUNetTrainer_2epochs_NoMirroring`` and ``nnUNetTrainer_1epoch``. The checks:
-the schedule and the mirroring of each name reach the checkpoint, the loader and ``predict``;
+iterations: ``nnUNetTrainer_2epochs_NoMirroring``, ``nnUNetTrainer_1epoch`` and
+``nnUNetTrainerNoDeepSupervision`` (``--epochs 1``). The checks: the schedule, the mirroring and
+the deep supervision of each name reach the checkpoint, the loader and ``predict``;
 ``find-best-config`` writes instructions whose commands run as printed from that directory
 (with no ``nnUNet_*`` variables set), replacing only the upper-case placeholders.
 """
@@ -31,6 +32,7 @@ DATASET = "Dataset900_Synth"
 CONFIG = "3d_tiny"
 NO_MIRROR = "nnUNetTrainer_2epochs_NoMirroring"
 ONE_EPOCH = "nnUNetTrainer_1epoch"
+NO_DS = "nnUNetTrainerNoDeepSupervision"
 SCHEDULE = ["--iterations", "2", "--val-iterations", "1", "--num-workers", "0"]
 ROOT_ENV = ("nnUNet_raw", "nnUNet_preprocessed", "nnUNet_results")
 
@@ -72,6 +74,8 @@ def workdir(tmp_path_factory: pytest.TempPathFactory, make_raw_dataset) -> Path:
     run(root, env, "plan", "-d", "900", "--overrides", json.dumps({CONFIG: tiny}))
     run(root, env, "preprocess", "-d", "900", "-c", CONFIG, "-np", "1", "--no-pbar")
     run(root, env, "splits", "-d", "900")
+    train = ["train", "900", CONFIG, "0", "-device", "cpu", *SCHEDULE]
+    run(root, env, *train, "-tr", NO_DS, "--epochs", "1")
     for trainer in (NO_MIRROR, ONE_EPOCH):
         run(
             root,
@@ -192,3 +196,25 @@ def test_printed_instructions_run_as_printed(workdir: Path, monkeypatch) -> None
     assert "nnunet-core ensemble -i" in text and text.count("--save_probabilities") == 2
     final = _run_instructions(workdir, text, "ensembled")
     assert len(list(final.glob("*.nii.gz"))) == 1
+
+
+def test_no_deep_supervision_trains_only_the_full_resolution_head(workdir: Path) -> None:
+    """The lower heads get no gradient (their weights stay at the seeded start); the last one learns."""
+    from nnunet_core.training.fold_setup import prepare_fold
+    from nnunet_core.training.trainer import Trainer, TrainerSettings
+
+    roots = Roots.from_env(workdir / "raw", workdir / "preprocessed", workdir / "results")
+    setup = prepare_fold(roots, DATASET, CONFIG, 0, "nnUNetPlans", NO_DS)
+    setup = dataclasses.replace(setup, output_folder=workdir / "scratch_ds")
+    fresh = Trainer(setup, TrainerSettings(num_workers=0, trainer_name=NO_DS), torch.device("cpu"))
+    assert fresh.ds_scales is None and fresh.network.deep_supervision is False
+    start = fresh.network.state_dict()
+    final = torch.load(model_dir(workdir, NO_DS) / "fold_0/checkpoint_final.pth", weights_only=True)
+    assert final["current_epoch"] == 1 and final["trainer_name"] == NO_DS
+    weights = final["network_weights"]
+    heads = sorted({k.rsplit(".", 1)[0] for k in weights if k.startswith("decoder.heads.")})
+    assert len(heads) >= 2
+    for head in heads[:-1]:
+        assert torch.equal(weights[f"{head}.weight"], start[f"{head}.weight"]), head
+    assert not torch.equal(weights[f"{heads[-1]}.weight"], start[f"{heads[-1]}.weight"])
+    assert (model_dir(workdir, NO_DS) / "fold_0/validation/summary.json").is_file()
