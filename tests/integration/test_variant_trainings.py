@@ -218,3 +218,12 @@ def test_no_deep_supervision_trains_only_the_full_resolution_head(workdir: Path)
         assert torch.equal(weights[f"{head}.weight"], start[f"{head}.weight"]), head
     assert not torch.equal(weights[f"{heads[-1]}.weight"], start[f"{heads[-1]}.weight"])
     assert (model_dir(workdir, NO_DS) / "fold_0/validation/summary.json").is_file()
+
+
+def test_no_deep_supervision_trains_under_ddp(workdir: Path) -> None:
+    """Two gloo ranks: the idle lower heads must not stall DDP's gradient reduction."""
+    env = {**bare_env(), **dict(zip(ROOT_ENV, ("raw", "preprocessed", "results"), strict=True))}
+    args = ["train", "900", CONFIG, "1", "-tr", NO_DS, "-device", "cpu", "-num_gpus", "2"]
+    run(workdir, env, *args, "--epochs", "1", *SCHEDULE)
+    final = torch.load(model_dir(workdir, NO_DS) / "fold_1/checkpoint_final.pth", weights_only=True)
+    assert final["current_epoch"] == 1
