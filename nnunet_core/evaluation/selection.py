@@ -161,6 +161,10 @@ def predict_command(
     previous = _previous_stage(dirs, model)
     if previous is not None:
         lines.append(
+            f"# {model.configuration} is a cascade stage: nnunet-core predict refuses "
+            "-prev_stage_predictions for now (cascade inference is not implemented yet)"
+        )
+        lines.append(
             predict_command(
                 dirs,
                 TrainedModel(previous, model.plans, model.trainer),
