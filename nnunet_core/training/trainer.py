@@ -111,9 +111,9 @@ class Trainer:
         self.patch_size = [int(p) for p in config["patch_size"]]
         self.batch_size = int(config["batch_size"])  # global: split over the ranks
         self.rank_batch = split_batch(self.batch_size, topology.world_size, topology.global_rank)
-        self.augmentation = configure_augmentation(self.patch_size)
-        # the -tr variant's axes (None: no mirroring) serve augmentation, validation and predict
-        self.variant = parse_trainer_name(settings.trainer_name)
+        self.variant = parse_trainer_name(settings.trainer_name)  # what the -tr name changes
+        self.augmentation = configure_augmentation(self.patch_size, self.variant.dummy_2d)
+        # the variant's axes (None: no mirroring) serve augmentation, validation and predict
         self.mirror_axes = self.variant.mirror_axes(len(self.patch_size))
         strides = config["architecture"]["arch_kwargs"]["strides"]
         ds = self.variant.deep_supervision  # False: nnUNetTrainerNoDeepSupervision

@@ -6,7 +6,8 @@ subclass changes; the name itself is kept (it names the results folder and the c
 ``trainer_name``). Mirroring follows upstream: a variant's axes are used for the training
 augmentation and stored as ``inference_allowed_mirroring_axes`` (None: no test-time mirroring),
 which validation and ``predict`` read back. ``NoDeepSupervision`` trains on the full-resolution
-output only (the network keeps every head, so checkpoints load either way). Importing this module never imports torch: the
+output only (the network keeps every head, so checkpoints load either way); ``_noDummy2DDA``
+augments anisotropic 3D patches in 3D. Importing this module never imports torch: the
 workflow's config check calls it.
 """
 
@@ -26,14 +27,15 @@ MIRROR_01 = "01"  # axes (0, 1) in 3D, (0,) in 2D (upstream's onlyMirror01)
 
 _EPOCHS_RE = re.compile(rf"^{BASE}_([1-9][0-9]*)epochs(_NoMirroring)?$")
 
-# fixed names -> (epochs, mirroring, deep supervision)
-_FIXED: dict[str, tuple[int, str, bool]] = {
-    BASE: (DEFAULT_EPOCHS, MIRROR_ALL, True),
-    f"{BASE}_1epoch": (1, MIRROR_ALL, True),
-    f"{BASE}NoMirroring": (DEFAULT_EPOCHS, MIRROR_NONE, True),
-    f"{BASE}_onlyMirror01": (DEFAULT_EPOCHS, MIRROR_01, True),
-    f"{BASE}_onlyMirror01_1500ep": (1500, MIRROR_01, True),
-    f"{BASE}NoDeepSupervision": (DEFAULT_EPOCHS, MIRROR_ALL, False),
+# fixed names -> (epochs, mirroring, deep supervision, dummy 2D augmentation allowed)
+_FIXED: dict[str, tuple[int, str, bool, bool]] = {
+    BASE: (DEFAULT_EPOCHS, MIRROR_ALL, True, True),
+    f"{BASE}_1epoch": (1, MIRROR_ALL, True, True),
+    f"{BASE}NoMirroring": (DEFAULT_EPOCHS, MIRROR_NONE, True, True),
+    f"{BASE}_onlyMirror01": (DEFAULT_EPOCHS, MIRROR_01, True, True),
+    f"{BASE}_onlyMirror01_1500ep": (1500, MIRROR_01, True, True),
+    f"{BASE}NoDeepSupervision": (DEFAULT_EPOCHS, MIRROR_ALL, False, True),
+    f"{BASE}_noDummy2DDA": (DEFAULT_EPOCHS, MIRROR_ALL, True, False),
 }
 
 
@@ -45,6 +47,7 @@ class TrainerVariant:
     num_epochs: int
     mirroring: str = MIRROR_ALL
     deep_supervision: bool = True  # False: the loss sees only the full-resolution output
+    dummy_2d: bool = True  # False: anisotropic 3D patches are augmented in 3D (+-30 deg)
 
     def mirror_axes(self, dim: int) -> tuple[int, ...] | None:
         """Mirror axes of a ``dim``-D patch, for augmentation and inference; None: none."""
@@ -69,14 +72,14 @@ def known_trainer_names() -> list[str]:
         f"{BASE}_onlyMirror01",
         f"{BASE}_onlyMirror01_1500ep",
         f"{BASE}NoDeepSupervision",
+        f"{BASE}_noDummy2DDA",
     ]
 
 
 def parse_trainer_name(name: str) -> TrainerVariant:
     """The variant named ``name``; a ConfigurationError (one line, listing the names) otherwise."""
     if name in _FIXED:
-        epochs, mirroring, deep_supervision = _FIXED[name]
-        return TrainerVariant(name, epochs, mirroring, deep_supervision)
+        return TrainerVariant(name, *_FIXED[name])
     match = _EPOCHS_RE.match(name)
     if match is not None:
         mirroring = MIRROR_NONE if match.group(2) else MIRROR_ALL

@@ -227,3 +227,17 @@ def test_no_deep_supervision_trains_under_ddp(workdir: Path) -> None:
     run(workdir, env, *args, "--epochs", "1", *SCHEDULE)
     final = torch.load(model_dir(workdir, NO_DS) / "fold_1/checkpoint_final.pth", weights_only=True)
     assert final["current_epoch"] == 1
+
+
+def test_the_trainer_takes_its_augmentation_from_the_name(workdir: Path) -> None:
+    from nnunet_core.training.augmentation import configure_augmentation
+    from nnunet_core.training.fold_setup import prepare_fold
+    from nnunet_core.training.trainer import Trainer, TrainerSettings
+
+    name = "nnUNetTrainer_noDummy2DDA"
+    roots = Roots.from_env(workdir / "raw", workdir / "preprocessed", workdir / "results")
+    setup = prepare_fold(roots, DATASET, CONFIG, 0, "nnUNetPlans", name)
+    setup = dataclasses.replace(setup, output_folder=workdir / "scratch_aug")
+    trainer = Trainer(setup, TrainerSettings(num_workers=0, trainer_name=name), torch.device("cpu"))
+    assert trainer.augmentation == configure_augmentation(trainer.patch_size, allow_dummy_2d=False)
+    assert not trainer.augmentation.do_dummy_2d

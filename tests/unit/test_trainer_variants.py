@@ -24,12 +24,14 @@ from nnunet_core.training.trainer_variants import known_trainer_names, parse_tra
         ("nnUNetTrainer_onlyMirror01", 1000, (0, 1), (0,)),
         ("nnUNetTrainer_onlyMirror01_1500ep", 1500, (0, 1), (0,)),
         ("nnUNetTrainerNoDeepSupervision", 1000, (0, 1, 2), (0, 1)),
+        ("nnUNetTrainer_noDummy2DDA", 1000, (0, 1, 2), (0, 1)),
     ],
 )
 def test_upstream_names_give_upstream_settings(name, epochs, axes_3d, axes_2d) -> None:
     variant = parse_trainer_name(name)
     assert variant.name == name and variant.num_epochs == epochs
     assert variant.deep_supervision is (name != "nnUNetTrainerNoDeepSupervision")
+    assert variant.dummy_2d is (name != "nnUNetTrainer_noDummy2DDA")
     assert variant.mirror_axes(3) == axes_3d
     assert variant.mirror_axes(2) == axes_2d
 
@@ -63,3 +65,22 @@ def test_the_registry_imports_without_torch() -> None:
         "assert 'torch' not in sys.modules, 'torch was imported'"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_no_dummy_2d_augments_an_anisotropic_3d_patch_in_3d() -> None:
+    """Upstream's nnUNetTrainer_noDummy2DDA: no dummy 2D, +-30 deg, every axis enlarged."""
+    import math
+
+    from nnunet_core.training.augmentation import configure_augmentation
+
+    patch = (8, 64, 64)  # 64 / 8 > 3: the default trainer augments it as dummy 2D
+    default = configure_augmentation(patch, parse_trainer_name("nnUNetTrainer").dummy_2d)
+    variant = parse_trainer_name("nnUNetTrainer_noDummy2DDA")
+    no_dummy = configure_augmentation(patch, variant.dummy_2d)
+    assert default.do_dummy_2d and default.initial_patch_size[0] == 8
+    assert not no_dummy.do_dummy_2d
+    assert no_dummy.rotation == pytest.approx((-math.pi / 6, math.pi / 6))
+    assert no_dummy.initial_patch_size[0] > 8  # the first axis is rotated into as well
+    assert no_dummy.mirror_axes == (0, 1, 2) and variant.mirror_axes(3) == (0, 1, 2)
+    iso = (32, 32, 32)
+    assert configure_augmentation(iso, False) == configure_augmentation(iso, True)

@@ -45,11 +45,14 @@ class AugmentationConfig:
     mirror_axes: tuple[int, ...]  # also the inference mirroring axes
 
 
-def configure_augmentation(patch_size: Sequence[int]) -> AugmentationConfig:
+def configure_augmentation(
+    patch_size: Sequence[int], allow_dummy_2d: bool = True
+) -> AugmentationConfig:
     """Rotation range, dummy-2D flag, initial patch size and mirror axes, as upstream.
 
     2D: +-15 deg if max/min(patch) > 1.5, else +-180 deg. 3D: dummy 2D (+-180 deg in-plane) when
     max(patch) / patch[0] > ANISO_THRESHOLD, else +-30 deg. Upstream's rule uses the patch only.
+    ``allow_dummy_2d=False`` is upstream's ``nnUNetTrainer_noDummy2DDA`` (always 3D, +-30 deg).
     """
     patch = tuple(int(p) for p in patch_size)
     dim = len(patch)
@@ -57,7 +60,7 @@ def configure_augmentation(patch_size: Sequence[int]) -> AugmentationConfig:
         dummy_2d = False
         degrees = 15.0 if max(patch) / min(patch) > 1.5 else 180.0
     elif dim == 3:
-        dummy_2d = max(patch) / patch[0] > ANISO_THRESHOLD
+        dummy_2d = allow_dummy_2d and max(patch) / patch[0] > ANISO_THRESHOLD
         degrees = 180.0 if dummy_2d else 30.0
     else:
         raise ValueError(f"patch size must be 2D or 3D, got {patch}")
