@@ -129,19 +129,27 @@ def test_no_mirroring_reaches_the_loader_and_the_predictor(workdir: Path) -> Non
     assert load_trained_model(model_dir(workdir, ONE_EPOCH), [0]).mirror_axes == (0, 1, 2)
 
 
-def test_predict_of_a_no_mirroring_model_does_no_test_time_mirroring(workdir: Path) -> None:
-    """With TTA on or off the same logits come out: the model allows no mirror axes."""
-    env = bare_env()
+def _probabilities(workdir: Path, trainer: str, *extra: str, model_folder: bool = False):
     images = str(Path("raw") / DATASET / "imagesTs")
-    outputs = []
-    for name, extra in (("tta", []), ("no_tta", ["--disable_tta"])):
-        out = f"pred_{name}"
-        flags = ["-npp", "0", "-nps", "0", "-device", "cpu", "--save_probabilities", *extra]
-        model = ["-d", DATASET, "-c", CONFIG, "-tr", NO_MIRROR, "-f", "0", "--results", "results"]
-        run(workdir, env, "predict", "-i", images, "-o", out, *model, *flags)
-        (npz,) = sorted((workdir / out).glob("*.npz"))
-        outputs.append(np.load(npz)["probabilities"])
-    np.testing.assert_array_equal(outputs[0], outputs[1])
+    out = f"pred_{trainer}_{'m' if model_folder else 'd'}_{'_'.join(extra) or 'tta'}"
+    if model_folder:  # upstream's nnUNetv2_predict_from_modelfolder spelling
+        model = ["-m", str(model_dir(workdir, trainer).relative_to(workdir))]
+    else:
+        model = ["-d", DATASET, "-c", CONFIG, "-tr", trainer, "--results", "results"]
+    flags = ["-f", "0", "-npp", "0", "-nps", "0", "-device", "cpu", "--save_probabilities"]
+    run(workdir, bare_env(), "predict", "-i", images, "-o", out, *model, *flags, *extra)
+    (npz,) = sorted((workdir / out).glob("*.npz"))
+    return np.load(npz)["probabilities"]
+
+
+def test_predict_of_a_no_mirroring_model_does_no_test_time_mirroring(workdir: Path) -> None:
+    """TTA on or off gives the same output for a NoMirroring model (and not for a mirroring one);
+    ``-m MODEL_FOLDER`` predicts with the same model as ``-d -c -tr``."""
+    with_tta = _probabilities(workdir, NO_MIRROR)
+    without = _probabilities(workdir, NO_MIRROR, "--disable_tta", model_folder=True)
+    np.testing.assert_array_equal(with_tta, without)
+    mirrored = _probabilities(workdir, ONE_EPOCH)
+    assert not np.array_equal(mirrored, _probabilities(workdir, ONE_EPOCH, "--disable_tta"))
 
 
 def _commands(text: str) -> list[list[str]]:
