@@ -42,6 +42,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "ensemble-cv": ("ensemble_cv", "ensemble the cross-validation of configurations and evaluate"),
     "find-best-config": ("find_best_config", "select model(s) and postprocessing by CV Dice"),
     "ensemble": ("ensemble", "average the probabilities of prediction folders"),
+    "determine-postprocessing": (
+        "determine_postprocessing",
+        "decide postprocessing for predictions vs references -> postprocessing.json",
+    ),
     "apply-postprocessing": ("apply_postprocessing", "apply postprocessing.json to a folder"),
     "evaluate": ("evaluate", "evaluate predictions against references -> summary.json"),
     "evaluate-simple": ("evaluate_simple", "evaluate given labels, no dataset.json (-l 1 2)"),

@@ -296,3 +296,24 @@ def test_evaluate_simple_needs_a_reference_folder() -> None:
 
     with pytest.raises(DatasetError, match="reference folder not found"):
         run(parse("evaluate-simple", "/nonexistent", "/x", "-l", "1"))
+
+
+def test_determine_postprocessing_takes_upstreams_flags(tmp_path: Path, capsys) -> None:
+    """A false label-1 blob in every case: keeping the largest component is decided and applied."""
+    from fake_results import reference
+
+    gt, pred = tmp_path / "gt", tmp_path / "pred"
+    for i, case in enumerate(CASES[:3]):
+        write_seg_file(gt / f"{case}.nii.gz", reference(i))
+        seg = reference(i)
+        seg[5, 8:10, 0:2] = 1  # apart from both boxes
+        write_seg_file(pred / f"{case}.nii.gz", seg)
+    dj = tmp_path / "dataset.json"
+    dj.write_text(json.dumps(DATASET_JSON))
+    argv = ["determine-postprocessing", "-i", str(pred), "-ref", str(gt), "-np", "1"]
+    assert main([*argv, "-dataset_json", str(dj), "--remove_postprocessed"]) == 0
+    steps = json.loads((pred / "postprocessing.json").read_text())["postprocessing_fns"]
+    assert steps and not (pred / "postprocessed").exists()
+    assert not list(pred.glob("*.pkl"))
+    assert main(argv) == 2  # no dataset.json in -i and none given
+    assert "pass -dataset_json" in capsys.readouterr().err
