@@ -31,6 +31,8 @@ from nnunet_core.training.loss import regions_one_hot
 
 EMA_DECAY = 0.9
 ETA_WINDOW = 5  # recent epochs the ETA averages
+# A CPU run this long gets one warning with its cost (the demo's 3 epochs get none).
+CPU_WARNING_MIN_EPOCHS = 50
 KEYS = (
     "mean_fg_dice",
     "ema_fg_dice",
@@ -216,9 +218,12 @@ class EpochEta:
     which includes checkpoint writing and plotting: the remaining epochs pay for those too.
     """
 
-    def __init__(self, num_epochs: int, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, num_epochs: int, clock: Callable[[], float] = time.time, on_cpu: bool = False
+    ) -> None:
         self.num_epochs = num_epochs
         self.clock = clock
+        self.on_cpu = on_cpu
         self.durations: list[float] = []
         self._last = clock()
 
@@ -237,6 +242,18 @@ class EpochEta:
         eta = eta_seconds(self.durations, self.num_epochs - epoch - 1)
         return epoch_line(epoch, self.num_epochs, seconds, eta, datetime.fromtimestamp(now))
 
+    def cpu_warning(self, epoch: int) -> str | None:
+        """Once, after the first epoch of a long attempt on the CPU: what the fold will cost."""
+        remaining = self.num_epochs - epoch - 1
+        if not self.on_cpu or len(self.durations) != 1 or remaining < CPU_WARNING_MIN_EPOCHS:
+            return None
+        seconds = self.durations[0]
+        return (
+            f"warning: training on the CPU (torch sees no CUDA device): one epoch takes "
+            f"{seconds:.0f} s here, the {remaining} epochs left about "
+            f"{format_duration(seconds * remaining)} (h:mm:ss); a GPU is typically 10-50x faster"
+        )
+
 
 def log_epoch_end(log: TrainingLog, history: ProgressHistory, eta: EpochEta, epoch: int) -> None:
     """The lines upstream prints after an epoch (tests, SLURM checks and the report grep them),
@@ -248,6 +265,9 @@ def log_epoch_end(log: TrainingLog, history: ProgressHistory, eta: EpochEta, epo
     duration = values["epoch_end_timestamps"][-1] - values["epoch_start_timestamps"][-1]
     log(f"Epoch time: {duration:.2f} s")
     log(eta.epoch_done(epoch, duration))
+    warning = eta.cpu_warning(epoch)
+    if warning:
+        log(warning)
 
 
 def plot_progress(history: ProgressHistory, target: str | os.PathLike) -> None:

@@ -144,7 +144,7 @@ class Trainer:
         self.loss_share = self.rank_batch.size / self.batch_size
         self.history = ProgressHistory()
         self.log = TrainingLog(setup.output_folder, enabled=settings.is_main)
-        self.eta = EpochEta(settings.num_epochs)  # this attempt's epochs only
+        self.eta = EpochEta(settings.num_epochs, on_cpu=device.type == "cpu")  # this attempt
         self.current_epoch = 0
         self.best_ema: float | None = None
         regions = setup.label_spec.foreground_regions if setup.label_spec.has_regions else None

@@ -35,6 +35,7 @@ INSTALL_SLURM = "make install-slurm"
 SLURM = ".venv/bin/snakemake --profile profiles/slurm --configfile my.yaml"
 WORKSTATION = ".venv/bin/snakemake --cores 32 --resources gpu=4 --configfile my.yaml"
 INSTALL_PROFILE = "make install-profile"
+LINT = "make lint"
 CLI_FIRST = "source .venv/bin/activate"
 DEMO_TARGETS_FIRST = ".venv/bin/snakemake --cores 2 preprocessed"
 TINY_SCHEDULE = (
@@ -135,6 +136,7 @@ def test_every_documented_command_is_tested() -> None:
         SLURM,
         WORKSTATION,
         INSTALL_PROFILE,
+        LINT,
         *block_starting_with(CLI_FIRST),
         *block_starting_with(DEMO_TARGETS_FIRST),
     }
@@ -208,8 +210,8 @@ def test_own_data_runs_to_the_report_with_a_tiny_schedule(planned_user_run, user
     assert (results / "inference_information.json").is_file()
     final = planned_user_run / "work" / "predictions" / USER_DATASET / "final"
     assert sorted(p.name for p in final.glob("*.nii.gz")) == [
-        "hippocampus_005.nii.gz",
-        "hippocampus_006.nii.gz",
+        "synth_t000.nii.gz",
+        "synth_t001.nii.gz",
     ]
 
 
@@ -229,3 +231,21 @@ def test_make_demo_runs_the_whole_demo_and_its_stage_targets(tmp_path, user_env)
         if " --report " not in command:
             assert "Nothing to be done" in result.stdout + result.stderr, command
     assert (checkout / "report.html").stat().st_size > 10_000
+
+
+def test_make_lint_is_clean(checkout, user_env) -> None:
+    result = run(LINT, checkout, user_env, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "snakemake --lint: clean" in result.stdout
+
+
+def test_the_plain_command_sequence_runs_as_printed(tmp_path, user_env) -> None:
+    """README's `nnunet-core` walkthrough, the whole block as one shell script."""
+    checkout = mirror_checkout(tmp_path / "checkout")
+    script = "set -euo pipefail\n" + "\n".join(block_starting_with(CLI_FIRST))
+    env = {k: v for k, v in user_env.items() if not k.startswith("nnUNet_")}
+    run(script, checkout, env)
+    work = checkout / "work" / "cli"
+    summary = work / "test_pp" / "summary.json"
+    assert summary.is_file(), sorted(str(p) for p in work.rglob("*"))[:50]
+    assert len(list((work / "test_pp").glob("*.nii.gz"))) == 2

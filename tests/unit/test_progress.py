@@ -202,3 +202,22 @@ def test_epoch_end_keeps_upstreams_lines_then_adds_epoch_i_of_n(tmp_path: Path) 
     ]
     assert lines[5].startswith("epoch 1/2: 2.50 s; ETA 0:00:03 (about ")
     assert re.findall(r": Epoch (\d+)$", text, re.MULTILINE) == ["0"]  # what the tests grep
+
+
+def test_a_long_cpu_run_warns_once_with_what_the_fold_will_cost() -> None:
+    eta = EpochEta(1000, clock=FakeClock(0.0, 0.0, 300.0, 590.0), on_cpu=True)
+    eta.restart()
+    eta.epoch_done(0, 290.0)
+    warning = eta.cpu_warning(0)
+    assert warning == (
+        "warning: training on the CPU (torch sees no CUDA device): one epoch takes 300 s here, "
+        "the 999 epochs left about 83:15:00 (h:mm:ss); a GPU is typically 10-50x faster"
+    )
+    eta.epoch_done(1, 290.0)
+    assert eta.cpu_warning(1) is None  # once per attempt
+    short = EpochEta(3, clock=FakeClock(0.0, 1.0), on_cpu=True)
+    short.epoch_done(0, 1.0)
+    assert short.cpu_warning(0) is None  # the demo's schedule
+    gpu = EpochEta(1000, clock=FakeClock(0.0, 1.0), on_cpu=False)
+    gpu.epoch_done(0, 1.0)
+    assert gpu.cpu_warning(0) is None
