@@ -14,9 +14,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-import torch
-
 from nnunet_core.commands.common import add_root_flags, dataset_from_args
+from nnunet_core.commands.train_args import resolve_device as resolve_torch_device
 from nnunet_core.errors import ConfigurationError
 from nnunet_core.inference.model_folder import load_trained_model, parse_fold
 from nnunet_core.inference.predictor import PredictionSettings, predict_cases, prepare_inputs
@@ -86,16 +85,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def resolve_device(name: str | None) -> str:
-    """``-device``; CUDA when available if not given. The GPU comes from CUDA_VISIBLE_DEVICES."""
-    if name in (None, "auto"):
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if name == "cuda" and not torch.cuda.is_available():
-        msg = "-device cuda but torch sees no CUDA device (use -device cpu)"
-        raise ConfigurationError(msg)
-    if name == "mps" and not torch.backends.mps.is_available():
-        msg = "-device mps but MPS is not available on this machine"
-        raise ConfigurationError(msg)
-    return name
+    """``-device`` as a device type; the rules are the train command's (one place)."""
+    return resolve_torch_device(name).type
 
 
 def check_flags(args: argparse.Namespace) -> None:
