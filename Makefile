@@ -6,23 +6,23 @@ CORES ?= 2
 # CPU build of torch; GPU users: see README ("GPU machines").
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: install install-slurm install-profile demo test lint format clean FORCE
+.PHONY: install install-slurm install-profile demo test lint format clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
-# The torch requirement the venv was built with: a new TORCH_SPEC (a CUDA build) reinstalls.
-$(VENV)/.torch-spec: FORCE | $(BIN)/python
-	@echo '$(TORCH_SPEC)' | cmp -s - $@ || echo '$(TORCH_SPEC)' > $@
-
+# The stamp of an install names the torch requirement it was made with (a checksum of
+# TORCH_SPEC), so a new TORCH_SPEC (a CUDA build) reinstalls and `make -n` shows it.
 # TORCH_SPEC is unquoted on purpose: it may hold pip options (--index-url URL) after the name.
-$(VENV)/.installed: $(BIN)/python pyproject.toml $(VENV)/.torch-spec
+INSTALLED := $(VENV)/.installed-$(shell echo '$(TORCH_SPEC)' | cksum | cut -d ' ' -f 1)
+$(INSTALLED): $(BIN)/python pyproject.toml
 	$(BIN)/pip install -q $(TORCH_SPEC)
 	$(BIN)/pip install -q -e ".[dev]"
+	rm -f $(VENV)/.installed*
 	touch $@
 
-install: $(VENV)/.installed
+install: $(INSTALLED)
 
 # The SLURM executor plugins (the [slurm] extra) in the same venv.
 install-slurm: install
@@ -59,5 +59,3 @@ format: install
 
 clean:
 	rm -rf work .snakemake
-
-FORCE:
