@@ -94,7 +94,10 @@ def user_env(tmp_path_factory) -> dict[str, str]:
         capture_output=True,
     )
     home = tmp_path_factory.mktemp("home")
-    return {**os.environ, "nnUNet_raw": str(raw), "HOME": str(home)}
+    # a user's shell, not `make test`'s: a nested make would print "Entering directory" lines
+    outer_make = ("MAKEFLAGS", "MAKELEVEL", "MFLAGS", "MAKEOVERRIDES")
+    env = {k: v for k, v in os.environ.items() if k not in outer_make}
+    return {**env, "nnUNet_raw": str(raw), "HOME": str(home)}
 
 
 def train_jobs(output: str) -> list[str]:
