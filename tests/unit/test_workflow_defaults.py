@@ -17,7 +17,7 @@ from nnunet_core.workflow_devices import (
 )
 
 REPO = Path(__file__).resolve().parents[2]
-SCHEMA_FILE = REPO / "config" / "schema.yaml"
+SCHEMA_FILE = REPO / "workflow" / "schemas" / "config.schema.yaml"
 SCHEMA = yaml.safe_load(SCHEMA_FILE.read_text())
 
 

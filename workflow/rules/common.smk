@@ -27,12 +27,12 @@ ignore_stop_signal()
 
 # `--config` values arrive as strings ('4', 'true'): typed by the schema first. Then one line per
 # wrong key; then Snakemake's validation fills in the schema defaults (upstream's method).
-SCHEMA_FILE = Path(workflow.basedir) / "config" / "schema.yaml"
+SCHEMA_FILE = Path(workflow.basedir) / "workflow" / "schemas" / "config.schema.yaml"
 coerce_command_line_values(
     config, workflow.config_settings.config, yaml.safe_load(SCHEMA_FILE.read_text())
 )
 validate_config(config, SCHEMA_FILE)
-validate(config, schema="../../config/schema.yaml")
+validate(config, schema="../schemas/config.schema.yaml")
 check_config(config)
 
 WORK = Path(config["work_dir"])
