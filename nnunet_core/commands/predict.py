@@ -15,7 +15,7 @@ import argparse
 from pathlib import Path
 
 from nnunet_core.commands.common import add_root_flags, dataset_from_args
-from nnunet_core.commands.train_args import resolve_device as resolve_torch_device
+from nnunet_core.devices import resolve_device as resolve_torch_device
 from nnunet_core.errors import ConfigurationError
 from nnunet_core.inference.model_folder import load_trained_model, parse_fold
 from nnunet_core.inference.predictor import PredictionSettings, predict_cases, prepare_inputs

@@ -17,9 +17,9 @@ from nnunet_core.commands.common import roots_from_args
 from nnunet_core.commands.train_args import (
     check_flags,
     configure_parser,
-    resolve_device,
     settings_from_args,
 )
+from nnunet_core.devices import resolve_device
 from nnunet_core.errors import ConfigurationError
 from nnunet_core.paths import parse_fold, preprocessed_dataset_dir, resolve_dataset_name
 from nnunet_core.training.fold_setup import copy_model_files, prepare_fold
@@ -27,7 +27,7 @@ from nnunet_core.training.fold_setup import copy_model_files, prepare_fold
 if TYPE_CHECKING:  # torch and the trainer load only when a command runs (the CLI stays fast)
     from nnunet_core.training.trainer import Trainer, TrainerSettings
 
-__all__ = ["check_flags", "configure_parser", "resolve_device", "run", "settings_from_args"]
+__all__ = ["check_flags", "configure_parser", "run", "settings_from_args"]
 
 
 def _validate(trainer: Trainer, args: argparse.Namespace) -> None:

@@ -14,8 +14,6 @@ from nnunet_core.paths import DEFAULT_PLANS_NAME, DEFAULT_TRAINER
 from nnunet_core.training.trainer_variants import known_trainer_names, parse_trainer_name
 
 if TYPE_CHECKING:
-    import torch
-
     from nnunet_core.training.trainer import TrainerSettings
 
 
@@ -93,22 +91,6 @@ def check_flags(args: argparse.Namespace) -> None:
     if args.num_gpus < 1:
         msg = f"-num_gpus must be >= 1, got {args.num_gpus}"
         raise ConfigurationError(msg)
-
-
-def resolve_device(name: str | None) -> torch.device:
-    """``-device``; without it CUDA when available, else the CPU. The GPU comes from
-    ``CUDA_VISIBLE_DEVICES``, never from the flag."""
-    import torch
-
-    if name in (None, "auto"):
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name == "cuda" and not torch.cuda.is_available():
-        msg = "-device cuda but torch sees no CUDA device (use -device cpu)"
-        raise ConfigurationError(msg)
-    if name == "mps" and not torch.backends.mps.is_available():
-        msg = "-device mps but MPS is not available on this machine"
-        raise ConfigurationError(msg)
-    return torch.device(name)
 
 
 def settings_from_args(args: argparse.Namespace, is_main: bool = True) -> TrainerSettings:
