@@ -1,5 +1,6 @@
 # nnU-Net v2 method, raw dataset to evaluated test predictions and a report.
-# Config, includes and the default target only; helpers live in workflow/rules/common.smk.
+# Config, includes and the stage targets only. workflow/rules/common.smk (included first) sets up
+# the process and validates config, then includes paths.smk, inputs.smk and flags.smk.
 from pathlib import Path
 
 from snakemake.utils import min_version
@@ -35,26 +36,20 @@ include: "workflow/rules/report.smk"
 rule all:
     default_target: True
     input:
-        PRE / "verify.json",
-        PRE / "splits_final.json",
-        preprocessing_targets,
-        training_targets,
-        final_targets,
+        stage_targets("all"),
 
 
 # Stage targets: `snakemake preprocessed` (or trained, selected) stops after that stage.
 rule preprocessed:
     input:
-        PRE / "verify.json",
-        PRE / "splits_final.json",
-        preprocessing_targets,
+        stage_targets("preprocessed"),
 
 
 rule trained:
     input:
-        training_targets,
+        stage_targets("trained"),
 
 
 rule selected:
     input:
-        RESULTS / "inference_information.json",
+        stage_targets("selected"),

@@ -1,0 +1,98 @@
+# CLI flags: the command-line flags and launchers of the `nnunet-core` commands, built from
+# config. Included by common.smk.
+import json
+
+from nnunet_core.cluster import launch
+
+FOLDS_ARGS = " ".join(str(f) for f in FOLDS)
+MODEL_FLAGS = f"-p {PLANS_NAME} -tr {TRAINER}"
+ROOT_FLAGS = f"--raw {RAW_ROOT} --preprocessed {PRE_ROOT} --results {RESULTS_ROOT}"
+
+
+def synthetic_options():
+    """Command-line flags of `nnunet-core synthesize` from config dataset.synthetic."""
+    options = config["dataset"]["synthetic"]
+    flags = [
+        f"--num-training {options['num_training']}",
+        f"--num-test {options['num_test']}",
+        f"--channels {options['channels']}",
+        f"--seed {options['seed']}",
+    ]
+    if options.get("shape"):
+        flags.append("--shape " + " ".join(str(v) for v in options["shape"]))
+        if len(options["shape"]) == 2:
+            flags.append("--2d")
+    if options.get("spacing"):
+        flags.append("--spacing " + " ".join(str(v) for v in options["spacing"]))
+    return " ".join(flags)
+
+
+def planning_options():
+    """Flags of `nnunet-core plan`: planner, plans name, and the GPU memory target if set."""
+    options = config["planning"]
+    flags = [f"-pl {options['planner']}", f"--plans-name {PLANS_NAME}"]
+    if options.get("gpu_memory_target_gb") is not None:
+        flags.append(f"--gpu-memory-target {options['gpu_memory_target_gb']}")
+    return " ".join(flags)
+
+
+def plan_overrides():
+    """Inheriting configurations from config planning.overrides, as inline JSON."""
+    return json.dumps(config["planning"]["overrides"])
+
+
+def training_options():
+    """Flags of `nnunet-core train` from config.training (the same for every fold)."""
+    options = config["training"]
+    flags = [
+        f"-tr {options['trainer']}",
+        f"-p {PLANS_NAME}",
+        f"-device {DEVICE}",
+        f"--epochs {options['epochs']}",
+        f"--iterations {options['iterations_per_epoch']}",
+        f"--val-iterations {options['val_iterations_per_epoch']}",
+        f"--save-every {options['save_every']}",
+        f"--seed {config['seed']}",
+        f"--stop-margin {options['stop_margin']}",
+    ]
+    if config.get("deterministic", False):
+        flags.append("--deterministic")
+    if options.get("num_workers") is not None:
+        flags.append(f"--num-workers {options['num_workers']}")
+    if options.get("npz", True):
+        flags.append("--npz")
+    if options.get("gpu_lock_dir"):
+        flags.append(f"--gpu-lock-dir {options['gpu_lock_dir']}")
+    return " ".join(flags)
+
+
+def training_launcher(wildcards, resources, threads):
+    """The command that starts a fold (nnunet_core.cluster.launch): `nnunet-core train`, with
+    `-num_gpus N` on one node with several GPUs, or srun + torchrun over training.nodes nodes.
+    """
+    nodes = int(config["training"]["nodes"])
+    gpus = GPUS_PER_JOB
+    if nodes <= 1:
+        return launch.single_node_command(int(resources.gpu))
+    return launch.multi_node_command(
+        nodes,
+        gpus,
+        launch.cpus_per_node(gpus, resources.get("cpus_per_gpu"), threads),
+        rdzv_id=f"{DATASET}_{wildcards.configuration}_{wildcards.fold}",
+        rdzv_endpoint=config["training"].get("rdzv_endpoint"),
+    )
+
+
+def training_job_resources():
+    """`gpu`, and for training.nodes > 1 the SLURM job shape (nodes, tasks, gres, mpi)."""
+    return launch.job_resources(int(config["training"]["nodes"]), GPUS_PER_JOB)
+
+
+def chosen_configurations_argument(wildcards):
+    return " ".join(planned()[1])
+
+
+def test_summary_flag(wildcards):
+    if not has_test_labels():
+        return ""
+    return f"--test-summary {PREDICTIONS / 'test_summary.json'}"

@@ -1,0 +1,177 @@
+# Input functions: what a rule needs, often known only from the plans or the selection
+# (checkpoints), the report's optional figure and the targets of each stage. Included by
+# common.smk.
+import json
+
+from nnunet_core.workflow_config import data_identifier_of, selected_configurations
+
+
+def raw_training_files(wildcards):
+    """Every raw training file: touching one reruns the check, and through it what follows."""
+    if SYNTHETIC:
+        checkpoints.synthesize_dataset.get()
+    files = [RAW / "dataset.json"]
+    for folder in ("imagesTr", "labelsTr"):
+        if (RAW / folder).is_dir():
+            files += sorted(p for p in (RAW / folder).iterdir() if p.is_file())
+    return files
+
+
+def planned():
+    """The plans (a checkpoint output) and the configurations chosen from them."""
+    with open(checkpoints.plan.get().output.plans) as handle:
+        plans = json.load(handle)
+    return plans, selected_configurations(plans, config["planning"]["configurations"])
+
+
+def configuration_per_identifier():
+    """Data identifier -> first chosen configuration using it (shared data preprocess once)."""
+    plans, chosen = planned()
+    first = {}
+    for name in chosen:
+        first.setdefault(data_identifier_of(plans, name), name)
+    return first
+
+
+def preprocessing_targets(wildcards):
+    return [
+        PRE / identifier / "preprocess_summary.json"
+        for identifier in configuration_per_identifier()
+    ]
+
+
+def configuration_of_identifier(wildcards):
+    return configuration_per_identifier()[wildcards.data_identifier]
+
+
+def preprocessed_data_of_configuration(wildcards):
+    """The preprocessing summary of the data a configuration trains on."""
+    plans, _ = planned()
+    return (
+        PRE
+        / data_identifier_of(plans, wildcards.configuration)
+        / "preprocess_summary.json"
+    )
+
+
+def training_targets(wildcards):
+    """checkpoint_final.pth and the validation summary of every chosen configuration and fold."""
+    _, chosen = planned()
+    return [
+        path
+        for configuration in chosen
+        for fold in FOLDS
+        for path in (
+            model_path(FOLD_DIR / "checkpoint_final.pth", configuration, fold),
+            model_path(FOLD_DIR / "validation" / "summary.json", configuration, fold),
+        )
+    ]
+
+
+def fold_summaries(wildcards):
+    """Every fold's validation summary of one configuration."""
+    return [
+        model_path(
+            FOLD_DIR / "validation" / "summary.json", wildcards.configuration, fold
+        )
+        for fold in FOLDS
+    ]
+
+
+def fold_checkpoints(wildcards):
+    return [
+        model_path(FOLD_DIR / "checkpoint_final.pth", wildcards.configuration, fold)
+        for fold in FOLDS
+    ]
+
+
+def crossval_summary_of_pair(wildcards):
+    return [crossval_summary(wildcards.first), crossval_summary(wildcards.second)]
+
+
+def crossval_and_ensemble_summaries(wildcards):
+    """Every single configuration's and every pair ensemble's cross-validation summary."""
+    _, chosen = planned()
+    singles = [crossval_summary(c) for c in chosen]
+    pairs = [
+        str(ENSEMBLE_CV_DIR / "summary.json").format(first=a, second=b)
+        for i, a in enumerate(chosen)
+        for b in chosen[i + 1 :]
+    ]
+    return singles + pairs
+
+
+def selection():
+    with open(checkpoints.select.get().output.information) as handle:
+        return json.load(handle)
+
+
+def winner_configurations():
+    """Configurations of the selected model or ensemble."""
+    chosen = selection()["best_model_or_ensemble"]["selected_model_or_models"]
+    return [model["configuration"] for model in chosen]
+
+
+def selected_prediction_folders(wildcards):
+    return [PREDICTIONS / c for c in winner_configurations()]
+
+
+def winner_prediction_folder(wildcards):
+    """The ensemble's folder, or the single selected configuration's."""
+    members = winner_configurations()
+    return PREDICTIONS / ("ensemble" if len(members) > 1 else members[0])
+
+
+def postprocessing_file(wildcards):
+    return selection()["best_model_or_ensemble"]["postprocessing_file"]
+
+
+def has_test_set():
+    """Synthetic data always has labelsTs; real data only if the folder exists."""
+    if SYNTHETIC:
+        return config["dataset"]["synthetic"]["num_test"] > 0
+    return (RAW / "imagesTs").is_dir()
+
+
+def has_test_labels():
+    return has_test_set() and (SYNTHETIC or (RAW / "labelsTs").is_dir())
+
+
+def final_targets(wildcards):
+    targets = [REPORT / "report.md"]
+    if has_test_set():
+        targets.append(PREDICTIONS / "final")
+    return targets
+
+
+def test_summary_if_any(wildcards):
+    return [PREDICTIONS / "test_summary.json"] if has_test_labels() else []
+
+
+def test_dice_figure():
+    """The report's test-set figure: only when the test set has labels (outputs may be empty)."""
+    if not has_test_labels():
+        return []
+    return report(
+        REPORT / "test_dice.png", caption="../report/test_dice.rst", category="Test set"
+    )
+
+
+# What each stage target (`snakemake preprocessed`, ...) asks for; `all` is the whole run. Paths
+# known before the plans stay plain, so that a dry run lists their jobs from the start.
+PREPROCESSED_TARGETS = [
+    PRE / "verify.json",
+    PRE / "splits_final.json",
+    preprocessing_targets,
+]
+STAGE_TARGETS = {
+    "preprocessed": PREPROCESSED_TARGETS,
+    "trained": [training_targets],
+    "selected": [RESULTS / "inference_information.json"],
+    "all": [*PREPROCESSED_TARGETS, training_targets, final_targets],
+}
+
+
+def stage_targets(stage):
+    """The inputs of a stage rule: paths, and input functions for what the plans decide."""
+    return STAGE_TARGETS[stage]
