@@ -1,8 +1,11 @@
-"""The one place that knows the raw / preprocessed / results folder layout (upstream's).
+"""The one place that knows the folder layout (upstream's): roots, dataset names, raw and preprocessed.
 
 Roots come from ``nnUNet_raw``, ``nnUNet_preprocessed`` and ``nnUNet_results``; every command can
 override them with ``--raw``, ``--preprocessed`` and ``--results``. Inside them the layout is
-upstream's, so an nnU-Net user finds every file where they expect it.
+upstream's, so an nnU-Net user finds every file where they expect it. The names inside the
+results tree (model, fold, cross-validation and ensemble folders, and the workflow's
+predictions tree) live in the sibling ``nnunet_core.results_tree``; the two are the only modules
+that spell a file or folder name of these trees.
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ VERIFY_JSON = "verify.json"
 GT_FOLDER = "gt_segmentations"  # copy of labelsTr, the reference of every evaluation
 DEFAULT_PLANS_NAME = "nnUNetPlans"
 DEFAULT_TRAINER = "nnUNetTrainer"
+# The roots' folder names under a workflow's work_dir (the workflow's layout, not upstream's).
+WORK_RAW, WORK_PREPROCESSED, WORK_RESULTS, WORK_LOGS = "raw", "preprocessed", "results", "logs"
 
 
 def _root(flag_value: str | os.PathLike | None, env_name: str) -> Path:
@@ -64,6 +69,18 @@ class Roots:
             results=Path(results) if results else _optional_env(RESULTS_ENV),
         )
 
+    @classmethod
+    def in_work_dir(
+        cls, work_dir: str | os.PathLike, raw: str | os.PathLike | None = None
+    ) -> Roots:
+        """The workflow's roots: ``work_dir/{raw,preprocessed,results}`` (raw may live elsewhere)."""
+        work = Path(work_dir)
+        return cls(
+            raw=Path(raw) if raw else work / WORK_RAW,
+            preprocessed=work / WORK_PREPROCESSED,
+            results=work / WORK_RESULTS,
+        )
+
     def require_raw(self) -> Path:
         return _root(self.raw, RAW_ENV)
 
@@ -79,9 +96,13 @@ def _optional_env(name: str) -> Path | None:
     return Path(value) if value else None
 
 
-def dataset_name_from_id(dataset_id: int, name: str) -> str:
+def dataset_folder_name(dataset_id: int, name: str) -> str:
     """``(900, 'Synth')`` -> ``'Dataset900_Synth'``."""
-    return f"Dataset{dataset_id:03d}_{name}"
+    return f"{_dataset_prefix(dataset_id)}{name}"
+
+
+def _dataset_prefix(dataset_id: int) -> str:
+    return f"Dataset{int(dataset_id):03d}_"
 
 
 def resolve_dataset_name(dataset: str | int, roots: Roots) -> str:
@@ -95,7 +116,7 @@ def resolve_dataset_name(dataset: str | int, roots: Roots) -> str:
     if not text.isdigit():
         msg = f"dataset {text!r} is neither an id (e.g. 900) nor a name like Dataset900_Synth"
         raise ConfigurationError(msg)
-    prefix = f"Dataset{int(text):03d}_"
+    prefix = _dataset_prefix(int(text))
     candidates: set[str] = set()
     for root in (roots.raw, roots.preprocessed, roots.results):
         if root is not None and root.is_dir():
@@ -126,16 +147,6 @@ def plans_file(preprocessed_dir: Path, plans_name: str = DEFAULT_PLANS_NAME) -> 
     return preprocessed_dir / f"{plans_name}.json"
 
 
-def trained_model_dir(
-    results_dir: Path,
-    configuration: str,
-    plans_name: str = DEFAULT_PLANS_NAME,
-    trainer: str = DEFAULT_TRAINER,
-) -> Path:
-    """``results/DatasetXXX/Trainer__Plans__Config``."""
-    return results_dir / f"{trainer}__{plans_name}__{configuration}"
-
-
 def parse_fold(text: str | int) -> int | str:
     """``'3'`` -> 3, ``'all'`` -> ``'all'``; anything else is an error."""
     value = str(text).strip()
@@ -145,7 +156,3 @@ def parse_fold(text: str | int) -> int | str:
         msg = f"fold must be a number >= 0 or 'all', got {text!r}"
         raise ConfigurationError(msg)
     return int(value)
-
-
-def fold_dir(model_dir: Path, fold: int | str) -> Path:
-    return model_dir / f"fold_{fold}"

@@ -30,7 +30,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from nnunet_core.evaluation.crossval import accumulate_crossval, crossval_dir
+    from nnunet_core.evaluation.crossval import accumulate_crossval
+    from nnunet_core.results_tree import SUMMARY_JSON, crossval_dir
 
     if len(args.configurations) != 1:
         msg = f"crossval takes one configuration, got {args.configurations}"
@@ -44,5 +45,5 @@ def run(args: argparse.Namespace) -> int:
     if args.output:
         shutil.copytree(output, args.output, dirs_exist_ok=True)
         output = Path(args.output)
-    print(f"{output / 'summary.json'}: {cases} cases, foreground-mean Dice {dice:.4f}")
+    print(f"{output / SUMMARY_JSON}: {cases} cases, foreground-mean Dice {dice:.4f}")
     return 0

@@ -32,8 +32,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from nnunet_core.evaluation.postprocessing import POSTPROCESSING_JSON, determine_postprocessing
+    from nnunet_core.evaluation.postprocessing import determine_postprocessing
     from nnunet_core.io.dataset_json import load_dataset_json
+    from nnunet_core.results_tree import POSTPROCESSING_JSON
 
     if args.plans_json and not Path(args.plans_json).is_file():
         msg = f"-plans_json {args.plans_json}: file not found"

@@ -26,7 +26,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from nnunet_core.evaluation.ensemble import ensemble_crossval, ensemble_name
+    from nnunet_core.evaluation.ensemble import ensemble_crossval
+    from nnunet_core.results_tree import SUMMARY_JSON, ensemble_name
 
     dirs = dataset_dirs_from_args(args)
     models = paired_models(args)
@@ -34,5 +35,5 @@ def run(args: argparse.Namespace) -> int:
     output = dirs.ensembles_dir / ensemble_name(models, args.folds)
     cases = len(summary["metric_per_case"])
     dice = summary["foreground_mean"]["Dice"]
-    print(f"{output / 'summary.json'}: {cases} cases, foreground-mean Dice {dice:.4f}")
+    print(f"{output / SUMMARY_JSON}: {cases} cases, foreground-mean Dice {dice:.4f}")
     return 0

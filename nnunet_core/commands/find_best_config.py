@@ -64,7 +64,8 @@ def root_flags(roots: Roots) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from nnunet_core.evaluation.selection import INFERENCE_INFORMATION, find_best_configuration
+    from nnunet_core.evaluation.selection import find_best_configuration
+    from nnunet_core.results_tree import inference_information_file
 
     if args.overwrite and args.no_overwrite:
         msg = "--overwrite and --no_overwrite exclude each other"
@@ -87,5 +88,5 @@ def run(args: argparse.Namespace) -> int:
         f"best: {info['winner']} ({best['result_on_crossval_pre_pp']:.4f}; "
         f"{best['result_on_crossval_post_pp']:.4f} after {steps} postprocessing step(s))"
     )
-    print(f"wrote {dirs.results / INFERENCE_INFORMATION}")
+    print(f"wrote {inference_information_file(dirs.results)}")
     return 0

@@ -20,12 +20,8 @@ from nnunet_core.errors import ConfigurationError
 from nnunet_core.inference.model_folder import load_trained_model, parse_fold
 from nnunet_core.inference.predictor import PredictionSettings, predict_cases, prepare_inputs
 from nnunet_core.io.atomic import write_json
-from nnunet_core.paths import (
-    DEFAULT_PLANS_NAME,
-    DEFAULT_TRAINER,
-    results_dataset_dir,
-    trained_model_dir,
-)
+from nnunet_core.paths import DEFAULT_PLANS_NAME, DEFAULT_TRAINER, results_dataset_dir
+from nnunet_core.results_tree import trained_model_dir
 from nnunet_core.training.checkpoint import FINAL
 
 ARGS_JSON = "predict_from_raw_data_args.json"

@@ -14,97 +14,24 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nnunet_core.errors import ConfigurationError, DatasetError
+from nnunet_core.errors import DatasetError
 from nnunet_core.evaluation.metrics import classes_from_dataset_json, compute_metrics_on_folder
 from nnunet_core.io.atomic import read_json
 from nnunet_core.io.dataset_json import DatasetJson, load_dataset_json
-from nnunet_core.paths import (
-    DATASET_JSON,
-    DEFAULT_PLANS_NAME,
-    DEFAULT_TRAINER,
-    GT_FOLDER,
-    SPLITS_JSON,
+from nnunet_core.paths import DATASET_JSON, SPLITS_JSON
+from nnunet_core.results_tree import (
+    DEFAULT_FOLDS,
+    PLANS_JSON,
+    SUMMARY_JSON,
+    DatasetDirs,
+    TrainedModel,
+    crossval_dir,
     fold_dir,
-    plans_file,
-    trained_model_dir,
+    validation_dir,
 )
-
-SUMMARY_JSON = "summary.json"
-PLANS_JSON = "plans.json"
-DEFAULT_FOLDS = (0, 1, 2, 3, 4)
-
-
-@dataclass(frozen=True)
-class TrainedModel:
-    """One trained configuration, named like upstream's results folder ``T__P__C``."""
-
-    configuration: str
-    plans: str = DEFAULT_PLANS_NAME
-    trainer: str = DEFAULT_TRAINER
-
-    @property
-    def identifier(self) -> str:
-        return f"{self.trainer}__{self.plans}__{self.configuration}"
-
-    @classmethod
-    def from_identifier(cls, identifier: str) -> TrainedModel:
-        parts = identifier.split("__")
-        if len(parts) != 3:
-            msg = f"{identifier!r} is not a model folder name like nnUNetTrainer__nnUNetPlans__3d_fullres"
-            raise ConfigurationError(msg)
-        trainer, plans, configuration = parts
-        return cls(configuration, plans, trainer)
-
-    def train_command(self, dataset: str, fold: int | str, *flags: str) -> str:
-        """The ``nnunet-core train`` call that (re)produces this fold's outputs."""
-        extra = [f"-tr {self.trainer}"] if self.trainer != DEFAULT_TRAINER else []
-        extra += [f"-p {self.plans}"] if self.plans != DEFAULT_PLANS_NAME else []
-        return " ".join(
-            ["nnunet-core train", dataset, self.configuration, str(fold), *extra, *flags]
-        )
-
-
-@dataclass(frozen=True)
-class DatasetDirs:
-    """Where one dataset's results and references live."""
-
-    name: str
-    results: Path
-    preprocessed: Path
-
-    @property
-    def gt_dir(self) -> Path:
-        return self.preprocessed / GT_FOLDER
-
-    @property
-    def ensembles_dir(self) -> Path:
-        return self.results / "ensembles"
-
-    def model_dir(self, model: TrainedModel) -> Path:
-        return trained_model_dir(self.results, model.configuration, model.plans, model.trainer)
-
-    def dataset_json_file(self, model: TrainedModel | None = None) -> Path:
-        """The model folder's copy of ``dataset.json`` (written by training), else preprocessed's."""
-        if model is not None and (self.model_dir(model) / DATASET_JSON).is_file():
-            return self.model_dir(model) / DATASET_JSON
-        return self.preprocessed / DATASET_JSON
-
-    def plans_json_file(self, model: TrainedModel) -> Path:
-        own = self.model_dir(model) / PLANS_JSON
-        return own if own.is_file() else plans_file(self.preprocessed, model.plans)
-
-
-def folds_string(folds: Sequence[int]) -> str:
-    """``(0, 1, 2, 3, 4)`` -> ``"0_1_2_3_4"`` (upstream's folder suffix)."""
-    return "_".join(str(f) for f in folds)
-
-
-def crossval_dir(model_dir: Path, folds: Sequence[int]) -> Path:
-    return model_dir / f"crossval_results_folds_{folds_string(folds)}"
 
 
 def case_files(folder: Path, file_ending: str) -> dict[str, Path]:
@@ -130,7 +57,7 @@ def fold_validation_cases(
     dirs: DatasetDirs, model: TrainedModel, fold: int, file_ending: str
 ) -> dict[str, Path]:
     """The finished validation predictions of one fold, checked against ``splits_final.json``."""
-    validation = fold_dir(dirs.model_dir(model), fold) / "validation"
+    validation = validation_dir(fold_dir(dirs.model_dir(model), fold))
     if not validation.is_dir():
         msg = f"{model.configuration} fold {fold}: {validation} not found; train it with `{model.train_command(dirs.name, fold)}`"
         raise DatasetError(msg)
@@ -188,7 +115,7 @@ def validation_files(dirs: DatasetDirs, model: TrainedModel, folds: Sequence[int
     """Every file in the folds' validation folders (what a crossval result depends on)."""
     files: list[Path] = []
     for fold in folds:
-        validation = fold_dir(dirs.model_dir(model), fold) / "validation"
+        validation = validation_dir(fold_dir(dirs.model_dir(model), fold))
         if validation.is_dir():
             files += [p for p in validation.iterdir() if p.is_file()]
     return files

@@ -20,14 +20,8 @@ import numpy as np
 
 from nnunet_core.errors import DatasetError
 from nnunet_core.evaluation.crossval import (
-    DEFAULT_FOLDS,
-    PLANS_JSON,
-    SUMMARY_JSON,
-    DatasetDirs,
-    TrainedModel,
     case_files,
     crossval_cases,
-    folds_string,
     is_stale,
     load_model_dataset_json,
     validation_files,
@@ -38,17 +32,14 @@ from nnunet_core.io.dataset_json import LabelSpec, load_dataset_json
 from nnunet_core.io.images import read_seg, write_seg
 from nnunet_core.parallel import map_cases
 from nnunet_core.paths import DATASET_JSON
-
-
-def ensemble_name(models: Sequence[TrainedModel], folds: Sequence[int] = DEFAULT_FOLDS) -> str:
-    """``ensemble___A___B___0_1_2_3_4`` with the members' results folder names (upstream's)."""
-    return "___".join(["ensemble", *(m.identifier for m in models), folds_string(folds)])
-
-
-def members_from_ensemble_name(name: str) -> list[TrainedModel]:
-    """The members of an ensemble folder name (inverse of ``ensemble_name``)."""
-    parts = name.split("___")
-    return [TrainedModel.from_identifier(p) for p in parts[1:-1]]
+from nnunet_core.results_tree import (
+    DEFAULT_FOLDS,
+    PLANS_JSON,
+    SUMMARY_JSON,
+    DatasetDirs,
+    TrainedModel,
+    ensemble_name,
+)
 
 
 def average_probabilities(npz_files: Sequence[Path]) -> np.ndarray:

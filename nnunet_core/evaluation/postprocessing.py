@@ -42,9 +42,9 @@ from nnunet_core.io.atomic import read_json, write_json
 from nnunet_core.io.dataset_json import DatasetJson
 from nnunet_core.io.images import read_seg, write_seg
 from nnunet_core.parallel import map_cases
+from nnunet_core.results_tree import POSTPROCESSED_FOLDER, POSTPROCESSING_JSON, SUMMARY_JSON
 
 KEEP_LARGEST = "remove_all_but_largest_component_from_segmentation"  # upstream's function name
-POSTPROCESSING_JSON = "postprocessing.json"
 Step = dict[str, Any]  # {"function": KEEP_LARGEST, "labels_or_regions": int | list}
 
 
@@ -238,7 +238,7 @@ def determine_postprocessing(
             classes=classes,
         )
     )
-    output = prediction_dir / "postprocessed"
+    output = prediction_dir / POSTPROCESSED_FOLDER
     if output.exists():
         shutil.rmtree(output)
     work = output / "temp"
@@ -280,7 +280,7 @@ def determine_postprocessing(
     for path in case_files(source, ending).values():
         link_or_copy(path, output / path.name)
     shutil.rmtree(work)
-    write_json(output / "summary.json", current, sort_keys=True)
+    write_json(output / SUMMARY_JSON, current, sort_keys=True)
     result = {
         "input_folder": {k: baseline[k] for k in ("foreground_mean", "mean")},
         "postprocessed": {k: current[k] for k in ("foreground_mean", "mean")},

@@ -23,20 +23,21 @@ from pathlib import Path
 from typing import Any
 
 from nnunet_core.errors import DatasetError
-from nnunet_core.evaluation.crossval import (
+from nnunet_core.evaluation.crossval import crossval_summary_file, load_model_dataset_json
+from nnunet_core.evaluation.ensemble import ensemble_summary_file
+from nnunet_core.evaluation.postprocessing import determine_postprocessing
+from nnunet_core.io.atomic import read_json, write_json, write_text
+from nnunet_core.planning.plans import load_plans, resolve_configuration
+from nnunet_core.results_tree import (
     DEFAULT_FOLDS,
     PLANS_JSON,
+    POSTPROCESSING_JSON,
     DatasetDirs,
     TrainedModel,
-    crossval_summary_file,
-    load_model_dataset_json,
+    ensemble_name,
+    inference_information_file,
+    inference_instructions_file,
 )
-from nnunet_core.evaluation.ensemble import ensemble_name, ensemble_summary_file
-from nnunet_core.evaluation.postprocessing import POSTPROCESSING_JSON, determine_postprocessing
-from nnunet_core.io.atomic import read_json, write_json, write_text
-
-INFERENCE_INFORMATION = "inference_information.json"
-INFERENCE_INSTRUCTIONS = "inference_instructions.txt"
 
 
 @dataclass(frozen=True)
@@ -88,7 +89,7 @@ def available_models(dirs: DatasetDirs, models: Sequence[TrainedModel]) -> list[
     kept: list[TrainedModel] = []
     for model in dict.fromkeys(models):
         plans_path = dirs.plans_json_file(model)
-        if plans_path.is_file() and model.configuration not in read_json(plans_path).get(
+        if plans_path.is_file() and model.configuration not in load_plans(plans_path).get(
             "configurations", {}
         ):
             print(
@@ -137,11 +138,14 @@ def _model_dict(model: TrainedModel) -> dict[str, str]:
 
 
 def _previous_stage(dirs: DatasetDirs, model: TrainedModel) -> str | None:
+    """The cascade's previous stage, inherited too (``inherits_from`` resolved like training)."""
     plans_path = dirs.plans_json_file(model)
     if not plans_path.is_file():
         return None
-    config = read_json(plans_path).get("configurations", {}).get(model.configuration, {})
-    return config.get("previous_stage")
+    plans = load_plans(plans_path)
+    if model.configuration not in plans.get("configurations", {}):
+        return None
+    return resolve_configuration(plans, model.configuration).get("previous_stage")
 
 
 def predict_command(
@@ -306,9 +310,9 @@ def find_best_configuration(
             },
         },
     }
-    write_json(dirs.results / INFERENCE_INFORMATION, info)
+    write_json(inference_information_file(dirs.results), info)
     write_text(
-        dirs.results / INFERENCE_INSTRUCTIONS,
+        inference_instructions_file(dirs.results),
         inference_instructions(info, dirs, num_processes, root_flags),
     )
     return info

@@ -16,14 +16,13 @@ from typing import Any
 from torch import nn
 
 from nnunet_core.errors import ConfigurationError
-from nnunet_core.evaluation.crossval import TrainedModel
 from nnunet_core.io.dataset_json import DatasetJson, load_dataset_json
 from nnunet_core.model import build_network
-from nnunet_core.paths import DATASET_JSON, fold_dir, parse_fold
+from nnunet_core.paths import DATASET_JSON, parse_fold
 from nnunet_core.planning.plans import load_plans, resolve_configuration
+from nnunet_core.results_tree import PLANS_JSON, TrainedModel, fold_dir
 from nnunet_core.training import checkpoint as ckpt
 
-PLANS_JSON = "plans.json"
 Fold = int | str
 
 

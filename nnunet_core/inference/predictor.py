@@ -37,11 +37,9 @@ from nnunet_core.dataset.discovery import (
 from nnunet_core.errors import ConfigurationError, DatasetError, NnunetCoreError
 from nnunet_core.inference.export import export_prediction
 from nnunet_core.inference.model_folder import (
-    PLANS_JSON,
     Fold,
     LoadedModel,
     checkpoint_paths,
-    load_trained_model,
     model_file,
 )
 from nnunet_core.inference.sliding_window import predict_logits_from_folds
@@ -49,6 +47,7 @@ from nnunet_core.io.atomic import write_json
 from nnunet_core.io.dataset_json import DatasetJson, load_dataset_json
 from nnunet_core.paths import DATASET_JSON
 from nnunet_core.preprocessing.preprocessor import run_case
+from nnunet_core.results_tree import PLANS_JSON
 from nnunet_core.training import checkpoint as ckpt
 
 MAX_TILE_BATCH = 8
@@ -297,21 +296,3 @@ def prepare_inputs(
     dataset_json = load_dataset_json(model_file(model_dir, DATASET_JSON))
     model_file(model_dir, PLANS_JSON)
     return input_cases(input_dir, dataset_json)[part_id::num_parts]
-
-
-def predict_from_folder(
-    model_dir: str | os.PathLike,
-    input_dir: str | os.PathLike,
-    output_dir: str | os.PathLike,
-    folds: Sequence[Fold] | None = None,
-    checkpoint_name: str = ckpt.FINAL,
-    settings: PredictionSettings = PredictionSettings(),
-    num_parts: int = 1,
-    part_id: int = 0,
-) -> list[Path]:
-    """Predict every case of ``input_dir`` (this part's share) into ``output_dir``."""
-    cases = prepare_inputs(
-        model_dir, input_dir, output_dir, folds, checkpoint_name, num_parts, part_id
-    )
-    model = load_trained_model(model_dir, folds, checkpoint_name)
-    return predict_cases(model, cases, output_dir, settings)

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from nnunet_core.paths import DATASET_JSON
 from nnunet_core.report.history import CURVE_COLUMNS, read_fold_history
 from nnunet_core.report.outcome import Selection, collect_selection, collect_test
 from nnunet_core.report.runtimes import (
@@ -30,7 +31,6 @@ from nnunet_core.report.runtimes import (
 )
 from nnunet_core.report.summaries import (
     FOREGROUND,
-    SUMMARY_JSON,
     ReportInputError,
     configuration_of,
     dice_of,
@@ -39,11 +39,21 @@ from nnunet_core.report.summaries import (
     read_json_file,
     short_names,
 )
+from nnunet_core.results_tree import (
+    DEFAULT_FOLDS,
+    INFERENCE_INFORMATION_JSON,
+    SUMMARY_JSON,
+    crossval_dir,
+    ensembles_dir,
+    fold_dirs_in,
+    fold_of_folder,
+    inference_information_file,
+    is_ensemble_name,
+    is_model_folder_name,
+    validation_dir,
+)
 
 __all__ = ["FOREGROUND", "ReportData", "ReportInputError", "Selection", "collect"]
-
-INFERENCE_INFORMATION = "inference_information.json"
-DEFAULT_FOLDS = [0, 1, 2, 3, 4]
 
 
 @dataclass
@@ -70,23 +80,15 @@ def model_dirs(results_dir: Path) -> list[Path]:
     return sorted(
         p
         for p in results_dir.iterdir()
-        if p.is_dir() and len(p.name.split("__")) == 3 and any(p.glob("fold_*"))
+        if p.is_dir() and is_model_folder_name(p.name) and fold_dirs_in(p)
     )
-
-
-def fold_dirs(model_dir: Path) -> list[Path]:
-    def key(p: Path) -> tuple[int, str]:
-        suffix = p.name[len("fold_") :]
-        return (int(suffix), "") if suffix.isdigit() else (1 << 30, suffix)
-
-    return sorted((p for p in model_dir.glob("fold_*") if p.is_dir()), key=key)
 
 
 def class_names(results_dir: Path, preferred: list[str]) -> dict[str, str]:
     """Label key -> name from the first model folder's ``dataset.json`` (winner's first)."""
     folders = [results_dir / m for m in preferred] + model_dirs(results_dir)
     for folder in folders:
-        path = folder / "dataset.json"
+        path = folder / DATASET_JSON
         if not path.is_file():
             continue
         labels = read_json_file(path).get("labels", {})
@@ -107,7 +109,7 @@ def _candidate_entries(info: dict[str, Any]) -> list[dict[str, Any]]:
     return [
         {
             "identifier": identifier,
-            "kind": "ensemble" if identifier.startswith("ensemble___") else "single",
+            "kind": "ensemble" if is_ensemble_name(identifier) else "single",
             "members": ensemble_members(identifier) or [identifier],
             "foreground_mean_dice": score,
             "mean_dice": {},
@@ -119,11 +121,10 @@ def _candidate_entries(info: dict[str, Any]) -> list[dict[str, Any]]:
 def candidate_summary_file(results_dir: Path, entry: dict[str, Any], folds: list[int]) -> Path:
     """Where the candidate's cross-validation summary is (the tree may have moved since)."""
     identifier = entry["identifier"]
-    fold_text = "_".join(str(f) for f in folds)
-    if entry.get("kind") == "ensemble" or identifier.startswith("ensemble___"):
-        local = results_dir / "ensembles" / identifier / SUMMARY_JSON
+    if entry.get("kind") == "ensemble" or is_ensemble_name(identifier):
+        local = ensembles_dir(results_dir) / identifier / SUMMARY_JSON
     else:
-        local = results_dir / identifier / f"crossval_results_folds_{fold_text}" / SUMMARY_JSON
+        local = crossval_dir(results_dir / identifier, folds) / SUMMARY_JSON
     if local.is_file() or not entry.get("source"):
         return local
     recorded = Path(entry["source"]) / SUMMARY_JSON
@@ -133,11 +134,11 @@ def candidate_summary_file(results_dir: Path, entry: dict[str, Any], folds: list
 def file_to_fold(model_dir: Path) -> dict[str, str]:
     """Validation file name -> fold, from the fold folders (maps crossval cases to folds)."""
     mapping = {}
-    for folder in fold_dirs(model_dir):
-        validation = folder / "validation"
+    for folder in fold_dirs_in(model_dir):
+        validation = validation_dir(folder)
         if validation.is_dir():
             for path in validation.iterdir():
-                mapping.setdefault(path.name, folder.name[len("fold_") :])
+                mapping.setdefault(path.name, fold_of_folder(folder))
     return mapping
 
 
@@ -184,7 +185,7 @@ def collect_candidates(
         else:
             notes.append(
                 f"{summary_file} missing: {identifier} shows the Dice recorded in "
-                f"{INFERENCE_INFORMATION}, without per-fold points"
+                f"{INFERENCE_INFORMATION_JSON}, without per-fold points"
             )
         rows.append(
             {
@@ -211,8 +212,8 @@ def collect_folds(
     curves, dice_rows, time_rows = [], [], []
     for model_dir in model_dirs(results_dir):
         model, configuration = model_dir.name, configuration_of(model_dir.name)
-        for folder in fold_dirs(model_dir):
-            fold = folder.name[len("fold_") :]
+        for folder in fold_dirs_in(model_dir):
+            fold = fold_of_folder(folder)
             where = {"model": model, "configuration": configuration, "fold": fold}
             history = read_fold_history(folder)
             if history is None:
@@ -220,7 +221,7 @@ def collect_folds(
             else:
                 frame, source = history
                 curves.append(frame.assign(**where, source=source))
-            summary_file = folder / "validation" / SUMMARY_JSON
+            summary_file = validation_dir(folder) / SUMMARY_JSON
             if summary_file.is_file():
                 mean = read_json_file(summary_file).get("mean", {})
                 dice_rows += per_class_rows(mean, names, **where)
@@ -244,7 +245,7 @@ def collect(
     """Read a dataset's results folder (``results/DatasetXXX_Name``) into a ``ReportData``."""
     results_dir = Path(results_dir)
     dataset = results_dir.name
-    info_file = results_dir / INFERENCE_INFORMATION
+    info_file = inference_information_file(results_dir)
     if not info_file.is_file():
         msg = f"{info_file} not found; it is written by `nnunet-core find-best-config -d {dataset}`"
         raise ReportInputError(msg)

@@ -17,7 +17,9 @@ from typing import Any
 
 import pandas as pd
 
-CHECKPOINTS = ("checkpoint_final.pth", "checkpoint_latest.pth", "checkpoint_best.pth")
+from nnunet_core.results_tree import CHECKPOINT_BEST, CHECKPOINT_FINAL, CHECKPOINT_LATEST
+
+CHECKPOINTS = (CHECKPOINT_FINAL, CHECKPOINT_LATEST, CHECKPOINT_BEST)
 EMA_DECAY = 0.9  # the trainer's (nnunet_core.training.progress.EMA_DECAY)
 CURVE_COLUMNS = [
     "epoch",

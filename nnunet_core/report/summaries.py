@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from nnunet_core.errors import NnunetCoreError
+from nnunet_core.results_tree import TrainedModel, ensemble_member_names, is_model_folder_name
 
-SUMMARY_JSON = "summary.json"
 FOREGROUND = "foreground mean"
 
 
@@ -31,13 +31,14 @@ def read_json_file(path: Path) -> Any:
 
 def configuration_of(identifier: str) -> str:
     """``nnUNetTrainer__nnUNetPlans__3d_fullres`` -> ``3d_fullres``."""
-    parts = identifier.split("__")
-    return parts[2] if len(parts) == 3 else identifier
+    if not is_model_folder_name(identifier):
+        return identifier
+    return TrainedModel.from_identifier(identifier).configuration
 
 
 def ensemble_members(identifier: str) -> list[str]:
     """``ensemble___A___B___0_1_2_3_4`` -> ``[A, B]``."""
-    return identifier.split("___")[1:-1]
+    return ensemble_member_names(identifier)
 
 
 def short_names(identifiers: list[str]) -> dict[str, str]:

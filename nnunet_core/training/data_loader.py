@@ -47,7 +47,7 @@ class PatchLoader:
     ``patch_size`` is the final patch the network gets; ``initial_patch_size`` the larger one
     cropped before a spatial transform (defaults to the final patch). Forced-foreground
     positions follow upstream's "last 33 %" rule unless ``forced_positions`` is given (DDP
-    ranks pass their slice of the global pattern) or ``probabilistic_oversampling`` draws them.
+    ranks pass their slice of the global pattern).
     ``sample_offset`` shifts the sample indices in the seed (rank r of a split global batch).
     """
 
@@ -63,7 +63,6 @@ class PatchLoader:
         stream: int = TRAIN_STREAM,
         oversample_foreground_percent: float = OVERSAMPLE_FOREGROUND_PERCENT,
         forced_positions: Sequence[bool] | None = None,
-        probabilistic_oversampling: bool = False,
         transform: Transform | None = None,
         ds_scales: Sequence[Sequence[float]] | None = None,
         sample_offset: int = 0,
@@ -86,7 +85,6 @@ class PatchLoader:
         self.is_2d = len(self.patch_size) == 2
         self.seed, self.fold, self.stream = int(seed), fold, int(stream)
         self.oversample_foreground_percent = float(oversample_foreground_percent)
-        self.probabilistic_oversampling = bool(probabilistic_oversampling)
         if forced_positions is None:
             forced_positions = forced_mask(self.batch_size, self.oversample_foreground_percent)
         if len(forced_positions) != self.batch_size:
@@ -118,10 +116,7 @@ class PatchLoader:
         """
         rng, aug_rng = self.rngs(epoch, iteration, j)
         case_id = self.store.case_ids[int(rng.integers(len(self.store.case_ids)))]
-        if self.probabilistic_oversampling:
-            forced = bool(rng.random() < self.oversample_foreground_percent)
-        else:
-            forced = self.forced_positions[j]
+        forced = self.forced_positions[j]
         try:
             case = self.store.case(case_id)
             lower = choose_box(

@@ -21,14 +21,13 @@ from nnunet_core.paths import (
     GT_FOLDER,
     SPLITS_JSON,
     Roots,
-    fold_dir,
     plans_file,
     preprocessed_dataset_dir,
     results_dataset_dir,
-    trained_model_dir,
 )
 from nnunet_core.planning.plans import load_plans, resolve_configuration
 from nnunet_core.planning.splits import DEFAULT_SEED, kfold_splits
+from nnunet_core.results_tree import PLANS_JSON, fold_dir, trained_model_dir
 
 
 @dataclass(frozen=True)
@@ -131,7 +130,7 @@ def copy_model_files(preprocessed_dir: Path, model_dir: Path, plans_name: str) -
     """plans.json, dataset.json and dataset_fingerprint.json next to the folds (for inference)."""
     model_dir.mkdir(parents=True, exist_ok=True)
     for source, name in (
-        (plans_file(preprocessed_dir, plans_name), "plans.json"),
+        (plans_file(preprocessed_dir, plans_name), PLANS_JSON),
         (preprocessed_dir / DATASET_JSON, DATASET_JSON),
         (preprocessed_dir / FINGERPRINT_JSON, FINGERPRINT_JSON),
     ):

@@ -22,14 +22,12 @@ from fake_results import (
 )
 
 from nnunet_core.errors import DatasetError
-from nnunet_core.evaluation.crossval import TrainedModel
 from nnunet_core.evaluation.ensemble import (
     average_probabilities,
     ensemble_crossval,
     ensemble_folders,
-    ensemble_name,
-    members_from_ensemble_name,
 )
+from nnunet_core.results_tree import TrainedModel, ensemble_name, members_from_ensemble_name
 
 
 def _prediction_folder(folder: Path, probabilities: dict[str, np.ndarray]) -> Path:

@@ -14,7 +14,6 @@ import torch
 from fake_results import SPLITS, make_tree, one_hot
 
 from nnunet_core import cli
-from nnunet_core.evaluation.crossval import DatasetDirs, TrainedModel
 from nnunet_core.evaluation.metrics import compute_metrics_on_folder
 from nnunet_core.evaluation.selection import find_best_configuration
 from nnunet_core.io.dataset_json import load_dataset_json
@@ -22,6 +21,7 @@ from nnunet_core.report import build_report
 from nnunet_core.report.collect import ReportInputError, collect
 from nnunet_core.report.runtimes import snakemake_log_rows
 from nnunet_core.report.tables import per_class_table, to_markdown, write_csv
+from nnunet_core.results_tree import DatasetDirs, TrainedModel
 from nnunet_core.training import provenance
 from nnunet_core.training.checkpoint import save_checkpoint
 from nnunet_core.training.progress import ProgressHistory, TrainingLog

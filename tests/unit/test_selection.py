@@ -12,13 +12,9 @@ import pytest
 from fake_results import CASES, LABEL1_VOXELS, dice, exact, make_tree, one_hot
 
 from nnunet_core.errors import DatasetError
-from nnunet_core.evaluation.crossval import (
-    TrainedModel,
-    accumulate_crossval,
-    crossval_dir,
-    crossval_summary_file,
-)
+from nnunet_core.evaluation.crossval import accumulate_crossval, crossval_summary_file
 from nnunet_core.evaluation.selection import Candidate, find_best_configuration, select_best
+from nnunet_core.results_tree import TrainedModel, crossval_dir
 
 
 def noisy(index: int, gt: np.ndarray) -> np.ndarray:
