@@ -42,6 +42,7 @@ CHECKPOINT_BEST = "checkpoint_best.pth"
 VALIDATION_FOLDER = "validation"
 ENSEMBLES_FOLDER = "ensembles"
 REPORT_FOLDER = "report"
+REPORT_PAGE_MD = "report.md"  # the report's page, written last (report/build.py)
 DEFAULT_FOLDS = (0, 1, 2, 3, 4)
 
 _MODEL_SEPARATOR = "__"

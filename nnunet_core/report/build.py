@@ -14,6 +14,7 @@ from pathlib import Path
 
 from nnunet_core.report import figures, tables
 from nnunet_core.report.collect import FOREGROUND, ReportData, collect
+from nnunet_core.results_tree import REPORT_PAGE_MD
 
 REPORT_DIR = "report"
 # one figure per model folder, in their own folder so the workflow can declare it as one output
@@ -28,7 +29,7 @@ STALE_PATTERNS = (
     "per_class.md",
     "per_fold.csv",
     "summary.csv",
-    "report.md",
+    REPORT_PAGE_MD,
 )
 
 
@@ -145,7 +146,7 @@ def write_report(data: ReportData, output_dir: Path) -> list[Path]:
         written.append(tables.write_csv(tables.fold_table(data), output_dir / "per_fold.csv"))
     written.append(tables.write_csv(tables.summary_table(data), output_dir / "summary.csv"))
     page = report_markdown(data, written, per_class_md)
-    written.append(tables.write_markdown(page, output_dir / "report.md"))
+    written.append(tables.write_markdown(page, output_dir / REPORT_PAGE_MD))
     _remove_stale(output_dir, written)
     return written
 

@@ -13,8 +13,13 @@ from fake_results import CASES, LABEL1_VOXELS, dice, exact, make_tree, one_hot
 
 from nnunet_core.errors import DatasetError
 from nnunet_core.evaluation.crossval import accumulate_crossval, crossval_summary_file
-from nnunet_core.evaluation.selection import Candidate, find_best_configuration, select_best
-from nnunet_core.results_tree import TrainedModel, crossval_dir
+from nnunet_core.evaluation.selection import (
+    Candidate,
+    find_best_configuration,
+    predict_command,
+    select_best,
+)
+from nnunet_core.results_tree import DatasetDirs, TrainedModel, crossval_dir
 
 
 def noisy(index: int, gt: np.ndarray) -> np.ndarray:
@@ -170,3 +175,22 @@ def test_a_configuration_without_results_names_the_training_command(tmp_path: Pa
         match=r"3d_fullres: results folder .* not found; train all folds with `nnunet-core train Dataset901_Fake 3d_fullres FOLD --npz`",
     ):
         find_best_configuration(dirs, [TrainedModel("2d"), TrainedModel("3d_fullres")])
+
+
+def test_predict_command_sees_an_inherited_previous_stage(tmp_path: Path) -> None:
+    """A configuration inheriting from a cascade stage is a cascade stage too (inherits_from)."""
+    dirs = DatasetDirs("Dataset901_Fake", tmp_path / "results", tmp_path / "preprocessed")
+    model = TrainedModel("3d_cascade_custom")
+    plans = {
+        "plans_name": "nnUNetPlans",
+        "configurations": {
+            "3d_lowres": {"data_identifier": "low"},
+            "3d_cascade_fullres": {"data_identifier": "full", "previous_stage": "3d_lowres"},
+            "3d_cascade_custom": {"inherits_from": "3d_cascade_fullres", "batch_size": 1},
+        },
+    }
+    dirs.model_dir(model).mkdir(parents=True)
+    (dirs.model_dir(model) / "plans.json").write_text(json.dumps(plans))
+    command = predict_command(dirs, model, [0], "OUT", False)
+    assert "-prev_stage_predictions OUTPUT_FOLDER_PREV_STAGE" in command
+    assert "-c 3d_lowres" in command

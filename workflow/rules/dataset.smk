@@ -5,7 +5,7 @@ if SYNTHETIC:
 
     checkpoint synthesize_dataset:
         output:
-            RAW / "dataset.json",
+            RAW_DATASET_JSON,
         log:
             LOGS / "synthesize_dataset.log",
         params:
@@ -19,7 +19,7 @@ rule verify_dataset:
     input:
         raw_training_files,
     output:
-        PRE / "verify.json",
+        VERIFY,
     log:
         LOGS / "verify_dataset.log",
     threads: NUM_PROCESSES

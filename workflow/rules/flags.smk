@@ -95,4 +95,4 @@ def chosen_configurations_argument(wildcards):
 def test_summary_flag(wildcards):
     if not has_test_labels():
         return ""
-    return f"--test-summary {PREDICTIONS / 'test_summary.json'}"
+    return f"--test-summary {TEST_SUMMARY}"

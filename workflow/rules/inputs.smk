@@ -10,7 +10,7 @@ def raw_training_files(wildcards):
     """Every raw training file: touching one reruns the check, and through it what follows."""
     if SYNTHETIC:
         checkpoints.synthesize_dataset.get()
-    files = [RAW / "dataset.json"]
+    files = [RAW_DATASET_JSON]
     for folder in ("imagesTr", "labelsTr"):
         if (RAW / folder).is_dir():
             files += sorted(p for p in (RAW / folder).iterdir() if p.is_file())
@@ -62,26 +62,20 @@ def training_targets(wildcards):
         for configuration in chosen
         for fold in FOLDS
         for path in (
-            model_path(FOLD_DIR / "checkpoint_final.pth", configuration, fold),
-            model_path(FOLD_DIR / "validation" / "summary.json", configuration, fold),
+            model_path(FINAL_CHECKPOINT, configuration, fold),
+            model_path(FOLD_SUMMARY, configuration, fold),
         )
     ]
 
 
 def fold_summaries(wildcards):
     """Every fold's validation summary of one configuration."""
-    return [
-        model_path(
-            FOLD_DIR / "validation" / "summary.json", wildcards.configuration, fold
-        )
-        for fold in FOLDS
-    ]
+    return [model_path(FOLD_SUMMARY, wildcards.configuration, fold) for fold in FOLDS]
 
 
 def fold_checkpoints(wildcards):
     return [
-        model_path(FOLD_DIR / "checkpoint_final.pth", wildcards.configuration, fold)
-        for fold in FOLDS
+        model_path(FINAL_CHECKPOINT, wildcards.configuration, fold) for fold in FOLDS
     ]
 
 
@@ -94,9 +88,7 @@ def crossval_and_ensemble_summaries(wildcards):
     _, chosen = planned()
     singles = [crossval_summary(c) for c in chosen]
     pairs = [
-        str(ENSEMBLE_CV_DIR / "summary.json").format(first=a, second=b)
-        for i, a in enumerate(chosen)
-        for b in chosen[i + 1 :]
+        ensemble_cv_summary(a, b) for i, a in enumerate(chosen) for b in chosen[i + 1 :]
     ]
     return singles + pairs
 
@@ -113,13 +105,15 @@ def winner_configurations():
 
 
 def selected_prediction_folders(wildcards):
-    return [PREDICTIONS / c for c in winner_configurations()]
+    return [
+        results_tree.configuration_predictions_dir(PREDICTIONS, c)
+        for c in winner_configurations()
+    ]
 
 
 def winner_prediction_folder(wildcards):
     """The ensemble's folder, or the single selected configuration's."""
-    members = winner_configurations()
-    return PREDICTIONS / ("ensemble" if len(members) > 1 else members[0])
+    return results_tree.winner_predictions_dir(PREDICTIONS, winner_configurations())
 
 
 def postprocessing_file(wildcards):
@@ -138,14 +132,14 @@ def has_test_labels():
 
 
 def final_targets(wildcards):
-    targets = [REPORT / "report.md"]
+    targets = [REPORT_PAGE]
     if has_test_set():
-        targets.append(PREDICTIONS / "final")
+        targets.append(FINAL_PREDICTIONS)
     return targets
 
 
 def test_summary_if_any(wildcards):
-    return [PREDICTIONS / "test_summary.json"] if has_test_labels() else []
+    return [TEST_SUMMARY] if has_test_labels() else []
 
 
 def test_dice_figure():
@@ -160,14 +154,14 @@ def test_dice_figure():
 # What each stage target (`snakemake preprocessed`, ...) asks for; `all` is the whole run. Paths
 # known before the plans stay plain, so that a dry run lists their jobs from the start.
 PREPROCESSED_TARGETS = [
-    PRE / "verify.json",
-    PRE / "splits_final.json",
+    VERIFY,
+    SPLITS,
     preprocessing_targets,
 ]
 STAGE_TARGETS = {
     "preprocessed": PREPROCESSED_TARGETS,
     "trained": [training_targets],
-    "selected": [RESULTS / "inference_information.json"],
+    "selected": [INFERENCE_INFORMATION],
     "all": [*PREPROCESSED_TARGETS, training_targets, final_targets],
 }
 

@@ -1,35 +1,62 @@
 # Paths: every folder and file of the raw, preprocessed, results and predictions trees that a
-# rule declares, and the wildcards they use. Included by common.smk.
+# rule declares, and the wildcards they use. Included by common.smk. Every name comes from
+# nnunet_core.paths and nnunet_core.results_tree, the modules the commands write with, so a
+# declared output and the file a command writes cannot differ ("{configuration}", "{fold}",
+# "{first}" and "{second}" pass through them as wildcards).
+from nnunet_core import paths, results_tree
 from nnunet_core.planning.planner import get_preset
 
 WORK = Path(config["work_dir"])
-DATASET = f"Dataset{config['dataset']['id']:03d}_{config['dataset']['name']}"
-RAW_ROOT = Path(config["dataset"]["raw_root"] or WORK / "raw")
-RAW = RAW_ROOT / DATASET
-PRE_ROOT = WORK / "preprocessed"
-PRE = PRE_ROOT / DATASET
-RESULTS_ROOT = WORK / "results"
-LOGS = WORK / "logs" / DATASET
+DATASET = paths.dataset_folder_name(config["dataset"]["id"], config["dataset"]["name"])
+ROOTS = paths.Roots.in_work_dir(WORK, raw=config["dataset"]["raw_root"])
+RAW_ROOT = ROOTS.raw
+RAW = paths.raw_dataset_dir(ROOTS, DATASET)
+PRE_ROOT = ROOTS.preprocessed
+PRE = paths.preprocessed_dataset_dir(ROOTS, DATASET)
+RESULTS_ROOT = ROOTS.results
+RESULTS = paths.results_dataset_dir(ROOTS, DATASET)
+LOGS = WORK / paths.WORK_LOGS / DATASET
 PLANS_NAME = (
     config["planning"]["plans_name"]
     or get_preset(config["planning"]["planner"]).plans_name
 )
-PLANS = PRE / f"{PLANS_NAME}.json"
-MODEL_DIR = RESULTS_ROOT / DATASET / f"{TRAINER}__{PLANS_NAME}__{{configuration}}"
-FOLD_DIR = MODEL_DIR / "fold_{fold}"
-RESULTS = RESULTS_ROOT / DATASET
-REPORT = RESULTS / "report"
-PREDICTIONS = WORK / "predictions" / DATASET
-FOLDS_TAG = "_".join(str(f) for f in FOLDS)
-CROSSVAL_SUMMARY = MODEL_DIR / f"crossval_results_folds_{FOLDS_TAG}" / "summary.json"
-ENSEMBLE_CV_DIR = (
-    RESULTS
-    / "ensembles"
-    / (
-        f"ensemble___{TRAINER}__{PLANS_NAME}__{{first}}"
-        f"___{TRAINER}__{PLANS_NAME}__{{second}}___{FOLDS_TAG}"
-    )
+RAW_DATASET_JSON = RAW / paths.DATASET_JSON
+VERIFY = PRE / paths.VERIFY_JSON
+FINGERPRINT = PRE / paths.FINGERPRINT_JSON
+SPLITS = PRE / paths.SPLITS_JSON
+PRE_DATASET_JSON = PRE / paths.DATASET_JSON
+PLANS = paths.plans_file(PRE, PLANS_NAME)
+MODEL_DIR = results_tree.trained_model_dir(
+    RESULTS, "{configuration}", PLANS_NAME, TRAINER
 )
+FOLD_DIR = results_tree.fold_dir(MODEL_DIR, "{fold}")
+FINAL_CHECKPOINT = FOLD_DIR / results_tree.CHECKPOINT_FINAL
+FOLD_SUMMARY = results_tree.validation_dir(FOLD_DIR) / results_tree.SUMMARY_JSON
+CROSSVAL_SUMMARY = (
+    results_tree.crossval_dir(MODEL_DIR, FOLDS) / results_tree.SUMMARY_JSON
+)
+ENSEMBLE_CV_SUMMARY = (
+    results_tree.ensembles_dir(RESULTS)
+    / results_tree.ensemble_name(
+        [
+            results_tree.TrainedModel(member, PLANS_NAME, TRAINER)
+            for member in ("{first}", "{second}")
+        ],
+        FOLDS,
+    )
+    / results_tree.SUMMARY_JSON
+)
+INFERENCE_INFORMATION = results_tree.inference_information_file(RESULTS)
+INFERENCE_INSTRUCTIONS = results_tree.inference_instructions_file(RESULTS)
+REPORT = results_tree.report_dir(RESULTS)
+REPORT_PAGE = REPORT / results_tree.REPORT_PAGE_MD
+PREDICTIONS = results_tree.predictions_dataset_dir(WORK, DATASET)
+CONFIGURATION_PREDICTIONS = results_tree.configuration_predictions_dir(
+    PREDICTIONS, "{configuration}"
+)
+ENSEMBLE_PREDICTIONS = PREDICTIONS / results_tree.ENSEMBLE_PREDICTIONS_FOLDER
+FINAL_PREDICTIONS = PREDICTIONS / results_tree.FINAL_PREDICTIONS_FOLDER
+TEST_SUMMARY = PREDICTIONS / results_tree.TEST_SUMMARY_JSON
 
 
 wildcard_constraints:
@@ -46,3 +73,7 @@ def model_path(pattern, configuration, fold=None):
 
 def crossval_summary(configuration):
     return model_path(CROSSVAL_SUMMARY, configuration)
+
+
+def ensemble_cv_summary(first, second):
+    return str(ENSEMBLE_CV_SUMMARY).format(first=first, second=second)

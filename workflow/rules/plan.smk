@@ -3,9 +3,9 @@
 
 rule fingerprint:
     input:
-        verified=PRE / "verify.json",
+        verified=VERIFY,
     output:
-        PRE / "dataset_fingerprint.json",
+        FINGERPRINT,
     log:
         LOGS / "fingerprint.log",
     threads: NUM_PROCESSES
@@ -18,11 +18,11 @@ rule fingerprint:
 
 checkpoint plan:
     input:
-        fingerprint=PRE / "dataset_fingerprint.json",
-        dataset_json=RAW / "dataset.json",
+        fingerprint=FINGERPRINT,
+        dataset_json=RAW_DATASET_JSON,
     output:
         plans=PLANS,
-        dataset_json=PRE / "dataset.json",
+        dataset_json=PRE_DATASET_JSON,
     log:
         LOGS / "plan.log",
     params:
@@ -37,10 +37,10 @@ checkpoint plan:
 
 rule splits:
     input:
-        dataset_json=RAW / "dataset.json",
-        verified=ancient(PRE / "verify.json"),
+        dataset_json=RAW_DATASET_JSON,
+        verified=ancient(VERIFY),
     output:
-        PRE / "splits_final.json",
+        SPLITS,
     log:
         LOGS / "splits.log",
     params:

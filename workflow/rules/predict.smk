@@ -3,10 +3,10 @@
 
 rule predict:
     input:
-        selection=RESULTS / "inference_information.json",
+        selection=INFERENCE_INFORMATION,
         checkpoints=fold_checkpoints,
     output:
-        directory(PREDICTIONS / "{configuration}"),
+        directory(CONFIGURATION_PREDICTIONS),
     log:
         LOGS / "predict_{configuration}.log",
     threads: config["training"]["threads"]
@@ -30,7 +30,7 @@ rule ensemble_predictions:
     input:
         selected_prediction_folders,
     output:
-        directory(PREDICTIONS / "ensemble"),
+        directory(ENSEMBLE_PREDICTIONS),
     log:
         LOGS / "ensemble_predictions.log",
     params:
@@ -42,14 +42,14 @@ rule ensemble_predictions:
 rule postprocess:
     input:
         predictions=winner_prediction_folder,
-        selection=RESULTS / "inference_information.json",
+        selection=INFERENCE_INFORMATION,
     output:
-        directory(PREDICTIONS / "final"),
+        directory(FINAL_PREDICTIONS),
     log:
         LOGS / "postprocess.log",
     params:
         steps=postprocessing_file,
-        dataset_json=PRE / "dataset.json",
+        dataset_json=PRE_DATASET_JSON,
         processes=NUM_PROCESSES,
     shell:
         "nnunet-core apply-postprocessing -i {input.predictions} -o {output} "
@@ -59,10 +59,10 @@ rule postprocess:
 
 rule evaluate_test:
     input:
-        predictions=PREDICTIONS / "final",
-        dataset_json=PRE / "dataset.json",
+        predictions=FINAL_PREDICTIONS,
+        dataset_json=PRE_DATASET_JSON,
     output:
-        PREDICTIONS / "test_summary.json",
+        TEST_SUMMARY,
     log:
         LOGS / "evaluate_test.log",
     params:

@@ -3,7 +3,7 @@
 
 rule preprocess:
     input:
-        verified=PRE / "verify.json",
+        verified=VERIFY,
         plans=PLANS,
     output:
         PRE / "{data_identifier}" / "preprocess_summary.json",

@@ -3,7 +3,7 @@
 
 rule report:
     input:
-        selection=RESULTS / "inference_information.json",
+        selection=INFERENCE_INFORMATION,
         test_summary=test_summary_if_any,
     output:
         curves=report(
@@ -37,7 +37,7 @@ rule report:
             caption="../report/run_times.rst",
             category="Run times",
         ),
-        page=REPORT / "report.md",
+        page=REPORT_PAGE,
         test_dice=test_dice_figure(),
     log:
         LOGS / "report.log",

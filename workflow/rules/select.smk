@@ -22,7 +22,7 @@ rule ensemble_cv:
     input:
         crossval_summary_of_pair,
     output:
-        ENSEMBLE_CV_DIR / "summary.json",
+        ENSEMBLE_CV_SUMMARY,
     log:
         LOGS / "ensemble_cv_{first}_{second}.log",
     params:
@@ -39,8 +39,8 @@ checkpoint select:
     input:
         crossval_and_ensemble_summaries,
     output:
-        information=RESULTS / "inference_information.json",
-        instructions=RESULTS / "inference_instructions.txt",
+        information=INFERENCE_INFORMATION,
+        instructions=INFERENCE_INSTRUCTIONS,
     log:
         LOGS / "select.log",
     params:

@@ -6,11 +6,11 @@
 rule train:
     input:
         plans=PLANS,
-        splits=PRE / "splits_final.json",
+        splits=SPLITS,
         data=preprocessed_data_of_configuration,
     output:
-        final=FOLD_DIR / "checkpoint_final.pth",
-        summary=FOLD_DIR / "validation" / "summary.json",
+        final=FINAL_CHECKPOINT,
+        summary=FOLD_SUMMARY,
     log:
         LOGS / "train_{configuration}_fold{fold}.log",
     # On a cluster each attempt is a new job (the main Snakemake resubmits); the Snakemake inside
