@@ -13,6 +13,7 @@ from pathlib import Path
 from nnunet_core.commands.common import add_processes_flag
 from nnunet_core.errors import DatasetError
 from nnunet_core.paths import DATASET_JSON
+from nnunet_core.results_tree import SUMMARY_JSON
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
@@ -48,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
         msg = f"-pfile {args.pfile}: file not found"
         raise DatasetError(msg)
     dataset_json = load_dataset_json(_dataset_json_file(args))
-    output = Path(args.output) if args.output else Path(args.pred_folder) / "summary.json"
+    output = Path(args.output) if args.output else Path(args.pred_folder) / SUMMARY_JSON
     summary = compute_metrics_on_folder(
         args.gt_folder,
         args.pred_folder,

@@ -14,6 +14,7 @@ from pathlib import Path
 from nnunet_core.commands.common import add_processes_flag
 from nnunet_core.errors import DatasetError
 from nnunet_core.io.dataset_json import LabelSpec
+from nnunet_core.results_tree import SUMMARY_JSON
 
 DOUBLE_ENDINGS = (".nii.gz",)
 
@@ -54,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
         ignore_label=args.il,
         all_labels=tuple(labels),
     )
-    output = Path(args.output) if args.output else Path(args.pred_folder) / "summary.json"
+    output = Path(args.output) if args.output else Path(args.pred_folder) / SUMMARY_JSON
     summary = compute_metrics_on_folder(
         gt,
         args.pred_folder,

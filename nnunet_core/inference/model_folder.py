@@ -20,7 +20,13 @@ from nnunet_core.io.dataset_json import DatasetJson, load_dataset_json
 from nnunet_core.model import build_network
 from nnunet_core.paths import DATASET_JSON, parse_fold
 from nnunet_core.planning.plans import load_plans, resolve_configuration
-from nnunet_core.results_tree import PLANS_JSON, TrainedModel, fold_dir
+from nnunet_core.results_tree import (
+    PLANS_JSON,
+    TrainedModel,
+    fold_dir,
+    fold_dirs_in,
+    fold_of_folder,
+)
 from nnunet_core.training import checkpoint as ckpt
 
 Fold = int | str
@@ -61,9 +67,9 @@ def train_command(model_dir: Path, fold: Fold) -> str:
 def available_folds(model_dir: Path, checkpoint_name: str = ckpt.FINAL) -> list[Fold]:
     """Folds with ``checkpoint_name``, numerically sorted; ``fold_all`` is left out (upstream)."""
     folds = [
-        parse_fold(p.name[len("fold_") :])
-        for p in model_dir.glob("fold_*")
-        if p.name[len("fold_") :].isdigit() and (p / checkpoint_name).is_file()
+        parse_fold(fold_of_folder(p))
+        for p in fold_dirs_in(model_dir)
+        if fold_of_folder(p).isdigit() and (p / checkpoint_name).is_file()
     ]
     return sorted(folds, key=int)
 

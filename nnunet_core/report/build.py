@@ -14,6 +14,7 @@ from pathlib import Path
 
 from nnunet_core.report import figures, tables
 from nnunet_core.report.collect import FOREGROUND, ReportData, collect
+from nnunet_core.report.summaries import configuration_of
 from nnunet_core.results_tree import REPORT_PAGE_MD
 
 REPORT_DIR = "report"
@@ -36,7 +37,7 @@ STALE_PATTERNS = (
 def curve_file_names(data: ReportData) -> dict[str, str]:
     """Model folder -> ``training_curves_<config>.png`` (the full model name if configs repeat)."""
     models = list(dict.fromkeys(data.curves["model"]))
-    configs = [m.split("__")[-1] for m in models]
+    configs = [configuration_of(m) for m in models]
     return {
         m: f"training_curves_{c if configs.count(c) == 1 else m}.png"
         for m, c in zip(models, configs, strict=True)
