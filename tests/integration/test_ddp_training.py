@@ -1,11 +1,10 @@
-# ruff: noqa: F811 (the ``env`` fixture is imported from test_training)
 """DDP training for real on the CPU (gloo): ``-num_gpus 2``, torchrun single- and two-node.
 
-The tiny preprocessed dataset is built once for this module with test_training's ``env`` fixture
-(the real commands, a ``3d_tiny`` plans override). Each run trains a few iterations to the end,
-including the final validation, so every collective of the path is exercised. The equivalence
-test runs the trainer in two spawned gloo ranks and in this process and compares losses and
-weights step by step.
+The tiny preprocessed dataset is built once for this module by the ``env`` fixture
+(tests/integration/conftest.py: the real commands, a ``3d_tiny`` plans override). Each run
+trains a few iterations to the end, including the final validation, so every collective of the
+path is exercised. The equivalence test runs the trainer in two spawned gloo ranks and in this
+process and compares losses and weights step by step.
 """
 
 from __future__ import annotations
@@ -23,7 +22,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from test_training import CONFIG, DATASET, MODEL, check, cli, env  # noqa: F401
+from training_helpers import CONFIG, DATASET, MODEL, check, cli
 
 from nnunet_core.paths import Roots
 from nnunet_core.training import checkpoint as ckpt

@@ -4,7 +4,8 @@ SIGUSR1 in the middle of an epoch stops after it (exit 0, checkpoint_latest, no 
 finishes; in deterministic mode the result is bitwise the uninterrupted run's, also after a
 SIGKILL; the signal sent to a whole process group (a Snakemake-like parent, a shell, the
 trainer) kills nobody; a deadline stops without a signal; a second job on a fold is refused;
-kill -9 at random moments never loses a checkpoint. Reuses test_training's tiny dataset.
+kill -9 at random moments never loses a checkpoint. Starts from the tiny dataset of the ``env``
+fixture (tests/integration/conftest.py).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from test_training import CONFIG, DATASET, MODEL, check, cli, env  # noqa: F401 - env: fixture
+from training_helpers import CONFIG, DATASET, MODEL, check, cli
 
 from nnunet_core.training import checkpoint as ckpt
 
@@ -35,7 +36,7 @@ SCHEDULE = ["--epochs", str(EPOCHS), "--iterations", "8", "--val-iterations", "2
 TRAIN = ["train", "900", CONFIG, "0", "-device", "cpu", "--num-workers", "0", "--deterministic"]
 
 
-def results_env(env: dict[str, str], results: Path) -> dict[str, str]:  # noqa: F811
+def results_env(env: dict[str, str], results: Path) -> dict[str, str]:
     return {**env, "nnUNet_results": str(results)}
 
 
@@ -81,7 +82,7 @@ def assert_bitwise_equal(a: dict, b: dict) -> None:
 
 
 @pytest.fixture(scope="module")
-def straight(env, tmp_path_factory) -> Path:  # noqa: F811
+def straight(env, tmp_path_factory) -> Path:
     """The uninterrupted deterministic run everything is compared with."""
     results = tmp_path_factory.mktemp("straight")
     begin = time.time()
@@ -90,7 +91,7 @@ def straight(env, tmp_path_factory) -> Path:  # noqa: F811
     return fold(results)
 
 
-def test_usr1_mid_epoch_stops_after_it_and_continue_is_bit_exact(env, straight, tmp_path):  # noqa: F811
+def test_usr1_mid_epoch_stops_after_it_and_continue_is_bit_exact(env, straight, tmp_path):
     environment = results_env(env, tmp_path)
     out = tmp_path / "out.txt"
     process = start(environment, out)
@@ -108,7 +109,7 @@ def test_usr1_mid_epoch_stops_after_it_and_continue_is_bit_exact(env, straight, 
     assert_bitwise_equal(final_weights(fold(tmp_path)), final_weights(straight))
 
 
-def test_sigkill_after_a_checkpoint_then_continue_is_bit_exact(env, straight, tmp_path):  # noqa: F811
+def test_sigkill_after_a_checkpoint_then_continue_is_bit_exact(env, straight, tmp_path):
     environment = results_env(env, tmp_path)
     out = tmp_path / "out.txt"
     process = start(environment, out)
@@ -134,7 +135,7 @@ PARENT = textwrap.dedent(
 )
 
 
-def test_usr1_to_the_process_group_reaches_only_the_trainer(env, tmp_path):  # noqa: F811
+def test_usr1_to_the_process_group_reaches_only_the_trainer(env, tmp_path):
     environment = results_env(env, tmp_path)
     out = tmp_path / "out.txt"
     command = " ".join(
@@ -167,7 +168,7 @@ def test_usr1_to_the_process_group_reaches_only_the_trainer(env, tmp_path):  # n
     assert control.wait(timeout=30) == -signal.SIGUSR1
 
 
-def test_deadline_stops_cleanly_without_a_signal(env, tmp_path):  # noqa: F811
+def test_deadline_stops_cleanly_without_a_signal(env, tmp_path):
     environment = results_env(env, tmp_path)
     schedule = ["--epochs", "20", "--iterations", "8", "--val-iterations", "2"]
     args = ["train", "900", CONFIG, "0", "-device", "cpu", "--num-workers", "0"]
@@ -186,7 +187,7 @@ def test_deadline_stops_cleanly_without_a_signal(env, tmp_path):  # noqa: F811
     assert 1 <= int(stopped.group(1)) <= 4  # ~2 epochs, with slack for a busy machine
 
 
-def test_a_second_job_on_the_same_fold_is_refused(env, tmp_path):  # noqa: F811
+def test_a_second_job_on_the_same_fold_is_refused(env, tmp_path):
     environment = results_env(env, tmp_path)
     out = tmp_path / "out.txt"
     # a schedule long enough that the first job is still training when the second starts
@@ -203,7 +204,7 @@ def test_a_second_job_on_the_same_fold_is_refused(env, tmp_path):  # noqa: F811
         first.wait()
 
 
-def test_kill_9_at_random_moments_never_loses_a_checkpoint(env, tmp_path):  # noqa: F811
+def test_kill_9_at_random_moments_never_loses_a_checkpoint(env, tmp_path):
     """10 kills, some while a checkpoint is being written; --c always continues."""
     environment = results_env(env, tmp_path)
     folder = fold(tmp_path)
@@ -250,7 +251,7 @@ def _children(pid: int) -> list[int]:
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 @pytest.mark.parametrize("target", ["one rank", "launcher"])
-def test_usr1_under_ddp_stops_every_rank_after_the_same_epoch(env, tmp_path, target):  # noqa: F811
+def test_usr1_under_ddp_stops_every_rank_after_the_same_epoch(env, tmp_path, target):
     environment = results_env(env, tmp_path)
     out = tmp_path / "out.txt"
     ddp = ["train", "900", CONFIG, "0", "-device", "cpu", "--num-workers", "0", "-num_gpus", "2"]

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import subprocess
 import sys
 import time
@@ -24,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from training_helpers import CONFIG, DATASET, MODEL, check, cli
 
 from nnunet_core.paths import Roots
 from nnunet_core.training import checkpoint as ckpt
@@ -31,61 +31,12 @@ from nnunet_core.training.trainer import STOPPED, Trainer, TrainerSettings
 
 pytestmark = pytest.mark.slow
 
-DATASET = "Dataset900_Synth"
-CONFIG = "3d_tiny"
-MODEL = f"nnUNetTrainer__nnUNetPlans__{CONFIG}"
 # 25 iterations x 8 epochs (200 steps of batch 2) reach organ Dice ~0.75-0.85 on this data.
 SCHEDULE = ["--epochs", "8", "--iterations", "25", "--val-iterations", "5"]
 # The organ (label 1) fills 2-4 % of a case: predicting it everywhere scores Dice ~0.06 and
 # all-background scores 0. 0.5 is far above both and below what the schedule reaches; the
 # lesion (label 2, a few voxels) is not learned in 200 steps and is not asserted.
 ORGAN_DICE_THRESHOLD = 0.5
-
-
-def cli(env: dict[str, str], *args: str, module: str = "nnunet_core", timeout: float = 600):
-    return subprocess.run(
-        [sys.executable, "-m", module, *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-
-
-def check(result: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
-    if result.returncode != 0:
-        pytest.fail(f"command failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
-    return result
-
-
-@pytest.fixture(scope="module")
-def env(tmp_path_factory: pytest.TempPathFactory, make_raw_dataset) -> dict[str, str]:
-    """Roots of a tiny preprocessed dataset with the ``3d_tiny`` configuration."""
-    root = tmp_path_factory.mktemp("training")
-    make_raw_dataset(root / "raw" / DATASET, num_training=6, num_test=0)
-    environment = {
-        **os.environ,
-        "nnUNet_raw": str(root / "raw"),
-        "nnUNet_preprocessed": str(root / "preprocessed"),
-        "nnUNet_results": str(root / "results"),
-        "OMP_NUM_THREADS": "1",
-    }
-    check(cli(environment, "fingerprint", "-d", "900", "-np", "2"))
-    check(cli(environment, "plan", "-d", "900"))
-    plans_path = root / "preprocessed" / DATASET / "nnUNetPlans.json"
-    plans = json.loads(plans_path.read_text())
-    n_stages = plans["configurations"]["3d_fullres"]["architecture"]["arch_kwargs"]["n_stages"]
-    features = [min(4 * 2**i, 32) for i in range(n_stages)]
-    overrides = {
-        CONFIG: {
-            "inherits_from": "3d_fullres",
-            "architecture": {"arch_kwargs": {"features_per_stage": features}},
-        }
-    }
-    check(cli(environment, "plan", "-d", "900", "--overrides", json.dumps(overrides)))
-    check(cli(environment, "preprocess", "-d", "900", "-c", CONFIG, "-np", "2", "--no-pbar"))
-    check(cli(environment, "splits", "-d", "900"))
-    return environment
 
 
 def fold_folder(env: dict[str, str], fold: int | str) -> Path:
