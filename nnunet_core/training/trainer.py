@@ -7,8 +7,8 @@ decides when to write which checkpoint, and knows how to save and restore its ow
 
 Checkpoints: ``checkpoint_best.pth`` whenever the EMA pseudo Dice improves strictly,
 ``checkpoint_latest.pth`` every ``save_every`` epochs (and on a requested stop),
-``checkpoint_final.pth`` at the end. ``checkpoint_latest`` is removed only by
-``remove_latest()``, which the command calls after the final validation has finished.
+``checkpoint_final.pth`` at the end. ``checkpoint_latest`` is removed only by the fold's
+lifecycle (``fold_run.clean_up_finished``), once the final validation has finished.
 """
 
 from __future__ import annotations
@@ -195,11 +195,6 @@ class Trainer:
         if self.settings.disable_checkpointing or not self.settings.is_main:
             return None
         return ckpt.save_checkpoint(self.state_dict(), self.setup.output_folder / name)
-
-    def remove_latest(self) -> None:
-        """Delete ``checkpoint_latest.pth``: call only once the final validation is written."""
-        if self.settings.is_main:
-            (self.setup.output_folder / ckpt.LATEST).unlink(missing_ok=True)
 
     # ----------------------------------------------------------------------- data
     def _loaders(self) -> tuple[PatchLoader, PatchLoader]:

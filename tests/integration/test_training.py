@@ -267,10 +267,9 @@ def test_schedule_variants_of_the_trainer_name() -> None:
 
 def test_pretrained_weights_and_val_best(trained: Path, env, tmp_path: Path) -> None:
     """A new fold starts from fold 0's weights; ``--val_best`` validates checkpoint_best."""
-    import argparse
     import shutil
 
-    from nnunet_core.commands.train import _validate
+    from nnunet_core.training.fold_run import FoldFlags, validate
 
     copy = tmp_path / "fold_0"
     shutil.copytree(trained, copy)
@@ -280,7 +279,7 @@ def test_pretrained_weights_and_val_best(trained: Path, env, tmp_path: Path) -> 
     final = torch.load(trained / ckpt.FINAL, weights_only=True)["network_weights"]
     for key, value in trainer.network.state_dict().items():
         assert torch.equal(value, final[key]), key
-    _validate(trainer, argparse.Namespace(val_best=True, npz=False))
+    validate(trainer, FoldFlags(val_best=True, npz=False))
     best = torch.load(trained / ckpt.BEST, weights_only=True)["network_weights"]
     for key, value in trainer.network.state_dict().items():
         assert torch.equal(value, best[key]), key

@@ -1,0 +1,253 @@
+"""One fold's lifecycle, from the parsed command line to a finished (or cleanly stopped) folder.
+
+The ``train`` command only parses flags and launches DDP; what happens to ``fold_k/`` from then
+on is here, in this order, one short function per step (``run_fold``):
+
+1. resolve the fold (plans, split, output folder); ``--val`` without ``checkpoint_final.pth``
+   is a one-line error before anything is touched;
+2. determinism (``--deterministic``), then the fold lock (main process only, never for ``--val``);
+3. the trainer; ``--val``/``--val_best`` only validates ``checkpoint_final`` and returns;
+4. model files next to the folds, stale temporaries removed;
+5. start weights: ``--c`` continues from the newest checkpoint, or ``-pretrained_weights``;
+6. a provenance attempt opens; the stop conditions (signal flag, deadline) are armed;
+7. fit; a stopped fit reports and keeps ``checkpoint_latest`` (``--c`` continues there);
+   a finished one validates, removes ``checkpoint_latest`` and the lock file;
+8. the attempt closes with how it ended (finished, stopped, failed, interrupted).
+
+The stop-signal API is used here only (``install_stop_handler``, ``stop_conditions``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from nnunet_core.errors import ConfigurationError
+from nnunet_core.paths import Roots, preprocessed_dataset_dir
+from nnunet_core.training import checkpoint as ckpt
+from nnunet_core.training import provenance, signals
+from nnunet_core.training.distributed import SINGLE_PROCESS, Topology
+from nnunet_core.training.fold_lock import FoldLock
+from nnunet_core.training.fold_setup import FoldSetup, copy_model_files, prepare_fold
+from nnunet_core.training.trainer import STOPPED, Trainer, TrainerSettings
+
+FAILED = "failed"
+INTERRUPTED = "interrupted"
+
+
+@dataclass(frozen=True)
+class FoldFlags:
+    """The switches that change the lifecycle (the schedule is in ``TrainerSettings``)."""
+
+    resume: bool = False  # --c
+    validate_only: bool = False  # --val
+    val_best: bool = False  # validate checkpoint_best instead of the final weights
+    npz: bool = False  # save validation probabilities
+    pretrained_weights: str | None = None
+    deterministic: bool = False
+    deadline: str | None = None  # --deadline; None: the SLURM job's end time, if any
+    stop_margin: float = 300.0
+
+
+@dataclass(frozen=True)
+class FoldRequest:
+    """What the command resolved: which fold, how to train it, and where this process sits."""
+
+    roots: Roots
+    dataset: str  # resolved name, e.g. Dataset900_Synth
+    configuration: str
+    fold: int | str
+    plans: str
+    settings: TrainerSettings  # its trainer_name also names the output folder
+    device: torch.device
+    flags: FoldFlags = field(default_factory=FoldFlags)
+    topology: Topology = SINGLE_PROCESS
+    arguments: dict[str, Any] = field(default_factory=dict)  # the command line, for provenance
+
+
+def run_fold(request: FoldRequest) -> int:
+    """Train (or with ``--val`` only validate) one fold; 0 when finished or stopped cleanly."""
+    setup = resolve_fold(request)
+    if request.flags.deterministic:
+        from nnunet_core.training.determinism import enable_determinism
+
+        enable_determinism(request.settings.seed)
+    lock = acquire_lock(request, setup.output_folder)
+    try:
+        trainer = Trainer(setup, request.settings, request.device, request.topology)
+        if request.flags.validate_only:
+            validate_final(trainer, request.flags)
+            return 0
+        prepare_folder(request, setup)
+        load_start_weights(trainer, request.flags)
+        train_and_finish(trainer, request, lock)
+    finally:
+        if lock is not None:
+            lock.release()  # no-op once a finished fold removed it; else the file stays
+    return 0
+
+
+# ----------------------------------------------------------------------------- the steps
+def resolve_fold(request: FoldRequest) -> FoldSetup:
+    """The fold's setup; ``--val`` of an unfinished fold fails here, before any file is written."""
+    setup = prepare_fold(
+        request.roots,
+        request.dataset,
+        request.configuration,
+        request.fold,
+        request.plans,
+        request.settings.trainer_name,
+    )
+    final = setup.output_folder / ckpt.FINAL
+    if request.flags.validate_only and not final.is_file():
+        msg = f"{final}: training is not finished yet (no checkpoint_final.pth); train first or use --c"
+        raise ConfigurationError(msg)
+    return setup
+
+
+def takes_lock(topology: Topology, flags: FoldFlags) -> bool:
+    """Only the main process (global rank 0) locks a training; ``--val`` never does."""
+    return topology.is_main and not flags.validate_only
+
+
+def acquire_lock(request: FoldRequest, folder: Path) -> FoldLock | None:
+    """A second job on this fold fails here (FoldLockedError); the kernel drops it at exit."""
+    if not takes_lock(request.topology, request.flags):
+        return None
+    lock = FoldLock(folder)
+    lock.acquire()
+    return lock
+
+
+def validate_final(trainer: Trainer, flags: FoldFlags) -> None:
+    """``--val``: the final weights (or ``--val_best``'s) predict the validation cases again."""
+    trainer.load_state_dict(
+        ckpt.load_checkpoint(trainer.setup.output_folder / ckpt.FINAL, trainer.device)
+    )
+    validate(trainer, flags)
+
+
+def prepare_folder(request: FoldRequest, setup: FoldSetup) -> None:
+    """Model files for inference next to the folds; temporaries of a killed write removed."""
+    if not request.topology.is_main:
+        return
+    preprocessed = preprocessed_dataset_dir(request.roots, request.dataset)
+    copy_model_files(preprocessed, setup.output_folder.parent, request.plans)
+    ckpt.remove_stale_temporaries(setup.output_folder)
+
+
+def load_start_weights(trainer: Trainer, flags: FoldFlags) -> None:
+    """``--c``: the newest checkpoint (or a fresh start with a warning); else pretrained weights."""
+    folder = trainer.setup.output_folder
+    if flags.resume:
+        found = ckpt.find_resume_checkpoint(folder)
+        if found is not None:
+            trainer.load_checkpoint(found)
+        else:
+            trainer.log(f"no checkpoint in {folder} to continue from; starting fresh")
+    elif flags.pretrained_weights:
+        skipped = ckpt.load_pretrained_weights(trainer.network, flags.pretrained_weights)
+        trainer.log(
+            f"loaded pretrained weights from {flags.pretrained_weights}; not loaded: {skipped or 'nothing'}"
+        )
+
+
+def train_and_finish(trainer: Trainer, request: FoldRequest, lock: FoldLock | None) -> None:
+    """One provenance attempt around fit and, when the fit finished, validation and cleanup."""
+    path = trainer.setup.output_folder / provenance.PROVENANCE_JSON
+    main = request.topology.is_main
+    if main:
+        provenance.start_attempt(
+            path,
+            provenance_config(request),
+            trainer.setup.plans,
+            request.settings.seed,
+            request.device,
+            trainer.current_epoch,
+        )
+    status = FAILED
+    stop = stop_conditions(request.flags)
+    trainer.log(stop.describe())
+    try:
+        stop.start()
+        status = trainer.fit(should_stop=stop)
+        if status == STOPPED:
+            report_stop(trainer, stop.reason or "request")
+        else:
+            validate(trainer, request.flags)
+            clean_up_finished(trainer, lock)
+    except KeyboardInterrupt:
+        status = INTERRUPTED
+        raise
+    finally:
+        if main:
+            provenance.end_attempt(path, status, trainer.current_epoch)
+
+
+def validate(trainer: Trainer, flags: FoldFlags) -> None:
+    """The final validation with the trainer's weights (``--val_best``: checkpoint_best's)."""
+    from nnunet_core.training.distributed import barrier
+    from nnunet_core.training.validation import summarize_validation, validate_fold
+
+    if flags.val_best:
+        best = ckpt.load_checkpoint(trainer.setup.output_folder / ckpt.BEST, trainer.device)
+        trainer.network.load_state_dict(ckpt.strip_module_prefix(best["network_weights"]))
+        trainer.log("validating checkpoint_best.pth")
+    topology = trainer.topology
+    validate_fold(
+        trainer.network,
+        trainer.setup,
+        trainer.device,
+        trainer.mirror_axes,
+        flags.npz,
+        trainer.log,
+        rank=topology.global_rank,
+        world_size=topology.world_size,
+    )
+    if topology.distributed:
+        barrier()  # every rank's cases are exported; only rank 0 evaluates them
+        if topology.is_main:
+            summarize_validation(trainer.setup, trainer.log)
+
+
+def clean_up_finished(trainer: Trainer, lock: FoldLock | None) -> None:
+    """A finished, validated fold keeps neither checkpoint_latest nor a lock file."""
+    if trainer.topology.is_main:
+        (trainer.setup.output_folder / ckpt.LATEST).unlink(missing_ok=True)
+    if lock is not None:
+        lock.release(remove=True)
+
+
+# ------------------------------------------------------------------- stopping and provenance
+def install_stop_handler() -> None:
+    """From now on SIGUSR1 only sets the stop flag (the command calls this first)."""
+    signals.install_stop_handler()
+
+
+def stop_conditions(flags: FoldFlags) -> signals.StopConditions:
+    """Flag (SIGUSR1) and deadline (``--deadline``, else the SLURM job's end time)."""
+    if flags.deadline:
+        deadline = signals.parse_deadline(flags.deadline)
+    else:
+        deadline = signals.slurm_end_time()
+    return signals.StopConditions(deadline, flags.stop_margin)
+
+
+def report_stop(trainer: Trainer, reason: str) -> None:
+    """The line the workflow shows when a stopped job fails over to its retry."""
+    epoch = trainer.current_epoch - 1
+    message = (
+        f"stopped at epoch {epoch} by {reason}; checkpoint_latest.pth holds epoch "
+        f"{trainer.current_epoch}; will continue on retry (--c)"
+    )
+    trainer.log(message)
+    if trainer.settings.is_main:
+        print(f"nnunet-core train: {message}", flush=True)
+
+
+def provenance_config(request: FoldRequest) -> dict[str, Any]:
+    """The command's arguments and the resolved settings (plain JSON)."""
+    return {"arguments": dict(request.arguments), "trainer": asdict(request.settings)}
