@@ -6,7 +6,7 @@ CORES ?= 2
 # CPU build of torch; GPU users: see README ("GPU machines").
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: install install-slurm install-profile demo test lint format clean
+.PHONY: install install-slurm install-profile demo test test-fast lint format clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -46,6 +46,11 @@ demo: install
 
 test: install
 	$(BIN)/python -m pytest -q
+
+# The edit-test loop: everything but the end-to-end runs (marker slow) and the SLURM tests
+# (marker cluster); a few minutes instead of make test's quarter of an hour. Not a replacement.
+test-fast: install
+	$(BIN)/python -m pytest -q -m "not slow and not cluster"
 
 # snakemake --lint, less its one deliberate remark (no per-rule conda env: see config/README.md).
 lint: install

@@ -36,6 +36,7 @@ SLURM = ".venv/bin/snakemake --profile profiles/slurm --configfile my.yaml"
 WORKSTATION = ".venv/bin/snakemake --cores 32 --resources gpu=4 --configfile my.yaml"
 INSTALL_PROFILE = "make install-profile"
 LINT = "make lint"
+TEST_FAST = "make test-fast"
 CLI_FIRST = "source .venv/bin/activate"
 DEMO_TARGETS_FIRST = ".venv/bin/snakemake --cores 2 preprocessed"
 TINY_SCHEDULE = (
@@ -140,6 +141,7 @@ def test_every_documented_command_is_tested() -> None:
         WORKSTATION,
         INSTALL_PROFILE,
         LINT,
+        TEST_FAST,
         *block_starting_with(CLI_FIRST),
         *block_starting_with(DEMO_TARGETS_FIRST),
     }
@@ -164,6 +166,13 @@ def test_make_test_and_install_slurm_run_what_they_say(checkout, user_env) -> No
     assert planned[-1] == ".venv/bin/python -m pytest -q"
     slurm = make_installs(INSTALL_SLURM, checkout, user_env)
     assert slurm[-1] == '.venv/bin/pip install -q -e ".[slurm,dev]"'
+
+
+def test_make_test_fast_deselects_the_slow_and_cluster_tests(checkout, user_env) -> None:
+    """The edit-test loop: pytest without the end-to-end runs and the SLURM tests."""
+    assert make_installs(TEST_FAST, checkout, user_env) == [], "venv out of date: run make install"
+    planned = run(with_flags(TEST_FAST, "-n"), checkout, user_env).stdout.splitlines()
+    assert planned[-1] == '.venv/bin/python -m pytest -q -m "not slow and not cluster"'
 
 
 def test_install_profile_links_the_slurm_profile(checkout, user_env) -> None:
