@@ -88,7 +88,7 @@ def write_prediction(folder: Path, case: str, probabilities: np.ndarray, npz: bo
         (folder / f"{case}.json").write_text(json.dumps(properties()))
 
 
-def exact(index: int, gt: np.ndarray) -> np.ndarray:
+def exact(_index: int, gt: np.ndarray) -> np.ndarray:
     return one_hot(gt)
 
 

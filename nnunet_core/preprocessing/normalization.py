@@ -37,7 +37,7 @@ def scheme_for_channel(channel_name: str) -> str:
     return _BY_CHANNEL_NAME.get(str(channel_name).casefold(), ZSCORE)
 
 
-def _zscore(image: np.ndarray, mask: np.ndarray | None, props: Mapping[str, float] | None) -> None:
+def _zscore(image: np.ndarray, mask: np.ndarray | None, _props: Mapping[str, float] | None) -> None:
     if mask is None:
         mean = image.mean()
         std = image.std()
@@ -51,25 +51,25 @@ def _zscore(image: np.ndarray, mask: np.ndarray | None, props: Mapping[str, floa
     image[mask] = (values - mean) / max(std, EPS)
 
 
-def _ct(image: np.ndarray, mask: np.ndarray | None, props: Mapping[str, float] | None) -> None:
+def _ct(image: np.ndarray, _mask: np.ndarray | None, props: Mapping[str, float] | None) -> None:
     assert props is not None
     np.clip(image, props["percentile_00_5"], props["percentile_99_5"], out=image)
     image -= props["mean"]
     image /= max(props["std"], EPS)
 
 
-def _none(image: np.ndarray, mask: np.ndarray | None, props: Mapping[str, float] | None) -> None:
+def _none(_image: np.ndarray, _mask: np.ndarray | None, _props: Mapping[str, float] | None) -> None:
     return None
 
 
 def _rescale01(
-    image: np.ndarray, mask: np.ndarray | None, props: Mapping[str, float] | None
+    image: np.ndarray, _mask: np.ndarray | None, _props: Mapping[str, float] | None
 ) -> None:
     image -= image.min()
     image /= np.clip(image.max(), a_min=EPS, a_max=None)
 
 
-def _rgb01(image: np.ndarray, mask: np.ndarray | None, props: Mapping[str, float] | None) -> None:
+def _rgb01(image: np.ndarray, _mask: np.ndarray | None, _props: Mapping[str, float] | None) -> None:
     if image.min() < 0 or image.max() > 255:
         msg = f"RGBTo01Normalization needs values in 0..255, got {image.min()}..{image.max()}"
         raise DatasetError(msg)

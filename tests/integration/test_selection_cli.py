@@ -27,7 +27,7 @@ from fake_results import (
 BLOB = (5, slice(8, 10), slice(0, 2))  # a false label-1 piece, apart from both boxes
 
 
-def with_blob(index: int, gt: np.ndarray) -> np.ndarray:
+def with_blob(_index: int, gt: np.ndarray) -> np.ndarray:
     seg = gt.copy()
     seg[BLOB] = 1
     return one_hot(seg)

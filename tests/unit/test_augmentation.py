@@ -51,7 +51,7 @@ class _Scripted:
     def random(self):
         return self.randoms.pop(0)
 
-    def uniform(self, lo, hi):
+    def uniform(self, _lo, _hi):
         return self.uniforms.pop(0)
 
 

@@ -113,7 +113,7 @@ def test_failed_rename_leaves_the_previous_checkpoint(
     target = tmp_path / "checkpoint_latest.pth"
     save_checkpoint(training_state(TinyNet(), epoch=1), target)
 
-    def failing_replace(src, dst):
+    def failing_replace(_src, _dst):
         raise OSError("disk vanished")
 
     monkeypatch.setattr(ckpt.os, "replace", failing_replace)
@@ -130,7 +130,7 @@ def test_failure_while_writing_leaves_the_previous_checkpoint(
     target = tmp_path / "checkpoint_latest.pth"
     save_checkpoint(training_state(TinyNet(), epoch=1), target)
 
-    def half_write(obj, handle):
+    def half_write(_obj, handle):
         handle.write(b"PK\x03\x04 half a checkpoint")
         raise KeyboardInterrupt
 

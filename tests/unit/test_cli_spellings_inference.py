@@ -21,7 +21,7 @@ def parse(*argv: str):
     return build_parser(argv[0]).parse_args(list(argv))
 
 
-def exact(index, gt):
+def exact(_index, gt):
     return one_hot(gt)
 
 

@@ -77,7 +77,7 @@ class CenterCrop:
     def __init__(self, patch: tuple[int, ...]) -> None:
         self.patch = patch
 
-    def __call__(self, data, seg, rng):
+    def __call__(self, data, seg, _rng):
         lower = [(s - p) // 2 for s, p in zip(data.shape[1:], self.patch, strict=True)]
         box = (slice(None), *(slice(lo, lo + p) for lo, p in zip(lower, self.patch, strict=True)))
         return data[box], seg[box]
@@ -239,7 +239,7 @@ def test_stream_order_is_independent_of_workers_and_history(store3d: CaseStore) 
 
 
 def test_worker_error_names_the_case_and_leaves_no_process(store3d: CaseStore) -> None:
-    def explode(data, seg, rng):
+    def explode(_data, _seg, _rng):
         raise RuntimeError("broken transform")
 
     good = PatchLoader(store3d, 2, (4, 8, 8))
@@ -260,7 +260,7 @@ def test_worker_error_names_the_case_and_leaves_no_process(store3d: CaseStore) -
 
 
 def test_dead_worker_is_reported_not_waited_for() -> None:
-    def die(epoch: int, iteration: int) -> dict:
+    def die(_epoch: int, iteration: int) -> dict:
         if iteration == 1:
             os._exit(3)
         return {"data": torch.zeros(1)}

@@ -106,7 +106,7 @@ def test_export_restores_geometry_crop_and_transpose(tmp_path: Path) -> None:
     ]
 
 
-def test_resampling_back_to_original_spacing(tmp_path: Path) -> None:
+def test_resampling_back_to_original_spacing() -> None:
     """Coarser network spacing in-plane: order-1 upsampling puts a block where it belongs."""
     properties = {
         "spacing": [3.0, 0.5, 0.5],

@@ -167,7 +167,7 @@ def test_downsample_targets_nearest() -> None:
 def test_wrapper_skips_zero_weights_and_checks_counts() -> None:
     calls = []
 
-    def fake(o: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+    def fake(o: torch.Tensor, _t: torch.Tensor) -> torch.Tensor:
         calls.append(o.shape[-1])
         return o.sum()
 

@@ -47,7 +47,7 @@ Finished jobid: 8 (Rule: select)
 """
 
 
-def stray_voxel(index: int, gt: np.ndarray) -> np.ndarray:
+def stray_voxel(_index: int, gt: np.ndarray) -> np.ndarray:
     """Exact but for one isolated label-1 voxel (postprocessing removes it)."""
     seg = gt.copy()
     seg[5, 0, 0] = 1

@@ -125,7 +125,7 @@ def test_a_tie_goes_to_the_single_configuration(tmp_path: Path) -> None:
 def _wrong_in(half: int):
     """Unsure (0.6) wrong label-1 voxels in one half of the box; confident (0.8) elsewhere."""
 
-    def predict(index: int, gt: np.ndarray) -> np.ndarray:
+    def predict(_index: int, gt: np.ndarray) -> np.ndarray:
         probabilities = one_hot(gt)
         voxels = np.argwhere(gt == 1)
         for z, y, x in voxels[half::2][:4]:

@@ -107,7 +107,7 @@ def test_good_dataset_passes_and_writes_report(dataset: Path) -> None:
     assert report["warnings"] == []
 
 
-def test_output_flag_and_multichannel(tmp_path: Path, make_raw_dataset, capsys) -> None:
+def test_output_flag_and_multichannel(tmp_path: Path, make_raw_dataset) -> None:
     dataset_dir = make_raw_dataset(tmp_path / "raw" / DATASET, **TINY, channels=2)
     target = tmp_path / "elsewhere" / "report.json"
     assert main(["verify", *_flags(dataset_dir), "--output", str(target), "-np", "2"]) == 0
@@ -280,7 +280,7 @@ def test_wrong_file_ending(dataset: Path, capsys) -> None:
 
 def test_mixed_2d_and_3d_cases(dataset: Path, capsys) -> None:
     for name in ("imagesTr/synth_002_0000.nii.gz", "labelsTr/synth_002.nii.gz"):
-        rewrite(dataset / name, lambda a, im: sitk.GetImageFromArray(np.ascontiguousarray(a[3])))
+        rewrite(dataset / name, lambda a, _im: sitk.GetImageFromArray(np.ascontiguousarray(a[3])))
     assert_one_line_error(
         run_main(dataset, capsys), dataset, "case synth_002", "2-D image", "3-D", "mixed"
     )

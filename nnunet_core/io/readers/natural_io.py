@@ -56,7 +56,7 @@ class NaturalImage2DIO(ImageReader):
             raise DatasetError(msg)
         return FileImage(array, {"spacing": list(NATURAL_SPACING)}, 2, {})
 
-    def write_file(self, seg: np.ndarray, path: Path, properties: dict[str, Any]) -> None:
+    def write_file(self, seg: np.ndarray, path: Path, _properties: dict[str, Any]) -> None:
         array = np.asarray(seg)[0]
         skio.imsave(str(path), array.astype(label_dtype(array), copy=False), check_contrast=False)
 
@@ -128,7 +128,7 @@ class Tiff3DIO(ImageReader):
         pixels = self._pixels(path)
         return FileImage(pixels, {"spacing": _spacing(_spacing_file(path, 0), [path])}, 3, {})
 
-    def write_file(self, seg: np.ndarray, path: Path, properties: dict[str, Any]) -> None:
+    def write_file(self, seg: np.ndarray, path: Path, _properties: dict[str, Any]) -> None:
         array = np.asarray(seg)
         tifffile.imwrite(
             str(path), data=array.astype(label_dtype(array), copy=False), compression="zlib"

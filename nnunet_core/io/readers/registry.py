@@ -50,9 +50,7 @@ def reader_by_name(
     return cls()
 
 
-def name_for_ending(
-    file_ending: str, example_file: Path | None = None, source: str = "dataset.json"
-) -> str:
+def name_for_ending(file_ending: str, example_file: Path | None = None) -> str:
     """Upstream's choice for ``file_ending``: the first reader in order that claims it (and reads
     ``example_file`` when one is given)."""
     ending = file_ending.lower()
@@ -78,7 +76,7 @@ def reader_name(
             msg = f"{source}: unknown {READER_KEY} {name!r}; known: {', '.join(KNOWN_NAMES)}"
             raise DatasetError(msg)
         return name
-    return name_for_ending(str(dataset_json.get("file_ending", "")), example_file, source)
+    return name_for_ending(str(dataset_json.get("file_ending", "")), example_file)
 
 
 def reader_for_dataset(

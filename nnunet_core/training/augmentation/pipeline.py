@@ -161,7 +161,7 @@ class ValidationTransforms:
         self,
         data: np.ndarray | torch.Tensor,
         seg: np.ndarray | torch.Tensor,
-        rng: np.random.Generator | None = None,
+        _rng: np.random.Generator | None = None,
     ) -> tuple[np.ndarray, np.ndarray] | tuple[torch.Tensor, torch.Tensor]:
         as_torch = isinstance(data, torch.Tensor)
         s = _signed(seg).copy()

@@ -204,7 +204,7 @@ def _run(*command: str) -> None:
     subprocess.run(command, check=True)
 
 
-def _write_back(raw: Path, reader_name: str | None, ending: str, out: Path) -> None:
+def _write_back(raw: Path, ending: str, out: Path) -> None:
     """Upstream's reader writes the first case's label back from its own read_seg/read_images."""
     from nnunetv2.imageio.reader_writer_registry import (
         determine_reader_writer_from_dataset_json,
@@ -258,7 +258,7 @@ def make(scenario: str, dataset_id_root: Path) -> None:
             with open(pre / identifier / f"{case}.pkl", "rb") as handle:
                 properties = pickle.load(handle)
             (out / f"{case}_properties.json").write_text(json.dumps(_jsonable(properties)))
-    _write_back(raw, reader, ending, target / "written")
+    _write_back(raw, ending, target / "written")
 
 
 def main() -> None:
