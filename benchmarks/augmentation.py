@@ -141,8 +141,9 @@ def main(argv: list[str] | None = None) -> None:
         if args.peer is not None:
             sample_file = Path(tmp) / "sample.npz"
             np.savez(
-                sample_file, data=data, seg=seg, patch=np.array(patch), rotation=np.array(cfg.rotation),
-                mirror=np.array(cfg.mirror_axes), dummy_2d=np.array(cfg.do_dummy_2d),
+                sample_file, data=data, seg=seg, patch=np.array(patch),
+                rotation=np.array(cfg.rotation), mirror=np.array(cfg.mirror_axes),
+                dummy_2d=np.array(cfg.do_dummy_2d),
             )  # fmt: skip
             peer = Peer(args.peer, sample_file)
             peer.time(max(20, args.samples // 4))  # warm-up (upstream's blur benchmarks itself)

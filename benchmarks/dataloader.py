@@ -7,7 +7,8 @@ Both run in one process with one numeric thread, i.e. what one data worker deliv
 exact training pipeline). Runs alternate (ours, upstream, ours, ...) because the machine is noisy.
 
     python benchmarks/dataloader.py -c 3d_fullres 2d --peer ~/.cache/nnunet-peer/venv
-    python benchmarks/dataloader.py --preprocessed $nnUNet_preprocessed/Dataset900_Synth -c 3d_fullres
+    python benchmarks/dataloader.py --preprocessed $nnUNet_preprocessed/Dataset900_Synth \
+        -c 3d_fullres
 
 Without ``--preprocessed`` a synthetic dataset is generated and preprocessed with the CLI (ours,
 and upstream's ``nnUNetv2_plan_and_preprocess`` for ``--peer``) in a temporary folder.
@@ -56,7 +57,8 @@ def run(command: list[str], env: dict[str, str] | None = None) -> str:
     done = subprocess.run(command, env=env, capture_output=True, text=True)
     if done.returncode != 0:
         sys.exit(
-            f"failed ({done.returncode}): {' '.join(command)}\n{done.stdout[-2000:]}{done.stderr[-3000:]}"
+            f"failed ({done.returncode}): {' '.join(command)}\n"
+            f"{done.stdout[-2000:]}{done.stderr[-3000:]}"
         )
     return done.stdout
 

@@ -1,9 +1,11 @@
 #!/usr/bin/env python
 """Prediction time per case (s/case) with and without mirroring TTA, ours and upstream's.
 
-    python benchmarks/predict.py --plans ../shared/reference/plans/synth3d_peer900/nnUNetPlans.json \
+    python benchmarks/predict.py \
+        --plans ../shared/reference/plans/synth3d_peer900/nnUNetPlans.json \
         -c 3d_fullres 2d --peer ~/.cache/nnunet-peer/venv
-    python benchmarks/predict.py --model-dir $nnUNet_results/D/nnUNetTrainer__nnUNetPlans__3d_fullres
+    python benchmarks/predict.py \
+        --model-dir $nnUNet_results/D/nnUNetTrainer__nnUNetPlans__3d_fullres
 
 A trained model folder (``--model-dir``) is used as it is. With ``--plans``, a model folder with
 freshly initialised weights is made per configuration: random weights cost the same compute as
@@ -52,7 +54,9 @@ import json, os, sys, torch
 from nnunetv2.utilities.plans_handling.plans_handler import PlansManager
 from nnunetv2.utilities.label_handling.label_handling import determine_num_input_channels
 from nnunetv2.training.nnUNetTrainer.nnUNetTrainer import nnUNetTrainer
-model_dir, configuration, axes, folds = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), sys.argv[4:]
+model_dir, configuration, axes, folds = (
+    sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), sys.argv[4:]
+)
 plans = json.load(open(os.path.join(model_dir, 'plans.json')))
 dataset_json = json.load(open(os.path.join(model_dir, 'dataset.json')))
 pm = PlansManager(plans)
@@ -61,7 +65,8 @@ n_in = determine_num_input_channels(pm, cm, dataset_json)
 heads = pm.get_label_manager(dataset_json).num_segmentation_heads
 net = nnUNetTrainer.build_network_architecture(pm, cm, n_in, heads, enable_deep_supervision=True)
 state = {'network_weights': net.state_dict(), 'trainer_name': 'nnUNetTrainer', 'current_epoch': 0,
-         'init_args': {'plans': plans, 'configuration': configuration, 'fold': 0, 'dataset_json': dataset_json},
+         'init_args': {'plans': plans, 'configuration': configuration, 'fold': 0,
+                       'dataset_json': dataset_json},
          'inference_allowed_mirroring_axes': tuple(axes)}
 for fold in folds:
     os.makedirs(os.path.join(model_dir, f'fold_{fold}'), exist_ok=True)
@@ -220,7 +225,10 @@ def time_peer(folder: Path, images: Path, work: Path, venv: Path, folds: list) -
 
 
 def phases(ours: dict) -> str:
-    return f"pre {ours['preprocess']:.2f}, window {ours['sliding_window']:.2f}, export {ours['export']:.2f}"
+    return (
+        f"pre {ours['preprocess']:.2f}, window {ours['sliding_window']:.2f}, "
+        f"export {ours['export']:.2f}"
+    )
 
 
 def peer_phases(peer: dict) -> str:
@@ -304,7 +312,10 @@ def report(name: str, ours_runs: dict, peer_runs: dict) -> None:
         )
         if peer_runs[mirror]:
             peer = min(peer_runs[mirror], key=lambda r: r["total"])
-            line += f" | upstream {peer['total']:.2f} s/case ({peer_phases(peer)}, {peer['n_tiles']} tiles)"
+            line += (
+                f" | upstream {peer['total']:.2f} s/case "
+                f"({peer_phases(peer)}, {peer['n_tiles']} tiles)"
+            )
             line += f" | ours/upstream {best['total'] / peer['total']:.2f}"
             line += f" (window {best['sliding_window'] / peer['sliding_window']:.2f})"
         all_ours = [round(r["total"], 2) for r in runs]

@@ -1,7 +1,8 @@
 #!/usr/bin/env python
 """Seconds per training iteration (forward, deep-supervision loss, backward, clip, SGD step).
 
-    python benchmarks/train_step.py --plans ../shared/reference/plans/synth3d_peer900/nnUNetPlans.json \
+    python benchmarks/train_step.py \
+        --plans ../shared/reference/plans/synth3d_peer900/nnUNetPlans.json \
         -c 3d_fullres 2d --peer ~/.cache/nnunet-peer/venv
 
 Ours: the trainer's own ``Trainer.train_step`` on random data of the plan's batch and patch size
@@ -47,7 +48,8 @@ def run(command: list[str], env: dict[str, str] | None = None) -> str:
     done = subprocess.run(command, env=env, capture_output=True, text=True)
     if done.returncode != 0:
         sys.exit(
-            f"failed ({done.returncode}): {' '.join(command)}\n{done.stdout[-2000:]}{done.stderr[-3000:]}"
+            f"failed ({done.returncode}): {' '.join(command)}\n"
+            f"{done.stdout[-2000:]}{done.stderr[-3000:]}"
         )
     return done.stdout
 
@@ -129,8 +131,9 @@ def prepare_peer(work: Path, venv: Path, plans: dict, args: argparse.Namespace) 
         return env
     raw = work / "raw" / name
     print(f"upstream preprocessing of {args.num_training} synthetic cases ...", flush=True)
-    run([sys.executable, "-m", "nnunet_core", "synthesize", "--output", str(raw), "--num-training",
-         str(args.num_training), "--num-test", "0", "--shape", *map(str, args.shape), "--force"])  # fmt: skip
+    run([sys.executable, "-m", "nnunet_core", "synthesize", "--output", str(raw),
+         "--num-training", str(args.num_training), "--num-test", "0",
+         "--shape", *map(str, args.shape), "--force"])  # fmt: skip
     pre.mkdir(parents=True, exist_ok=True)
     (pre / "nnUNetPlans.json").write_text(json.dumps({**plans, "dataset_name": name}, indent=1))
     (pre / "dataset.json").write_bytes((raw / "dataset.json").read_bytes())
@@ -143,7 +146,8 @@ def prepare_peer(work: Path, venv: Path, plans: dict, args: argparse.Namespace) 
 def time_peer(configuration: str, work: Path, venv: Path, env: dict, iterations: int) -> dict:
     out = work / f"peer_{configuration}.json"
     command = [str(venv / "bin" / "python"), str(HARNESS), str(DATASET_ID), configuration]
-    run([*command, "--batches", "1", "--iters", str(iterations), "--nproc", "0", "--out", str(out)], env)  # fmt: skip
+    run([*command, "--batches", "1", "--iters", str(iterations), "--nproc", "0",
+         "--out", str(out)], env)  # fmt: skip
     result = json.loads(out.read_text())
     return {
         "median": result["train_step_s_median"],
@@ -186,11 +190,17 @@ def main() -> None:
                     peer.append(time_peer(configuration, work, args.peer, env, args.iterations))
             best = min(o["median"] for o in ours)
             batch = [trainer.batch_size, *trainer.patch_size]
-            line = f"{configuration}: batch x patch {batch}, {count_parameters(trainer.network):,} params"
+            line = (
+                f"{configuration}: batch x patch {batch}, "
+                f"{count_parameters(trainer.network):,} params"
+            )
             line += f" | ours {best:.3f} s/it"
             if peer:
                 best_peer = min(p["median"] for p in peer)
-                line += f" | upstream {best_peer:.3f} s/it ({peer[0]['n_params']:,} params, {peer[0]['batch']})"
+                line += (
+                    f" | upstream {best_peer:.3f} s/it "
+                    f"({peer[0]['n_params']:,} params, {peer[0]['batch']})"
+                )
                 line += f" | ours/upstream {best / best_peer:.2f}"
             runs = [round(o["median"], 3) for o in ours]
             print(
