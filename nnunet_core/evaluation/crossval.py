@@ -59,10 +59,17 @@ def fold_validation_cases(
     """The finished validation predictions of one fold, checked against ``splits_final.json``."""
     validation = validation_dir(fold_dir(dirs.model_dir(model), fold))
     if not validation.is_dir():
-        msg = f"{model.configuration} fold {fold}: {validation} not found; train it with `{model.train_command(dirs.name, fold)}`"
+        msg = (
+            f"{model.configuration} fold {fold}: {validation} not found; train it with "
+            f"`{model.train_command(dirs.name, fold)}`"
+        )
         raise DatasetError(msg)
     if not (validation / SUMMARY_JSON).is_file():
-        msg = f"{model.configuration} fold {fold}: validation unfinished ({validation / SUMMARY_JSON} missing); run `{model.train_command(dirs.name, fold, '--val')}`"
+        msg = (
+            f"{model.configuration} fold {fold}: validation unfinished "
+            f"({validation / SUMMARY_JSON} missing); run "
+            f"`{model.train_command(dirs.name, fold, '--val')}`"
+        )
         raise DatasetError(msg)
     cases = case_files(validation, file_ending)
     expected = _split_val_cases(dirs, fold)
@@ -70,10 +77,18 @@ def fold_validation_cases(
         missing = sorted(set(expected) - set(cases))
         extra = sorted(set(cases) - set(expected))
         if missing:
-            msg = f"{model.configuration} fold {fold}: no validation prediction for case {missing[0]}{file_ending} in {validation} ({len(missing)} missing); run `{model.train_command(dirs.name, fold, '--val')}`"
+            msg = (
+                f"{model.configuration} fold {fold}: no validation prediction for case "
+                f"{missing[0]}{file_ending} in {validation} ({len(missing)} missing); run "
+                f"`{model.train_command(dirs.name, fold, '--val')}`"
+            )
             raise DatasetError(msg)
         if extra:
-            msg = f"{model.configuration} fold {fold}: case {extra[0]} in {validation} is not in fold {fold}'s validation split ({dirs.preprocessed / SPLITS_JSON} changed?); run `{model.train_command(dirs.name, fold, '--val')}`"
+            msg = (
+                f"{model.configuration} fold {fold}: case {extra[0]} in {validation} is not in "
+                f"fold {fold}'s validation split ({dirs.preprocessed / SPLITS_JSON} changed?); run "
+                f"`{model.train_command(dirs.name, fold, '--val')}`"
+            )
             raise DatasetError(msg)
     return cases
 
@@ -86,7 +101,10 @@ def crossval_cases(
     for fold in folds:
         for case, path in fold_validation_cases(dirs, model, fold, file_ending).items():
             if case in merged:
-                msg = f"{model.configuration}: case {case} is predicted by fold {merged[case][0]} and fold {fold}; the folds' validation sets must not overlap"
+                msg = (
+                    f"{model.configuration}: case {case} is predicted by fold {merged[case][0]} "
+                    f"and fold {fold}; the folds' validation sets must not overlap"
+                )
                 raise DatasetError(msg)
             merged[case] = (fold, path)
     return merged
@@ -143,7 +161,10 @@ def accumulate_crossval(
     dataset_json = load_model_dataset_json(dirs, model)
     cases = crossval_cases(dirs, model, folds, dataset_json.file_ending)
     if not cases:
-        msg = f"{model.configuration}: folds {list(folds)} have no validation predictions in {dirs.model_dir(model)}"
+        msg = (
+            f"{model.configuration}: folds {list(folds)} have no validation predictions in "
+            f"{dirs.model_dir(model)}"
+        )
         raise DatasetError(msg)
     output = crossval_dir(dirs.model_dir(model), folds)
     if output.exists():

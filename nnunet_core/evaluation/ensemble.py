@@ -55,7 +55,10 @@ def average_probabilities(npz_files: Sequence[Path]) -> np.ndarray:
             total = probabilities.astype(np.float32, copy=True)
             first = path
         elif probabilities.shape != total.shape:
-            msg = f"{path}: probabilities of shape {probabilities.shape} differ from {first} {total.shape}"
+            msg = (
+                f"{path}: probabilities of shape {probabilities.shape} differ from {first} "
+                f"{total.shape}"
+            )
             raise DatasetError(msg)
         else:
             total += probabilities
@@ -75,7 +78,10 @@ def case_properties(npz_file: Path, file_ending: str) -> dict[str, Any]:
     seg_file = base.with_name(base.name + file_ending)
     if seg_file.is_file():
         return read_seg(seg_file)[1]
-    msg = f"{npz_file}: neither {json_file.name} nor {seg_file.name} next to it to take the image geometry from"
+    msg = (
+        f"{npz_file}: neither {json_file.name} nor {seg_file.name} next to it to take the image "
+        "geometry from"
+    )
     raise DatasetError(msg)
 
 
@@ -143,12 +149,18 @@ def ensemble_folders(
         per_folder.append(case_files(folder, ".npz"))
     every_case = set().union(*per_folder)
     if not every_case:
-        msg = f"{dirs[0]}: no .npz probabilities to ensemble; predict with `nnunet-core predict ... --save_probabilities`"
+        msg = (
+            f"{dirs[0]}: no .npz probabilities to ensemble; predict with `nnunet-core predict ... "
+            "--save_probabilities`"
+        )
         raise DatasetError(msg)
     for folder, cases in zip(dirs, per_folder, strict=True):
         missing = sorted(every_case - set(cases))
         if missing:
-            msg = f"{folder}: no {missing[0]}.npz ({len(missing)} case(s) missing that other folders have); predict it with `nnunet-core predict ... --save_probabilities`"
+            msg = (
+                f"{folder}: no {missing[0]}.npz ({len(missing)} case(s) missing that other folders "
+                "have); predict it with `nnunet-core predict ... --save_probabilities`"
+            )
             raise DatasetError(msg)
     members = {case: [cases[case] for cases in per_folder] for case in every_case}
     _merge_all(
@@ -174,7 +186,10 @@ def crossval_npz_files(
         npz = seg_file.with_name(f"{case}.npz")
         if not npz.is_file():
             command = model.train_command(dirs.name, fold, "--val", "--npz")
-            msg = f"{model.configuration} fold {fold}: case {case} has no probabilities {npz}; ensembling needs them: run `{command}` (or train with --npz)"
+            msg = (
+                f"{model.configuration} fold {fold}: case {case} has no probabilities {npz}; "
+                f"ensembling needs them: run `{command}` (or train with --npz)"
+            )
             raise DatasetError(msg)
         npz_files[case] = npz
     return npz_files
@@ -188,7 +203,10 @@ def ensemble_crossval(
 ) -> dict[str, Any]:
     """Ensemble the models' cross-validation per case and evaluate -> ``summary.json``."""
     if len(models) < 2:
-        msg = f"an ensemble needs at least two configurations, got {[m.configuration for m in models]}"
+        msg = (
+            "an ensemble needs at least two configurations, got "
+            f"{[m.configuration for m in models]}"
+        )
         raise DatasetError(msg)
     dataset_json = load_model_dataset_json(dirs, models[0])
     file_ending = dataset_json.file_ending
@@ -197,7 +215,10 @@ def ensemble_crossval(
     for model, cases in zip(models, per_model, strict=True):
         missing = sorted(every_case - set(cases))
         if missing:
-            msg = f"{model.configuration}: no validation prediction for case {missing[0]} in folds {list(folds)}, which other ensemble members have"
+            msg = (
+                f"{model.configuration}: no validation prediction for case {missing[0]} in folds "
+                f"{list(folds)}, which other ensemble members have"
+            )
             raise DatasetError(msg)
     output = dirs.ensembles_dir / ensemble_name(models, folds)
     if output.exists():

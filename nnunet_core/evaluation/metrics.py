@@ -127,7 +127,10 @@ def compute_metrics_for_files(
     reference, _ = read_seg(reference_file)
     prediction, _ = read_seg(prediction_file)
     if reference.shape != prediction.shape:
-        msg = f"{prediction_file}: shape {prediction.shape[1:]} differs from the reference {reference_file} {reference.shape[1:]}"
+        msg = (
+            f"{prediction_file}: shape {prediction.shape[1:]} differs from the reference "
+            f"{reference_file} {reference.shape[1:]}"
+        )
         raise DatasetError(msg)
     return {
         "reference_file": str(reference_file),

@@ -99,7 +99,10 @@ def load_postprocessing(path: str | Path) -> list[Step]:
     """The accepted steps of a ``postprocessing.json`` (ours or upstream's)."""
     path = Path(path)
     if path.suffix == ".pkl":
-        msg = f"{path}: pickles are not read; pass the postprocessing.json next to it (written by `nnunet-core find-best-config`)"
+        msg = (
+            f"{path}: pickles are not read; pass the postprocessing.json next to it (written by "
+            "`nnunet-core find-best-config`)"
+        )
         raise DatasetError(msg)
     if not path.is_file():
         msg = f"{path}: postprocessing file not found (written by `nnunet-core find-best-config`)"

@@ -93,16 +93,23 @@ def available_models(dirs: DatasetDirs, models: Sequence[TrainedModel]) -> list[
             "configurations", {}
         ):
             print(
-                f"skipping {model.identifier}: no configuration {model.configuration} in {plans_path}",
+                f"skipping {model.identifier}: no configuration {model.configuration} in "
+                f"{plans_path}",
                 file=sys.stderr,
             )
             continue
         if not dirs.model_dir(model).is_dir():
-            msg = f"{model.configuration}: results folder {dirs.model_dir(model)} not found; train all folds with `{model.train_command(dirs.name, 'FOLD', '--npz')}`"
+            msg = (
+                f"{model.configuration}: results folder {dirs.model_dir(model)} not found; train "
+                f"all folds with `{model.train_command(dirs.name, 'FOLD', '--npz')}`"
+            )
             raise DatasetError(msg)
         kept.append(model)
     if not kept:
-        msg = f"{dirs.name}: none of the configurations {[m.configuration for m in models]} is in its plans"
+        msg = (
+            f"{dirs.name}: none of the configurations {[m.configuration for m in models]} is in "
+            "its plans"
+        )
         raise DatasetError(msg)
     return kept
 
@@ -159,7 +166,10 @@ def predict_command(
     """``nnunet-core predict`` for one model (a cascade stage first predicts its previous stage)."""
     fold_text = " ".join(str(f) for f in folds)
     lines = []
-    command = f"nnunet-core predict -d {dirs.name} -i INPUT_FOLDER -o {output} -f {fold_text} -tr {model.trainer} -c {model.configuration} -p {model.plans}"
+    command = (
+        f"nnunet-core predict -d {dirs.name} -i INPUT_FOLDER -o {output} -f {fold_text} -tr "
+        f"{model.trainer} -c {model.configuration} -p {model.plans}"
+    )
     if root_flags:
         command += " " + shlex.join(root_flags)
     previous = _previous_stage(dirs, model)
@@ -200,11 +210,18 @@ def inference_instructions(
     ]
     folds = info["folds"]
     lines = [
-        f"Selected: {best['identifier']} (cross-validation foreground-mean Dice {best['result_on_crossval_pre_pp']:.4f}, after postprocessing {best['result_on_crossval_post_pp']:.4f})",
+        (
+            f"Selected: {best['identifier']} (cross-validation foreground-mean Dice "
+            f"{best['result_on_crossval_pre_pp']:.4f}, after postprocessing "
+            f"{best['result_on_crossval_post_pp']:.4f})"
+        ),
         "",
         f"Run these commands from {shlex.quote(os.getcwd())} (where find-best-config ran;",
         "relative paths below are relative to it). Replace only the placeholders:",
-        "  INPUT_FOLDER    your images, CASE_0000<file ending> (one file per channel, like imagesTs)",
+        (
+            "  INPUT_FOLDER    your images, CASE_0000<file ending> "
+            "(one file per channel, like imagesTs)"
+        ),
         "  OUTPUT_FOLDER*  new folders for the results (OUTPUT_FOLDER_PP: the final segmentations)",
         "",
         "Run inference like this:",
@@ -228,7 +245,10 @@ def inference_instructions(
         "",
         "Once inference is completed, run postprocessing like this:",
         "",
-        f"nnunet-core apply-postprocessing -i OUTPUT_FOLDER -o OUTPUT_FOLDER_PP -pp_pkl_file {shlex.quote(best['postprocessing_file'])} -np {num_processes}",
+        (
+            "nnunet-core apply-postprocessing -i OUTPUT_FOLDER -o OUTPUT_FOLDER_PP -pp_pkl_file "
+            f"{shlex.quote(best['postprocessing_file'])} -np {num_processes}"
+        ),
         "",
     ]
     return "\n".join(lines)
@@ -272,7 +292,9 @@ def find_best_configuration(
             for m in models
         ],
         "ensembling_allowed": allow_ensembling,
-        "criterion": "cross-validation foreground_mean Dice; ties go to the earlier (simpler) candidate",
+        "criterion": (
+            "cross-validation foreground_mean Dice; ties go to the earlier (simpler) candidate"
+        ),
         "all_results": {c.identifier: c.score for c in candidates},
         "candidates": [_candidate_entry(c) for c in candidates],
         "winner": best.identifier,
