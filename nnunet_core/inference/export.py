@@ -3,9 +3,10 @@
 Upstream's ``export_prediction_from_logits``: resample the logits to the cropped shape at the
 original spacing (``resampling_fn_probabilities``, order 1 / order_z 0), argmax (labels) or paint
 the regions in ``regions_class_order`` where sigmoid > 0.5, paste into the uncropped volume (0
-outside the bbox), transpose back and write with the input's geometry by the plans' reader. With probabilities, also
-``{case}.npz`` ('probabilities', float32, background 1 outside the bbox for labels) and the
-properties as ``{case}.json`` (upstream writes a pickle). Every file is written atomically.
+outside the bbox), transpose back and write with the input's geometry by the plans' reader. With
+probabilities, also ``{case}.npz`` ('probabilities', float32, background 1 outside the bbox for
+labels) and the properties as ``{case}.json`` (upstream writes a pickle). Every file is written
+atomically.
 """
 
 from __future__ import annotations
@@ -155,7 +156,10 @@ def revert_cropping(
         full[0] = fill_first_channel
     inside = (slice(None),) * lead + slicer([list(b) for b in bbox])
     if full[inside].shape != cropped.shape:
-        msg = f"cropped prediction {cropped.shape} does not fit bbox {list(bbox)} of {list(shape_before_cropping)}"
+        msg = (
+            f"cropped prediction {cropped.shape} does not fit bbox {list(bbox)} of "
+            f"{list(shape_before_cropping)}"
+        )
         raise ConfigurationError(msg)
     full[inside] = cropped
     return full

@@ -77,7 +77,10 @@ def available_folds(model_dir: Path, checkpoint_name: str = ckpt.FINAL) -> list[
 def model_file(model_dir: Path, name: str) -> Path:
     path = model_dir / name
     if not path.is_file():
-        msg = f"{path}: missing; training copies it into the model folder (`{train_command(model_dir, 0)}`)"
+        msg = (
+            f"{path}: missing; training copies it into the model folder "
+            f"(`{train_command(model_dir, 0)}`)"
+        )
         raise ConfigurationError(msg)
     return path
 
@@ -92,7 +95,10 @@ def checkpoint_paths(
     if folds is None:
         folds = available_folds(model_dir, checkpoint_name)
         if not folds:
-            msg = f"{model_dir}: no fold_*/{checkpoint_name} (train one: `{train_command(model_dir, 0)}`)"
+            msg = (
+                f"{model_dir}: no fold_*/{checkpoint_name} (train one: "
+                f"`{train_command(model_dir, 0)}`)"
+            )
             raise ConfigurationError(msg)
     paths: dict[Fold, Path] = {}
     for fold in folds:
@@ -148,7 +154,10 @@ def load_trained_model(
             name = _checkpoint_configuration(first, model_dir)
             configuration = resolve_configuration(plans, name)
             if "previous_stage" in configuration:
-                msg = f"{model_dir}: configuration {name!r} is a cascade stage; cascades are not supported yet"
+                msg = (
+                    f"{model_dir}: configuration {name!r} is a cascade stage; cascades are not "
+                    "supported yet"
+                )
                 raise ConfigurationError(msg)
         networks.append(_network(configuration, dataset_json, state, path))
         del state

@@ -1,8 +1,10 @@
-"""Predict raw cases with a trained model folder (upstream's ``nnUNetPredictor.predict_from_files``).
+"""Predict raw cases with a trained model folder (upstream's
+``nnUNetPredictor.predict_from_files``).
 
-The model comes from a trained model folder (``model_folder``). Each case is read and preprocessed exactly
-as in training, the folds' logits are averaged (sliding window, Gaussian weighting, mirroring over
-the checkpoint's ``inference_allowed_mirroring_axes``) and exported in the input image's geometry.
+The model comes from a trained model folder (``model_folder``). Each case is read and preprocessed
+exactly as in training, the folds' logits are averaged (sliding window, Gaussian weighting,
+mirroring over the checkpoint's ``inference_allowed_mirroring_axes``) and exported in the input
+image's geometry.
 
 The three stages overlap with bounded memory: preprocessing runs at most one case per worker
 ahead of prediction, and at most ``workers + 1`` cases of logits wait for an export worker before
@@ -79,7 +81,8 @@ def tile_batch_size(configuration: dict[str, Any]) -> int:
 
 
 def input_cases(folder: str | os.PathLike, dataset_json: DatasetJson) -> list[RawCase]:
-    """The cases of an input folder (``CASE_XXXX{ending}``), each with exactly the model's channels."""
+    """The cases of an input folder (``CASE_XXXX{ending}``), each with exactly the model's
+    channels."""
     folder = Path(folder)
     if not folder.is_dir():
         msg = f"{folder}: input folder not found"
@@ -178,7 +181,8 @@ def predict_cases(
     output_dir: str | os.PathLike,
     settings: PredictionSettings = PredictionSettings(),
 ) -> list[Path]:
-    """Predict ``cases`` into ``output_dir/{case}{file_ending}``; returns the written segmentations."""
+    """Predict ``cases`` into ``output_dir/{case}{file_ending}``; returns the written
+    segmentations."""
     output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     _write_model_files(model, output_dir)

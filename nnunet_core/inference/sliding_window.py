@@ -33,7 +33,8 @@ VALUE_SCALING_FACTOR = 10.0
 def compute_steps(
     image_size: Sequence[int], tile_size: Sequence[int], step_size: float
 ) -> list[list[int]]:
-    """Tile start positions per axis: ``ceil((size - tile) / (tile * step)) + 1`` evenly spaced steps.
+    """Tile start positions per axis: ``ceil((size - tile) / (tile * step)) + 1`` evenly spaced
+    steps.
 
     The first tile starts at 0 and the last ends at the image border; the actual step is at most
     ``tile * step_size`` voxels (upstream's rounding: round-half-to-even of ``i * actual_step``).
@@ -44,7 +45,10 @@ def compute_steps(
     if len(image_size) != len(tile_size) or any(
         i < t for i, t in zip(image_size, tile_size, strict=True)
     ):
-        msg = f"image size {tuple(image_size)} must be at least the tile size {tuple(tile_size)} (pad first)"
+        msg = (
+            f"image size {tuple(image_size)} must be at least the tile size {tuple(tile_size)} "
+            "(pad first)"
+        )
         raise ConfigurationError(msg)
     steps = []
     for size, tile in zip(image_size, tile_size, strict=True):
@@ -137,7 +141,8 @@ def _forward(network: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
 def mirror_and_predict(
     network: torch.nn.Module, x: torch.Tensor, mirror_axes: Sequence[int] | None
 ) -> torch.Tensor:
-    """Network output on ``x`` (b, c, *patch), averaged over every flip combination of ``mirror_axes``.
+    """Network output on ``x`` (b, c, *patch), averaged over every flip combination of
+    ``mirror_axes``.
 
     ``mirror_axes`` count spatial axes of the patch (0 is the first spatial axis).
     """
@@ -189,7 +194,10 @@ def _accumulate(
             with torch.inference_mode():
                 prediction = mirror_and_predict(network, x, mirror_axes).to(results_device)
             if tuple(prediction.shape[1:]) != expected:
-                msg = f"network output {tuple(prediction.shape[1:])} per tile; expected {expected} (num_outputs, *patch)"
+                msg = (
+                    f"network output {tuple(prediction.shape[1:])} per tile; expected {expected} "
+                    "(num_outputs, *patch)"
+                )
                 raise ConfigurationError(msg)
             for tile_logits, s in zip(prediction, batch, strict=True):
                 logits[(slice(None), *s)] += tile_logits * weight
@@ -218,7 +226,10 @@ def sliding_window_logits(
     that runs out of memory they move to the CPU and the prediction is repeated (as upstream).
     """
     if data.ndim - 1 - len(patch_size) not in (0, 1):
-        msg = f"data of shape {tuple(data.shape)} (c, *spatial) does not fit patch size {tuple(patch_size)}"
+        msg = (
+            f"data of shape {tuple(data.shape)} (c, *spatial) does not fit patch size "
+            f"{tuple(patch_size)}"
+        )
         raise ConfigurationError(msg)
     if batch_tiles < 1:
         msg = f"batch_tiles must be >= 1, got {batch_tiles}"

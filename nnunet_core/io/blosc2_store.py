@@ -61,13 +61,19 @@ def comp_blosc2_params(
     treated as ``(1, y, x)`` and its chunks never grow along z. The channel axis is always 1.
     """
     if len(image_size) != 4 or len(patch_size) not in (2, 3):
-        msg = f"comp_blosc2_params needs a (c, z, y, x) image and a 2-D/3-D patch, got {image_size} and {patch_size}"
+        msg = (
+            f"comp_blosc2_params needs a (c, z, y, x) image and a 2-D/3-D patch, got {image_size} "
+            f"and {patch_size}"
+        )
         raise ConfigurationError(msg)
     image = tuple(int(s) for s in image_size[1:])
     is_2d = len(patch_size) == 2
     patch = (1, *map(int, patch_size)) if is_2d else tuple(int(p) for p in patch_size)
     if min(image) <= 0 or min(patch) <= 0 or bytes_per_pixel <= 0:
-        msg = f"comp_blosc2_params: sizes must be positive, got image {image_size}, patch {patch_size}"
+        msg = (
+            f"comp_blosc2_params: sizes must be positive, got image {image_size}, patch "
+            f"{patch_size}"
+        )
         raise ConfigurationError(msg)
     if max_chunk_to_patch_ratio_per_axis is None:
         target = image
@@ -85,7 +91,10 @@ def comp_blosc2_params(
     while nbytes(block) > block_cap:
         axes = [a for a in range(3) if block[a] > 1]
         if not axes:
-            msg = f"comp_blosc2_params: no block fits {block_cap} bytes at {bytes_per_pixel} bytes per voxel"
+            msg = (
+                f"comp_blosc2_params: no block fits {block_cap} bytes at {bytes_per_pixel} bytes "
+                "per voxel"
+            )
             raise ConfigurationError(msg)
         # halve the axis most over-represented relative to its target; later axes win ties
         axis = max(axes, key=lambda a: (block[a] / target[a], a))
@@ -171,7 +180,8 @@ def save_array(
     blocks: Sequence[int],
     nthreads: int = 1,
 ) -> blosc2.Filter:
-    """Write ``array`` to ``path`` atomically (temp file in the same folder, then ``os.replace``)."""
+    """Write ``array`` to ``path`` atomically (temp file in the same folder, then
+    ``os.replace``)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     array = np.ascontiguousarray(array)

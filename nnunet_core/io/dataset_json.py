@@ -1,4 +1,5 @@
-"""``dataset.json``: channels, labels (with regions and the ignore label), numTraining, file ending."""
+"""``dataset.json``: channels, labels (with regions and the ignore label), numTraining, file
+ending."""
 
 from __future__ import annotations
 

@@ -66,7 +66,10 @@ def stack_channels(arrays: Sequence[np.ndarray], paths: Sequence[Path]) -> np.nd
     """Concatenate per-file ``(c, z, y, x)`` arrays; every file must have channel 0's shape."""
     for array, path in zip(arrays[1:], paths[1:], strict=True):
         if array.shape[1:] != arrays[0].shape[1:]:
-            msg = f"{path}: shape {array.shape[1:]} differs from channel 0 {arrays[0].shape[1:]} ({paths[0]})"
+            msg = (
+                f"{path}: shape {array.shape[1:]} differs from channel 0 {arrays[0].shape[1:]} "
+                f"({paths[0]})"
+            )
             raise DatasetError(msg)
     return np.vstack(arrays, dtype=np.float32, casting="unsafe")
 
@@ -74,7 +77,10 @@ def stack_channels(arrays: Sequence[np.ndarray], paths: Sequence[Path]) -> np.nd
 def same_spacing(spacings: Sequence[Sequence[float]], paths: Sequence[Path]) -> None:
     for spacing, path in zip(spacings[1:], paths[1:], strict=True):
         if not np.allclose(spacing, spacings[0]):
-            msg = f"{path}: spacing {list(spacing)} differs from channel 0 {list(spacings[0])} ({paths[0]})"
+            msg = (
+                f"{path}: spacing {list(spacing)} differs from channel 0 {list(spacings[0])} "
+                f"({paths[0]})"
+            )
             raise DatasetError(msg)
 
 

@@ -52,7 +52,10 @@ class NaturalImage2DIO(ImageReader):
         elif pixels.ndim == 2:
             array = pixels[None, None]
         else:
-            msg = f"{path}: image of shape {pixels.shape}; NaturalImage2DIO reads 2-D grey, RGB or RGBA images"
+            msg = (
+                f"{path}: image of shape {pixels.shape}; NaturalImage2DIO reads 2-D grey, RGB or "
+                "RGBA images"
+            )
             raise DatasetError(msg)
         return FileImage(array, {"spacing": list(NATURAL_SPACING)}, 2, {})
 

@@ -4,8 +4,8 @@ Upstream tries its readers in a fixed order (natural 2-D images, SimpleITK, 3-D 
 and takes the first whose endings include the dataset's ``file_ending``; given an example file it
 skips readers that cannot read it (a 3-D ``.tif`` goes to Tiff3DIO). ``SimpleITKIOWithReorient``
 is only chosen by name. An ending no reader claims goes to SimpleITKIO (upstream has no reader for
-it; ITK reads e.g. ``.nhdr`` and ``.gipl.gz``). An unknown name is an error here (upstream warns and falls back), since
-a misspelt reader would silently change the geometry of every result.
+it; ITK reads e.g. ``.nhdr`` and ``.gipl.gz``). An unknown name is an error here (upstream warns and
+falls back), since a misspelt reader would silently change the geometry of every result.
 """
 
 from __future__ import annotations
