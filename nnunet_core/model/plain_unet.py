@@ -131,7 +131,10 @@ def check_topology(
     for name, values in (("kernel_sizes", kernel_sizes), ("strides", strides)):
         for entry in values:
             if len(entry) != ops.ndim:
-                msg = f"{name} entry {list(entry)} has {len(entry)} axes but {ops.conv.__name__} is {ops.ndim}D"
+                msg = (
+                    f"{name} entry {list(entry)} has {len(entry)} axes but {ops.conv.__name__} is "
+                    f"{ops.ndim}D"
+                )
                 raise ConfigurationError(msg)
 
 

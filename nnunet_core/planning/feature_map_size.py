@@ -102,7 +102,8 @@ def resenc_unet_feature_map_size(
     num_classes: int,
     deep_supervision: bool = False,
 ) -> int:
-    """``ResidualEncoderUNet.compute_conv_feature_map_size(patch)``: stem + residual stages + decoder."""
+    """``ResidualEncoderUNet.compute_conv_feature_map_size(patch)``: stem + residual stages +
+    decoder."""
     total = _volume(features[0], patch)  # stem: one conv to features[0] at full resolution
     in_channels = features[0]
     for s, size in enumerate(_encoder_sizes(patch, strides)):

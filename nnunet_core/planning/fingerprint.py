@@ -179,7 +179,10 @@ def intensity_statistics(parts: list[WeightedValues], as_float32: bool) -> dict[
     """Upstream's per-channel statistics of all cases' samples (keys sorted, as upstream writes)."""
     parts = [(v, c) for v, c in parts if v.size]
     if not parts:
-        msg = "no foreground voxels (label > 0) in any training case: cannot compute intensity statistics"
+        msg = (
+            "no foreground voxels (label > 0) in any training case: cannot compute intensity "
+            "statistics"
+        )
         raise DatasetError(msg)
     union = _WeightedUnion(parts)
     mean = sum(float(np.dot(v.astype(np.float64), c)) for v, c in parts) / union.total

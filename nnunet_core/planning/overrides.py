@@ -56,24 +56,33 @@ def _check_architecture(name: str, config: dict[str, Any]) -> None:
     )
     for key in per_stage:
         if key in kwargs and len(kwargs[key]) != n_stages:
-            msg = f"override {name!r}: {key} has {len(kwargs[key])} entries but n_stages is {n_stages}"
+            msg = (
+                f"override {name!r}: {key} has {len(kwargs[key])} entries but n_stages is "
+                f"{n_stages}"
+            )
             raise ConfigurationError(msg)
     decoder = kwargs.get("n_conv_per_stage_decoder")
     if decoder is not None and len(decoder) != n_stages - 1:
-        msg = f"override {name!r}: n_conv_per_stage_decoder has {len(decoder)} entries, expected n_stages - 1 = {n_stages - 1}"
+        msg = (
+            f"override {name!r}: n_conv_per_stage_decoder has {len(decoder)} entries, expected "
+            f"n_stages - 1 = {n_stages - 1}"
+        )
         raise ConfigurationError(msg)
     patch, strides = config.get("patch_size"), kwargs.get("strides")
     if patch is None or strides is None:
         return
     if any(len(s) != len(patch) for s in strides):
-        msg = f"override {name!r}: patch_size {list(patch)} and strides {strides} differ in dimensions"
+        msg = (
+            f"override {name!r}: patch_size {list(patch)} and strides {strides} differ in "
+            "dimensions"
+        )
         raise ConfigurationError(msg)
     for axis, size in enumerate(patch):
         factor = math.prod(int(s[axis]) for s in strides)
         if int(size) <= 0 or int(size) % factor != 0:
             msg = (
-                f"override {name!r}: patch_size {list(patch)} axis {axis} ({size}) is not divisible "
-                f"by the product of strides on that axis ({factor})"
+                f"override {name!r}: patch_size {list(patch)} axis {axis} ({size}) is not "
+                f"divisible by the product of strides on that axis ({factor})"
             )
             raise ConfigurationError(msg)
 
@@ -87,7 +96,8 @@ def _check_data_identifier(
     if changed:
         msg = (
             f"override {name!r} changes {', '.join(changed)}, which changes the preprocessed data: "
-            f"give it its own 'data_identifier' (it would otherwise reuse {parent.get('data_identifier')!r})"
+            "give it its own 'data_identifier' (it would otherwise reuse "
+            f"{parent.get('data_identifier')!r})"
         )
         raise ConfigurationError(msg)
 
@@ -105,15 +115,24 @@ def apply_override(plans: dict[str, Any], name: str, override: dict[str, Any]) -
     parent_name = override.get(INHERITS_KEY)
     if parent_name is None:
         if name not in configurations:
-            msg = f"override {name!r} is a new configuration: it needs 'inherits_from' (one of {', '.join(configurations)})"
+            msg = (
+                f"override {name!r} is a new configuration: it needs 'inherits_from' (one of "
+                f"{', '.join(configurations)})"
+            )
             raise ConfigurationError(msg)
         parent = resolve_configuration(plans, name)
     else:
         if name in configurations:
-            msg = f"override {name!r} already exists in the plans; drop 'inherits_from' to change it in place"
+            msg = (
+                f"override {name!r} already exists in the plans; drop 'inherits_from' to change it "
+                "in place"
+            )
             raise ConfigurationError(msg)
         if parent_name not in configurations:
-            msg = f"override {name!r}: parent configuration {parent_name!r} not in plans (available: {', '.join(configurations)})"
+            msg = (
+                f"override {name!r}: parent configuration {parent_name!r} not in plans (available: "
+                f"{', '.join(configurations)})"
+            )
             raise ConfigurationError(msg)
         parent = resolve_configuration(plans, parent_name)
     expanded = {
@@ -129,7 +148,8 @@ def apply_override(plans: dict[str, Any], name: str, override: dict[str, Any]) -
 
 
 def apply_overrides(plans: dict[str, Any], overrides: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """A copy of ``plans`` with every override applied in order (later ones may inherit earlier ones).
+    """A copy of ``plans`` with every override applied in order (later ones may inherit earlier
+    ones).
 
     Example: ``{"3d_fullres_bs4": {"inherits_from": "3d_fullres", "batch_size": 4}}``.
     """

@@ -1,4 +1,5 @@
-"""Experiment planning: from a fingerprint to the plans dict (configurations, patch, batch, network).
+"""Experiment planning: from a fingerprint to the plans dict (configurations, patch, batch,
+network).
 
 Reproduces nnU-Net v2.8.1's ``ExperimentPlanner`` and its ResEnc presets number for number, and
 writes the same keys in the same order, so a plans file made here is interchangeable with
@@ -81,10 +82,14 @@ _RESENC = ("ResidualEncoderUNet", (1, 3, 4, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6), (1
 # key: (upstream planner class, plans name, network, ref 3d, ref 2d, GB, max_dataset_covered)
 _TABLE = {
     "default": ("ExperimentPlanner", "nnUNetPlans", _PLAIN, 560_000_000, 85_000_000, 8, 0.05),
-    "ResEnc": ("ResEncUNetPlanner", "nnUNetResEncUNetPlans", _RESENC, 680_000_000, 135_000_000, 8, 0.05),
-    "ResEncM": ("nnUNetPlannerResEncM", "nnUNetResEncUNetMPlans", _RESENC, 680_000_000, 135_000_000, 8, 1),
-    "ResEncL": ("nnUNetPlannerResEncL", "nnUNetResEncUNetLPlans", _RESENC, 2_100_000_000, 380_000_000, 24, 1),
-    "ResEncXL": ("nnUNetPlannerResEncXL", "nnUNetResEncUNetXLPlans", _RESENC, 3_600_000_000, 560_000_000, 40, 1),
+    "ResEnc": ("ResEncUNetPlanner", "nnUNetResEncUNetPlans", _RESENC,
+               680_000_000, 135_000_000, 8, 0.05),
+    "ResEncM": ("nnUNetPlannerResEncM", "nnUNetResEncUNetMPlans", _RESENC,
+                680_000_000, 135_000_000, 8, 1),
+    "ResEncL": ("nnUNetPlannerResEncL", "nnUNetResEncUNetLPlans", _RESENC,
+                2_100_000_000, 380_000_000, 24, 1),
+    "ResEncXL": ("nnUNetPlannerResEncXL", "nnUNetResEncUNetXLPlans", _RESENC,
+                 3_600_000_000, 560_000_000, 40, 1),
 }
 # fmt: on
 PRESETS: dict[str, PlannerPreset] = {
@@ -220,7 +225,8 @@ def plan_configuration(
     identifier: str,
     approx_n_voxels_dataset: float,
 ) -> dict[str, Any]:
-    """One configuration: the largest patch whose estimate fits the VRAM reference, then batch size."""
+    """One configuration: the largest patch whose estimate fits the VRAM reference, then batch
+    size."""
     dim = len(spacing)
     if any(s <= 0 for s in spacing):
         msg = f"spacing must be > 0 on every axis, got {list(spacing)}"
@@ -335,7 +341,10 @@ def plan_experiment(
     spacings, shapes = fingerprint["spacings"], fingerprint["shapes_after_crop"]
     if overwrite_target_spacing is not None:
         if len(overwrite_target_spacing) != len(spacings[0]) or min(overwrite_target_spacing) <= 0:
-            msg = f"target spacing {list(overwrite_target_spacing)} must give {len(spacings[0])} values > 0"
+            msg = (
+                f"target spacing {list(overwrite_target_spacing)} must give {len(spacings[0])} "
+                "values > 0"
+            )
             raise ConfigurationError(msg)
         fullres_spacing = np.array(overwrite_target_spacing, dtype=np.float64)
     else:

@@ -37,7 +37,10 @@ def resolve_configuration(plans: dict[str, Any], name: str) -> dict[str, Any]:
     while True:
         if current not in configurations:
             available = ", ".join(configurations)
-            msg = f"configuration {current!r} not in plans {plans.get('plans_name', '')} (available: {available})"
+            msg = (
+                f"configuration {current!r} not in plans {plans.get('plans_name', '')} (available: "
+                f"{available})"
+            )
             raise ConfigurationError(msg)
         if current in chain:
             msg = f"configuration inheritance cycle: {' -> '.join([*chain, current])}"

@@ -19,7 +19,8 @@ UNLIMITED_POOLING = 999999
 
 @dataclass(frozen=True)
 class Topology:
-    """Result of :func:`pool_and_conv_props` (one entry per stage in ``strides``/``kernel_sizes``)."""
+    """Result of :func:`pool_and_conv_props` (one entry per stage in
+    ``strides``/``kernel_sizes``)."""
 
     num_pool_per_axis: tuple[int, ...]
     strides: tuple[tuple[int, ...], ...]

@@ -40,7 +40,8 @@ def sample_class_locations(
     min_samples: int = MIN_SAMPLES,
     min_coverage: float = MIN_COVERAGE,
 ) -> dict[ClassKey, np.ndarray]:
-    """``{class: (n, seg.ndim) int64 coordinates}``; absent classes map to an empty ``(0, ndim)`` array."""
+    """``{class: (n, seg.ndim) int64 coordinates}``; absent classes map to an empty ``(0, ndim)``
+    array."""
     rng = np.random.RandomState(seed)
     flat_seg = seg.reshape(-1)
     voxels: dict[int, np.ndarray] = {}  # flat indices per label, computed once

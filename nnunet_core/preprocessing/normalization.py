@@ -105,17 +105,27 @@ def normalize(
         msg = f"{where}: normalization expects float32 data, got {data.dtype}"
         raise ConfigurationError(msg)
     if len(schemes) != data.shape[0] or len(use_mask_for_norm) != data.shape[0]:
-        msg = f"{where}: {data.shape[0]} channels but {len(schemes)} normalization schemes / {len(use_mask_for_norm)} use_mask_for_norm entries in the plans"
+        msg = (
+            f"{where}: {data.shape[0]} channels but {len(schemes)} normalization schemes / "
+            f"{len(use_mask_for_norm)} use_mask_for_norm entries in the plans"
+        )
         raise ConfigurationError(msg)
     mask: np.ndarray | None = None
     for c, (scheme, use_mask) in enumerate(zip(schemes, use_mask_for_norm, strict=False)):
         function = _SCHEMES.get(scheme)
         if function is None:
-            msg = f"{where}: unknown normalization scheme {scheme!r} for channel {c} (known: {', '.join(_SCHEMES)})"
+            msg = (
+                f"{where}: unknown normalization scheme {scheme!r} for channel {c} (known: "
+                f"{', '.join(_SCHEMES)})"
+            )
             raise ConfigurationError(msg)
         props = (intensity_properties or {}).get(str(c))
         if scheme == CT and (props is None or any(k not in props for k in _CT_KEYS)):
-            msg = f"{where}: CTNormalization of channel {c} needs foreground_intensity_properties_per_channel['{c}'] with {', '.join(_CT_KEYS)} in the plans"
+            msg = (
+                f"{where}: CTNormalization of channel {c} needs "
+                f"foreground_intensity_properties_per_channel['{c}'] with {', '.join(_CT_KEYS)} in "
+                "the plans"
+            )
             raise ConfigurationError(msg)
         channel_mask = None
         if use_mask and scheme == ZSCORE:

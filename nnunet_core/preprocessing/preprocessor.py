@@ -102,7 +102,11 @@ def group_by_identifier(plans: dict[str, Any], names: Sequence[str]) -> list[Pre
         if first is None:
             groups[config.data_identifier] = config
         elif first.key() != config.key():
-            msg = f"configurations {first.configurations[0]} and {name} share data_identifier {config.data_identifier} but differ in spacing, patch size, normalization or resampling"
+            msg = (
+                f"configurations {first.configurations[0]} and {name} share data_identifier "
+                f"{config.data_identifier} but differ in spacing, patch size, normalization or "
+                "resampling"
+            )
             raise ConfigurationError(msg)
         elif name not in first.configurations:
             configurations = (*first.configurations, name)
@@ -120,7 +124,10 @@ def _read_case(
     if case.label is not None:
         seg, _ = reader.read_seg(case.label)
         if seg.shape[1:] != data.shape[1:]:
-            msg = f"case {case.identifier}: label shape {seg.shape[1:]} differs from image shape {data.shape[1:]}"
+            msg = (
+                f"case {case.identifier}: label shape {seg.shape[1:]} differs from image shape "
+                f"{data.shape[1:]}"
+            )
             raise DatasetError(msg)
     return data, seg, properties
 
@@ -277,7 +284,8 @@ def _result_keys(
 def run_case(
     case: RawCase, plans: dict[str, Any], configuration: str, dataset_json: DatasetJson
 ) -> tuple[np.ndarray, np.ndarray | None, dict[str, Any]]:
-    """Preprocess one case for one configuration: ``(data, seg, properties)`` (seg None without label)."""
+    """Preprocess one case for one configuration: ``(data, seg, properties)`` (seg None without
+    label)."""
     _, data, seg, properties = next(
         iter_preprocessed(case, plans, [preprocessing_config(plans, configuration)], dataset_json)
     )

@@ -252,7 +252,10 @@ def resampling_kwargs(configuration: dict[str, Any], kind: str, where: str) -> d
     """``{is_seg, order, order_z, force_separate_z}`` of ``kind`` ('data' or 'seg') from a plan."""
     function = configuration.get(f"resampling_fn_{kind}", SUPPORTED_FUNCTION)
     if function != SUPPORTED_FUNCTION:
-        msg = f"{where}: resampling_fn_{kind} {function!r} is not supported (only {SUPPORTED_FUNCTION})"
+        msg = (
+            f"{where}: resampling_fn_{kind} {function!r} is not supported (only "
+            f"{SUPPORTED_FUNCTION})"
+        )
         raise ConfigurationError(msg)
     defaults = {
         "is_seg": kind == "seg",
