@@ -117,7 +117,10 @@ class CaseStore:
             return found
         data, seg, properties = open_case(self.folder, case_id)
         if data.shape[1:] != seg.shape[1:] or data.ndim != 4:
-            msg = f"case {case_id}: data {data.shape} and seg {seg.shape} are not (c, z, y, x) of one size"
+            msg = (
+                f"case {case_id}: data {data.shape} and seg {seg.shape} are not (c, z, y, x) of "
+                "one size"
+            )
             raise DatasetError(msg)
         raw = properties.get("class_locations")
         if not isinstance(raw, dict):

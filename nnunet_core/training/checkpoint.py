@@ -46,7 +46,10 @@ def _check_plain(value: Any, where: str) -> None:
         for index, item in enumerate(value):
             _check_plain(item, f"{where}[{index}]")
         return
-    msg = f"checkpoint entry {where} is a {type(value).__name__}; only tensors and plain types are stored"
+    msg = (
+        f"checkpoint entry {where} is a {type(value).__name__}; only tensors and plain types are "
+        "stored"
+    )
     raise CheckpointError(msg)
 
 
@@ -148,8 +151,9 @@ def strip_module_prefix(weights: Mapping[str, torch.Tensor]) -> dict[str, torch.
 def load_pretrained_weights(network: nn.Module, path: str | os.PathLike) -> list[str]:
     """Copy matching weights from a checkpoint into ``network``; returns the keys left as they were.
 
-    Every parameter must exist in the checkpoint with the same shape, except the segmentation
-    heads (``decoder.heads``; upstream's ``seg_layers``), which are skipped when their shape differs (another label count).
+    Every parameter must exist in the checkpoint with the same shape, except the segmentation heads
+    (``decoder.heads``; upstream's ``seg_layers``), which are skipped when their shape differs
+    (another label count).
     """
     source = strip_module_prefix(load_checkpoint(path)["network_weights"])
     target = network.state_dict()

@@ -75,7 +75,10 @@ class PatchLoader:
         if len(self.initial_patch_size) != len(self.patch_size) or any(
             i < f for i, f in zip(self.initial_patch_size, self.patch_size, strict=True)
         ):
-            msg = f"initial patch {list(self.initial_patch_size)} must be at least the patch {list(self.patch_size)} on every axis"
+            msg = (
+                f"initial patch {list(self.initial_patch_size)} must be at least the patch "
+                f"{list(self.patch_size)} on every axis"
+            )
             raise ConfigurationError(msg)
         if transform is None and self.initial_patch_size != self.patch_size:
             msg = "without a transform the initial patch must equal the patch (nothing crops it)"
@@ -88,7 +91,10 @@ class PatchLoader:
         if forced_positions is None:
             forced_positions = forced_mask(self.batch_size, self.oversample_foreground_percent)
         if len(forced_positions) != self.batch_size:
-            msg = f"forced_positions has {len(forced_positions)} entries for batch size {self.batch_size}"
+            msg = (
+                f"forced_positions has {len(forced_positions)} entries for batch size "
+                f"{self.batch_size}"
+            )
             raise ConfigurationError(msg)
         self.forced_positions = tuple(bool(f) for f in forced_positions)
         self.transform = transform
@@ -96,7 +102,10 @@ class PatchLoader:
         if self.ds_scales is not None and any(
             len(s) != len(self.patch_size) for s in self.ds_scales
         ):
-            msg = f"deep supervision scales {self.ds_scales} do not match the {len(self.patch_size)}-D patch"
+            msg = (
+                f"deep supervision scales {self.ds_scales} do not match the "
+                f"{len(self.patch_size)}-D patch"
+            )
             raise ConfigurationError(msg)
         self.sample_offset = int(sample_offset)
 
@@ -168,7 +177,10 @@ class PatchLoader:
         """Batch buffers shaped like the first sample, which must have the final patch size."""
         for name, array in (("data", data), ("seg", seg)):
             if tuple(array.shape[1:]) != self.patch_size:
-                msg = f"{name} sample has shape {tuple(array.shape)}, expected (channels, *{list(self.patch_size)})"
+                msg = (
+                    f"{name} sample has shape {tuple(array.shape)}, expected (channels, "
+                    f"*{list(self.patch_size)})"
+                )
                 raise ConfigurationError(msg)
         seg_dtype = seg.dtype if np.issubdtype(seg.dtype, np.signedinteger) else np.int16
         return (
@@ -180,7 +192,10 @@ class PatchLoader:
 def _sample_error(exc: Exception, case_id: str, epoch: int, iteration: int, j: int) -> SampleError:
     if isinstance(exc, SampleError):
         return exc
-    msg = f"case {case_id} (epoch {epoch}, iteration {iteration}, sample {j}): {type(exc).__name__}: {exc}"
+    msg = (
+        f"case {case_id} (epoch {epoch}, iteration {iteration}, sample {j}): {type(exc).__name__}: "
+        f"{exc}"
+    )
     return SampleError(msg)
 
 

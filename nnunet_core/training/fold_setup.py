@@ -104,7 +104,10 @@ def prepare_fold(
     dataset_json = load_dataset_json(pre / DATASET_JSON)
     data_folder = pre / resolved["data_identifier"]
     if not data_folder.is_dir():
-        msg = f"{data_folder}: not preprocessed (run `nnunet-core preprocess -d {dataset_name} -c {configuration}`)"
+        msg = (
+            f"{data_folder}: not preprocessed (run `nnunet-core preprocess -d {dataset_name} -c "
+            f"{configuration}`)"
+        )
         raise ConfigurationError(msg)
     train, val = fold_keys(pre, fold, list_case_ids(data_folder))
     model_dir = trained_model_dir(

@@ -384,11 +384,15 @@ class Trainer:
         )
         if self.topology.distributed:  # collective: every rank reports where it runs
             share = self.rank_batch
-            mine = f"{self.topology.describe()} on {self.device}: batch {share.size}, forced {list(share.forced)}"
+            mine = (
+                f"{self.topology.describe()} on {self.device}: batch {share.size}, forced "
+                f"{list(share.forced)}"
+            )
             ranks = gather_descriptions(mine)
             if self.rank_batch.size * self.topology.world_size != self.batch_size:
                 self.log(
-                    f"WARNING: batch {self.batch_size} is not divisible by {self.topology.world_size} ranks"
+                    f"WARNING: batch {self.batch_size} is not divisible by "
+                    f"{self.topology.world_size} ranks"
                 )
             for line in ranks:
                 self.log(f"DDP {line}")

@@ -1,4 +1,5 @@
-"""Training-time data augmentation matching nnU-Net v2 (batchgeneratorsv2), driven by a numpy rng."""
+"""Training-time data augmentation matching nnU-Net v2 (batchgeneratorsv2), driven by a numpy
+rng."""
 
 from nnunet_core.training.augmentation.pipeline import (
     ANISO_THRESHOLD,

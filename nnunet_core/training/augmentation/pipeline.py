@@ -1,9 +1,11 @@
-"""nnU-Net's training augmentation: its configuration from the patch size, and the per-sample pipeline.
+"""nnU-Net's training augmentation: its configuration from the patch size, and the per-sample
+pipeline.
 
-``configure_augmentation`` reproduces upstream's ``configure_rotation_dummyDA_mirroring_and_inital_patch_size``
-(including ``get_patch_size`` for the larger patch the loader crops); ``training_transforms`` builds
-the per-sample callable with upstream's order and probabilities. Callables are plain classes so
-that loader worker processes can pickle them.
+``configure_augmentation`` reproduces upstream's
+``configure_rotation_dummyDA_mirroring_and_inital_patch_size`` (including ``get_patch_size`` for the
+larger patch the loader crops); ``training_transforms`` builds the per-sample callable with
+upstream's order and probabilities. Callables are plain classes so that loader worker processes can
+pickle them.
 """
 
 from __future__ import annotations
