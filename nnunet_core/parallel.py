@@ -74,7 +74,10 @@ def _run_pool(
                 try:
                     results[case_id], seconds = future.result()
                 except BrokenProcessPool:
-                    msg = f"a worker process died while processing case {case_id} (out of memory? try fewer processes with -np)"
+                    msg = (
+                        f"a worker process died while processing case {case_id} (out of memory? "
+                        "try fewer processes with -np)"
+                    )
                     raise NnunetCoreError(msg) from None
                 progress.done(case_id, seconds)
         except BaseException:

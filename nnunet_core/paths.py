@@ -1,4 +1,5 @@
-"""The one place that knows the folder layout (upstream's): roots, dataset names, raw and preprocessed.
+"""The one place that knows the folder layout (upstream's): roots, dataset names, raw and
+preprocessed.
 
 Roots come from ``nnUNet_raw``, ``nnUNet_preprocessed`` and ``nnUNet_results``; every command can
 override them with ``--raw``, ``--preprocessed`` and ``--results``. Inside them the layout is
@@ -73,7 +74,8 @@ class Roots:
     def in_work_dir(
         cls, work_dir: str | os.PathLike, raw: str | os.PathLike | None = None
     ) -> Roots:
-        """The workflow's roots: ``work_dir/{raw,preprocessed,results}`` (raw may live elsewhere)."""
+        """The workflow's roots: ``work_dir/{raw,preprocessed,results}`` (raw may live
+        elsewhere)."""
         work = Path(work_dir)
         return cls(
             raw=Path(raw) if raw else work / WORK_RAW,

@@ -82,7 +82,10 @@ class TrainedModel:
     def from_identifier(cls, identifier: str) -> TrainedModel:
         """The inverse of ``identifier`` (a model folder name)."""
         if not is_model_folder_name(identifier):
-            msg = f"{identifier!r} is not a model folder name like nnUNetTrainer__nnUNetPlans__3d_fullres"
+            msg = (
+                f"{identifier!r} is not a model folder name like "
+                "nnUNetTrainer__nnUNetPlans__3d_fullres"
+            )
             raise ConfigurationError(msg)
         trainer, plans, configuration = identifier.split(_MODEL_SEPARATOR)
         return cls(configuration, plans, trainer)
@@ -198,7 +201,8 @@ class DatasetDirs:
         return trained_model_dir(self.results, model.configuration, model.plans, model.trainer)
 
     def dataset_json_file(self, model: TrainedModel | None = None) -> Path:
-        """The model folder's copy of ``dataset.json`` (written by training), else preprocessed's."""
+        """The model folder's copy of ``dataset.json`` (written by training), else
+        preprocessed's."""
         if model is not None and (self.model_dir(model) / DATASET_JSON).is_file():
             return self.model_dir(model) / DATASET_JSON
         return self.preprocessed / DATASET_JSON

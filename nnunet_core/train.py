@@ -1,4 +1,5 @@
-"""``python -m nnunet_core.train ...`` is ``nnunet-core train ...`` (the entry point for torchrun)."""
+"""``python -m nnunet_core.train ...`` is ``nnunet-core train ...`` (the entry point for
+torchrun)."""
 
 from __future__ import annotations
 

@@ -7,7 +7,8 @@ folder, each held with an exclusive ``flock`` by an open file. The kernel releas
 process ends in any way (SIGKILL included), so a stale lock file never blocks a GPU. It must run
 before CUDA starts in this process (``CUDA_VISIBLE_DEVICES`` is read once, at CUDA's start).
 
-Lock folder: ``--gpu-lock-dir``, else ``$nnUNet_gpu_lock_dir``, else ``<tmp>/nnunet_core_gpu_locks``.
+Lock folder: ``--gpu-lock-dir``, else ``$nnUNet_gpu_lock_dir``, else
+``<tmp>/nnunet_core_gpu_locks``.
 GPU count: ``$nnUNet_num_gpus`` (also for tests), else the entries of
 ``/proc/driver/nvidia/gpus``; without GPUs nothing is done.
 """

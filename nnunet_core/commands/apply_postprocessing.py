@@ -37,7 +37,10 @@ def json_beside_pickle(path: Path) -> Path:
         return path
     beside = path.with_suffix(".json")
     if not beside.is_file():
-        msg = f"-pp_pkl_file {path}: pickles are never opened (they can run code) and there is no {beside.name} beside it"
+        msg = (
+            f"-pp_pkl_file {path}: pickles are never opened (they can run code) and there is no "
+            f"{beside.name} beside it"
+        )
         raise DatasetError(msg)
     print(f"reading {beside} (the JSON twin of {path.name})", file=sys.stderr)
     return beside

@@ -1,4 +1,5 @@
-"""Pick the best configuration or pair of configurations by cross-validation, and its postprocessing.
+"""Pick the best configuration or pair of configurations by cross-validation, and its
+postprocessing.
 
 Candidates are the configurations and (unless ``--disable_ensembling``) every pair, scored by
 the foreground-mean Dice of their cross-validation; ties go to the single configuration. Reuses

@@ -57,7 +57,10 @@ def paired_models(args: argparse.Namespace) -> list[TrainedModel]:
     columns = []
     for flag, values in (("-p", args.plans), ("-tr", args.trainer)):
         if len(values) not in (1, len(configs)):
-            msg = f"{flag} takes one value or one per configuration ({len(configs)}), got {len(values)}"
+            msg = (
+                f"{flag} takes one value or one per configuration ({len(configs)}), got "
+                f"{len(values)}"
+            )
             raise ConfigurationError(msg)
         columns.append(values * len(configs) if len(values) == 1 else values)
     plans, trainers = columns

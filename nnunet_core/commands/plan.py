@@ -45,7 +45,9 @@ def add_planning_flags(parser: argparse.ArgumentParser) -> None:
         type=float,
         default=None,
         metavar="GB",
-        help="GPU memory to plan for in GB (default: the planner's own, 8; ResEncL 24, ResEncXL 40)",
+        help=(
+            "GPU memory to plan for in GB (default: the planner's own, 8; ResEncL 24, ResEncXL 40)"
+        ),
     )
     parser.add_argument(
         "-pl",
@@ -104,16 +106,19 @@ def load_overrides(value: str | None) -> dict[str, Any]:
 def summary(plans: dict[str, Any]) -> str:
     """One line per configuration: what a user checks first."""
     lines = [
-        f"{plans['plans_name']} ({plans['experiment_planner_used']}), transpose {plans['transpose_forward']}"
+        f"{plans['plans_name']} ({plans['experiment_planner_used']}), transpose "
+        f"{plans['transpose_forward']}"
     ]
     for name in plans["configurations"]:
         config = resolve_configuration(plans, name)
         extra = f", previous stage {config['previous_stage']}" if "previous_stage" in config else ""
         spacing = ", ".join(f"{s:.4g}" for s in config["spacing"])
         lines.append(
-            f"  {name}: spacing ({spacing}), patch {config['patch_size']}, batch {config['batch_size']}, "
+            f"  {name}: spacing ({spacing}), patch {config['patch_size']}, "
+            f"batch {config['batch_size']}, "
             f"{config['architecture']['arch_kwargs']['n_stages']} stages, "
-            f"median shape {[round(float(m), 1) for m in config['median_image_size_in_voxels']]}{extra}"
+            "median shape "
+            f"{[round(float(m), 1) for m in config['median_image_size_in_voxels']]}{extra}"
         )
     return "\n".join(lines)
 

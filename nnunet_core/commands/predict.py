@@ -89,7 +89,10 @@ def check_flags(args: argparse.Namespace) -> None:
     if args.model_folder is not None:
         given = [f for f, v in (("-d", args.dataset), ("-c", args.configuration)) if v]
         if given:
-            msg = f"-m names the model; {' and '.join(given)} would name another (give one or the other)"
+            msg = (
+                f"-m names the model; {' and '.join(given)} would name another (give one or the "
+                "other)"
+            )
             raise ConfigurationError(msg)
     elif not (args.dataset and args.configuration):
         msg = "name the model with -d DATASET -c CONFIGURATION (or -m MODEL_FOLDER)"

@@ -92,7 +92,10 @@ def _count_nonfinite(handle: BinaryIO, header: NiftiHeader) -> int:
     while remaining > 0:
         chunk = handle.read(min(CHUNK_BYTES, remaining))
         if not chunk:
-            msg = f"truncated file: voxel data has {header.data_bytes - remaining} of {header.data_bytes} bytes"
+            msg = (
+                f"truncated file: voxel data has {header.data_bytes - remaining} of "
+                f"{header.data_bytes} bytes"
+            )
             raise NiftiProblem(msg)
         remaining -= len(chunk)
         if dtype is not None:

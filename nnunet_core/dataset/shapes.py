@@ -23,7 +23,8 @@ LESION_PROBABILITY = 0.9
 
 @dataclass(frozen=True)
 class Phantom:
-    """One case: float32 channels ``(c, *shape)`` (exact 0 outside the body) and a uint8 label map."""
+    """One case: float32 channels ``(c, *shape)`` (exact 0 outside the body) and a uint8 label
+    map."""
 
     images: np.ndarray
     label: np.ndarray
@@ -42,7 +43,8 @@ def _ellipsoid(
     angle: float = 0.0,
     wobble: tuple[float, int, float] = (0.0, 0, 0.0),
 ) -> np.ndarray:
-    """Ellipsoid, rotated by ``angle`` in the last two axes, with a wavy rim (amplitude, lobes, phase)."""
+    """Ellipsoid, rotated by ``angle`` in the last two axes, with a wavy rim (amplitude, lobes,
+    phase)."""
     offsets = [g - c for g, c in zip(grid, center, strict=True)]
     a, b = offsets[-2], offsets[-1]
     cos, sin = np.cos(angle), np.sin(angle)

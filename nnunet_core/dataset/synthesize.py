@@ -183,7 +183,8 @@ def dataset_name_part(output: Path) -> str:
 def synthesize_dataset(
     output: str | os.PathLike, options: SynthOptions, force: bool = False
 ) -> list[dict[str, Any]]:
-    """Generate the dataset into ``output`` atomically; refuse a non-empty folder unless ``force``."""
+    """Generate the dataset into ``output`` atomically; refuse a non-empty folder unless
+    ``force``."""
     output = Path(output)
     options = replace(options.normalized(), name=options.name or dataset_name_part(output))
     if output.exists() and not output.is_dir():

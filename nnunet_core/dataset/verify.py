@@ -56,7 +56,8 @@ def check_declared_labels(spec: LabelSpec, source: str) -> None:
 
 
 def allowed_label_values(spec: LabelSpec) -> tuple[int, ...]:
-    """Values a label map may hold: every declared label (union of regions) plus the ignore label."""
+    """Values a label map may hold: every declared label (union of regions) plus the ignore
+    label."""
     values = set(spec.all_labels)
     if spec.ignore_label is not None:
         values.add(spec.ignore_label)
@@ -76,7 +77,8 @@ def file_problems(
     if "dataset" in dataset_json.raw:
         listed = [p for case in cases for p in (*case.images, case.label) if p is not None]
         return [
-            f"{display_path(p, raw_dir)}: file does not end with the dataset's file_ending {ending!r}"
+            f"{display_path(p, raw_dir)}: file does not end with the dataset's file_ending "
+            f"{ending!r}"
             for p in listed
             if not p.name.endswith(ending)
         ]
@@ -214,8 +216,8 @@ def verify_dataset(
     if planned != reader.name:
         # the planner sees no file: without the key it would name another reader in the plans
         result.warnings.append(
-            f"{json_path.name}: {example.name if example else 'the images'} needs {reader.name}, but "
-            f"file_ending {dataset_json.file_ending!r} alone selects {planned}; add "
+            f"{json_path.name}: {example.name if example else 'the images'} needs {reader.name}, "
+            f"but file_ending {dataset_json.file_ending!r} alone selects {planned}; add "
             f'"overwrite_image_reader_writer": "{reader.name}"'
         )
     tasks = [(case.identifier, (case, *args)) for case in cases]

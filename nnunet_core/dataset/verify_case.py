@@ -82,12 +82,14 @@ def _compare_geometry(
         rtol, atol = (0.0, DIRECTION_ATOL) if what == "direction" else (RTOL, ATOL)
         if not np.allclose(value, ref_value, rtol=rtol, atol=atol):
             check.problem(
-                f"{what} {_rounded(value)} of {name} differs from {_rounded(ref_value)} of {ref_name}"
+                f"{what} {_rounded(value)} of {name} differs from {_rounded(ref_value)} of "
+                f"{ref_name}"
             )
 
 
 def _reason(exc: DatasetError, path: Path) -> str:
-    """The reader's message without its leading path (verify names files relative to the dataset)."""
+    """The reader's message without its leading path (verify names files relative to the
+    dataset)."""
     text = str(exc)
     return text[len(f"{path}: ") :] if text.startswith(f"{path}: ") else text
 

@@ -271,7 +271,8 @@ def collect(
         if not test_summary.is_file():
             msg = (
                 f"{test_summary} not found; it is written by "
-                "`nnunet-core evaluate LABELS_TS PREDICTIONS` (leave --test-summary out without test labels)"
+                "`nnunet-core evaluate LABELS_TS PREDICTIONS` (leave --test-summary out without "
+                "test labels)"
             )
             raise ReportInputError(msg)
         test_dice, test_cases = collect_test(test_summary, names)

@@ -68,7 +68,8 @@ def summary_table(data: ReportData) -> pd.DataFrame:
 
 
 def fold_table(data: ReportData) -> pd.DataFrame:
-    """Per fold and class: the validation Dice of each trained model (``validation/summary.json``)."""
+    """Per fold and class: the validation Dice of each trained model
+    (``validation/summary.json``)."""
     names = list(dict.fromkeys(data.fold_dice["name"]))
     wide = data.fold_dice.pivot(index=["model", "fold"], columns="name", values="dice")
     return wide[names].reset_index().rename_axis(columns=None)
