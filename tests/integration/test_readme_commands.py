@@ -28,7 +28,10 @@ TEST = "make test"
 GPU_INSTALL = (
     'make demo TORCH_SPEC="torch==2.13.0 --index-url https://download.pytorch.org/whl/cu128"'
 )
-OWN_DATA = '.venv/bin/snakemake --cores 8 --config dataset="{id: 4, name: Hippocampus, raw_root: $nnUNet_raw}"'
+OWN_DATA = (
+    ".venv/bin/snakemake --cores 8 --config "
+    'dataset="{id: 4, name: Hippocampus, raw_root: $nnUNet_raw}"'
+)
 COPY_TEMPLATE = "cp config/config.yaml my.yaml"
 OWN_DATA_FILE = ".venv/bin/snakemake --cores 8 --configfile my.yaml"
 INSTALL_SLURM = "make install-slurm"

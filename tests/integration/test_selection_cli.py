@@ -107,9 +107,9 @@ def test_selection_commands_write_their_files(tmp_path: Path) -> None:
         dirs.results
         / "nnUNetTrainer__nnUNetPlans__2d/crossval_results_folds_0_1_2_3_4/summary.json"
     )
-    ensemble_dir = (
-        dirs.results
-        / "ensembles/ensemble___nnUNetTrainer__nnUNetPlans__2d___nnUNetTrainer__nnUNetPlans__3d_fullres___0_1_2_3_4"
+    ensemble_dir = dirs.results / (
+        "ensembles/ensemble___nnUNetTrainer__nnUNetPlans__2d___"
+        "nnUNetTrainer__nnUNetPlans__3d_fullres___0_1_2_3_4"
     )
     assert len(json.loads(crossval_summary.read_text())["metric_per_case"]) == len(CASES)
     assert sorted(p.name for p in ensemble_dir.glob("*.nii.gz")) == [f"{c}.nii.gz" for c in CASES]

@@ -38,7 +38,8 @@ ROOT_ENV = ("nnUNet_raw", "nnUNet_preprocessed", "nnUNet_results")
 
 
 def bare_env() -> dict[str, str]:
-    """The environment without nnU-Net's root variables (the printed commands must not need them)."""
+    """The environment without nnU-Net's root variables (the printed commands must not need
+    them)."""
     env = {k: v for k, v in os.environ.items() if k not in ROOT_ENV}
     return {**env, "OMP_NUM_THREADS": "1"}
 
@@ -207,7 +208,8 @@ def test_printed_instructions_run_as_printed(workdir: Path, monkeypatch) -> None
 
 
 def test_no_deep_supervision_trains_only_the_full_resolution_head(workdir: Path) -> None:
-    """The lower heads get no gradient (their weights stay at the seeded start); the last one learns."""
+    """The lower heads get no gradient (their weights stay at the seeded start); the last one
+    learns."""
     from nnunet_core.training.fold_setup import prepare_fold
     from nnunet_core.training.trainer import Trainer, TrainerSettings
 

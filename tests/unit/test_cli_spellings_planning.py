@@ -224,9 +224,12 @@ def test_bad_dataset_and_unsupported_classes_fail_before_work(roots: Path, capsy
     for flag, value in (("-preprocessor_name", "MyPreprocessor"), ("-fpe", "MyExtractor")):
         code, _, err = _run(roots, capsys, "plan-and-preprocess", "-d", "901", flag, value)
         assert code == 2
+        implemented = (
+            "DefaultPreprocessor" if flag == "-preprocessor_name" else "DatasetFingerprintExtractor"
+        )
         assert err.strip() == (
             f"nnunet-core plan-and-preprocess: error: {flag} {value!r} is not supported: "
-            f"only {'DefaultPreprocessor' if flag == '-preprocessor_name' else 'DatasetFingerprintExtractor'} "
+            f"only {implemented} "
             "is implemented"
         )
     assert not (roots / "pre" / "Dataset901_Second" / "dataset_fingerprint.json").exists()

@@ -1,4 +1,5 @@
-"""Patch sampling, batch assembly and worker streams on a tiny dataset preprocessed by the real CLI."""
+"""Patch sampling, batch assembly and worker streams on a tiny dataset preprocessed by the real
+CLI."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Ensembles average probabilities per case; missing inputs are named with the command to fix them."""
+"""Ensembles average probabilities per case; missing inputs are named with the command to fix
+them."""
 
 from __future__ import annotations
 
@@ -99,7 +100,10 @@ def test_ensemble_crossval_writes_the_pair_folder_and_its_summary(tmp_path: Path
     dirs = make_tree(tmp_path, {"2d": noisy_a, "3d_fullres": noisy_b})
     models = [TrainedModel("2d"), TrainedModel("3d_fullres")]
     summary = ensemble_crossval(dirs, models)
-    name = "ensemble___nnUNetTrainer__nnUNetPlans__2d___nnUNetTrainer__nnUNetPlans__3d_fullres___0_1_2_3_4"
+    name = (
+        "ensemble___nnUNetTrainer__nnUNetPlans__2d___"
+        "nnUNetTrainer__nnUNetPlans__3d_fullres___0_1_2_3_4"
+    )
     assert ensemble_name(models) == name and members_from_ensemble_name(name) == models
     output = dirs.results / "ensembles" / name
     assert json.loads((output / "summary.json").read_text())["foreground_mean"][
@@ -117,7 +121,10 @@ def test_ensemble_crossval_writes_the_pair_folder_and_its_summary(tmp_path: Path
 def test_missing_npz_names_configuration_fold_case_and_command(tmp_path: Path) -> None:
     dirs = make_tree(tmp_path, {"2d": exact, "3d_fullres": exact})
     (dirs.model_dir(TrainedModel("3d_fullres")) / "fold_4/validation/case_5.npz").unlink()
-    pattern = r"3d_fullres fold 4: case case_5 has no probabilities .*`nnunet-core train Dataset901_Fake 3d_fullres 4 --val --npz`"
+    pattern = (
+        r"3d_fullres fold 4: case case_5 has no probabilities .*`nnunet-core train Dataset901_Fake "
+        r"3d_fullres 4 --val --npz`"
+    )
     with pytest.raises(DatasetError, match=pattern):
         ensemble_crossval(dirs, [TrainedModel("2d"), TrainedModel("3d_fullres")])
 

@@ -1,4 +1,5 @@
-"""Optimisation recipe: upstream's SGD settings, poly LR, clipping at 12, AMP/compile only on CUDA."""
+"""Optimisation recipe: upstream's SGD settings, poly LR, clipping at 12, AMP/compile only on
+CUDA."""
 
 from __future__ import annotations
 

@@ -3,8 +3,8 @@
 Every scenario folder under tests/data/plans holds upstream's inputs (dataset.json,
 dataset_fingerprint.json) and outputs: nnUNetPlans.json and the ResEnc L / XL plans everywhere,
 ResEncM, the ResEnc base planner, non-default GPU memory targets (4 GB default, 12 GB ResEncL)
-and ``-overwrite_target_spacing`` on some (``PLANNER_OF``). The whole plans dict must equal upstream's, key order and value types
-included. No key is excluded:
+and ``-overwrite_target_spacing`` on some (``PLANNER_OF``). The whole plans dict must equal
+upstream's, key order and value types included. No key is excluded:
 ``image_reader_writer`` follows upstream's choice by file ending (NaturalImage2DIO for .png in
 scenario e), although our own reading always goes through SimpleITK.
 """

@@ -53,7 +53,10 @@ def test_crossval_names_fold_case_and_command_for_missing_prediction(tmp_path: P
     (dirs.model_dir(TrainedModel("3d_fullres")) / "fold_0/validation/case_1.nii.gz").unlink()
     with pytest.raises(
         DatasetError,
-        match=r"fold 0: no validation prediction for case case_1.*nnunet-core train Dataset901_Fake 3d_fullres 0 --val",
+        match=(
+            r"fold 0: no validation prediction for case case_1.*nnunet-core train Dataset901_Fake "
+            r"3d_fullres 0 --val"
+        ),
     ):
         accumulate_crossval(dirs, TrainedModel("3d_fullres"))
 
@@ -172,7 +175,10 @@ def test_a_configuration_without_results_names_the_training_command(tmp_path: Pa
     (dirs.preprocessed / "nnUNetPlans.json").write_text(json.dumps(plans))
     with pytest.raises(
         DatasetError,
-        match=r"3d_fullres: results folder .* not found; train all folds with `nnunet-core train Dataset901_Fake 3d_fullres FOLD --npz`",
+        match=(
+            r"3d_fullres: results folder .* not found; train all folds with `nnunet-core train "
+            r"Dataset901_Fake 3d_fullres FOLD --npz`"
+        ),
     ):
         find_best_configuration(dirs, [TrainedModel("2d"), TrainedModel("3d_fullres")])
 

@@ -1,4 +1,5 @@
-"""Network topology (pooling/kernels/padding) and the analytic VRAM estimate vs upstream's numbers."""
+"""Network topology (pooling/kernels/padding) and the analytic VRAM estimate vs upstream's
+numbers."""
 
 from __future__ import annotations
 

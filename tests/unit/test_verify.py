@@ -1,6 +1,6 @@
-"""``nnunet-core verify``: each broken-dataset problem gives one line naming the case and the problem,
-exit code 2 and no report; a clean dataset gets its report. Datasets come from the real generator
-(3 cases of 8x16x16) and are then broken on disk."""
+"""``nnunet-core verify``: each broken-dataset problem gives one line naming the case and the
+problem, exit code 2 and no report; a clean dataset gets its report. Datasets come from the real
+generator (3 cases of 8x16x16) and are then broken on disk."""
 
 from __future__ import annotations
 
