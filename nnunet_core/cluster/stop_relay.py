@@ -1,31 +1,32 @@
-"""One node of a multi-node fold: run its torchrun agent so that SIGUSR1 reaches the trainers.
+"""A node of a multi-node fold: run its torchrun agent so that the stop signal reaches trainers.
 
 ``python -m nnunet_core.cluster.stop_relay torchrun ...`` is what ``srun`` starts on every node.
 
-SLURM's warning before the walltime (``--signal=USR1@T``) goes to the processes of the job step.
-Two things go wrong with a bare ``srun torchrun``:
+SLURM's warning before the walltime (the stop signal, SIGUSR1 unless ``$NNUNET_STOP_SIGNAL``
+says otherwise: ``nnunet_core.stop_signal``) goes to the processes of the job step. Two things
+go wrong with a bare ``srun torchrun``:
 
-* the torchrun agent has no handler for SIGUSR1, so it dies of it, and with it the step;
+* the torchrun agent has no handler for the signal, so it dies of it, and with it the step;
 * the agent starts its workers in sessions of their own, so where the step is tracked by
   process group (``proctrack/pgid``) the workers never see the signal at all.
 
-This relay runs the agent with SIGUSR1 ignored and, when SIGUSR1 arrives, sends it to the
-agent's children only: the trainers, which stop at the next epoch boundary with a checkpoint.
-(Upstream's shell recipe is ``trap 'pkill -USR1 -P $TORCHRUN_PID' USR1``. Never ``pkill -f``:
-the agent's own command line names the same script.) SIGTERM and SIGINT are passed on to the
-agent, which ends its workers. The exit status is the agent's.
+This relay runs the agent with the signal ignored and, when the signal arrives, sends it to the
+agent's children only (the relay role of ``nnunet_core.stop_signal``): the trainers, which stop
+at the next epoch boundary with a checkpoint. (Upstream's shell recipe is
+``trap 'pkill -USR1 -P $TORCHRUN_PID' USR1``. Never ``pkill -f``: the agent's own command line
+names the same script.) SIGTERM and SIGINT are passed on to the agent, which ends its workers.
+The exit status is the agent's.
 """
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from nnunet_core.training.signals import ignore_stop_signal
+from nnunet_core import stop_signal
 
 USAGE = "usage: python -m nnunet_core.cluster.stop_relay [--] COMMAND [ARGS...]"
 
@@ -47,30 +48,15 @@ def children_of(pid: int, proc: Path = Path("/proc")) -> list[int]:
     return found
 
 
-def signal_children(pid: int, signum: int) -> list[int]:
-    """Send ``signum`` to every child of ``pid``; returns those that received it."""
-    reached = []
-    for child in children_of(pid):
-        try:
-            os.kill(child, signum)
-        except ProcessLookupError:
-            continue
-        reached.append(child)
-    return reached
-
-
 def run(command: Sequence[str]) -> int:
     """Start ``command`` (the agent), relay signals to it as described above, return its status."""
-    # ignore_stop_signal runs in the child between fork and exec: the agent ignores SIGUSR1
-    agent = subprocess.Popen(list(command), preexec_fn=ignore_stop_signal)
-
-    def to_workers(signum: int, _frame: object) -> None:
-        signal_children(agent.pid, signum)
+    # stop_signal.ignore runs in the child between fork and exec: the agent ignores the signal
+    agent = subprocess.Popen(list(command), preexec_fn=stop_signal.ignore)
 
     def to_agent(signum: int, _frame: object) -> None:
         agent.send_signal(signum)  # a no-op once the agent has ended
 
-    signal.signal(signal.SIGUSR1, to_workers)
+    stop_signal.forward(lambda: children_of(agent.pid))
     signal.signal(signal.SIGTERM, to_agent)
     signal.signal(signal.SIGINT, to_agent)
     status = agent.wait()  # resumes by itself after each handled signal (PEP 475)

@@ -58,9 +58,10 @@ def run(args: argparse.Namespace) -> int:
     launched = launch(args)
     if launched is not None:
         return launched
-    from nnunet_core.training.fold_run import install_stop_handler, run_fold
+    from nnunet_core import stop_signal
+    from nnunet_core.training.fold_run import run_fold
 
-    install_stop_handler()  # first: from now on SIGUSR1 only sets the stop flag
+    stop_signal.for_trainer()  # first: from now on the stop signal only sets the stop flag
     return run_fold(fold_request(args))
 
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import inspect
 import os
-import signal
 import socket
 import sys
 import traceback
@@ -35,6 +34,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from nnunet_core import stop_signal
 from nnunet_core.errors import ConfigurationError, NnunetCoreError
 from nnunet_core.training.sampling import OVERSAMPLE_FOREGROUND_PERCENT, forced_mask
 
@@ -118,7 +118,7 @@ def _int_env(env: Mapping[str, str], name: str) -> int | None:
 
 
 def local_from_env(environ: Mapping[str, str] | None = None) -> tuple[int | None, int | None]:
-    """(local rank, local world size) from torchrun's variables, else a scheduler's; None if unset."""
+    """(local rank, local world size) from torchrun's variables, else a scheduler's; None: unset."""
     env = os.environ if environ is None else environ
     pairs = (("LOCAL_RANK", "LOCAL_WORLD_SIZE"), *SCHEDULER_LOCAL_VARS)
     rank = size = None
@@ -155,7 +155,10 @@ def resolve_topology(
         local_rank = rank_h if local_rank is None else local_rank
         local_size = size_h if local_size is None else local_size
     if not 0 <= local_rank < local_size <= world_size:
-        msg = f"inconsistent topology: local rank {local_rank} of {local_size}, world size {world_size}"
+        msg = (
+            f"inconsistent topology: local rank {local_rank} of {local_size}, "
+            f"world size {world_size}"
+        )
         raise ConfigurationError(msg)
     return Topology(global_rank, local_rank, world_size, local_size, hostname)
 
@@ -182,7 +185,7 @@ def supports_device_id() -> bool:
 def process_group(
     requested: torch.device, timeout: timedelta = DEFAULT_TIMEOUT
 ) -> Iterator[tuple[Topology, torch.device]]:
-    """Join the group of ``env://``; yields (topology, this rank's device); destroys it at the end."""
+    """Join the ``env://`` group; yields (topology, this rank's device); destroys it at the end."""
     env_local, _ = local_from_env()
     backend = "nccl" if requested.type == "cuda" else "gloo"
     kwargs: dict[str, Any] = {"backend": backend, "init_method": "env://", "timeout": timeout}
@@ -215,8 +218,9 @@ def spawn(num_workers: int, fn: Callable[..., Any], *args: Any) -> int:
 
     Each worker gets ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``LOCAL_WORLD_SIZE`` (as torchrun
     sets them) and joins the group itself. When one worker fails the others are terminated (they
-    would wait in a collective until the timeout). SIGUSR1 sent to this launcher is forwarded to
-    the workers. Returns 0, or the first non-zero exit code.
+    would wait in a collective until the timeout). The stop signal sent to this launcher is
+    forwarded to the workers (its role in ``nnunet_core.stop_signal``). Returns 0, or the first
+    non-zero exit code.
     """
     import multiprocessing as mp
     from multiprocessing.connection import wait
@@ -228,15 +232,9 @@ def spawn(num_workers: int, fn: Callable[..., Any], *args: Any) -> int:
         context.Process(target=_worker, args=(rank, num_workers, fn, args), name=f"rank{rank}")
         for rank in range(num_workers)
     ]
-    previous = None
-    if hasattr(signal, "SIGUSR1"):
-
-        def forward(signum: int, _frame: Any) -> None:
-            for worker in workers:
-                if worker.pid is not None and worker.exitcode is None:
-                    os.kill(worker.pid, signum)
-
-        previous = signal.signal(signal.SIGUSR1, forward)
+    restore_handler = stop_signal.forward(
+        lambda: [w.pid for w in workers if w.pid is not None and w.exitcode is None]
+    )
     try:
         for worker in workers:
             worker.start()
@@ -257,8 +255,7 @@ def spawn(num_workers: int, fn: Callable[..., Any], *args: Any) -> int:
             if worker.is_alive():
                 worker.terminate()
                 worker.join(5)
-        if previous is not None:
-            signal.signal(signal.SIGUSR1, previous)
+        restore_handler()
 
 
 def _worker(rank: int, world_size: int, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
@@ -329,13 +326,13 @@ class AllReduceSum(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx: Any, tensor: torch.Tensor) -> torch.Tensor:
+    def forward(_ctx: Any, tensor: torch.Tensor) -> torch.Tensor:
         out = tensor.clone()
         dist.all_reduce(out, op=dist.ReduceOp.SUM)
         return out
 
     @staticmethod
-    def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
+    def backward(_ctx: Any, grad: torch.Tensor) -> torch.Tensor:
         out = grad.contiguous().clone()
         dist.all_reduce(out, op=dist.ReduceOp.SUM)
         return out

@@ -14,7 +14,8 @@ on is here, in this order, one short function per step (``run_fold``):
    a finished one validates, removes ``checkpoint_latest`` and the lock file;
 8. the attempt closes with how it ended (finished, stopped, failed, interrupted).
 
-The stop-signal API is used here only (``install_stop_handler``, ``stop_conditions``).
+The command has already made this process the stop signal's trainer (``stop_signal.for_trainer``);
+the stop conditions armed here read its flag.
 """
 
 from __future__ import annotations
@@ -28,10 +29,11 @@ import torch
 from nnunet_core.errors import ConfigurationError
 from nnunet_core.paths import Roots, preprocessed_dataset_dir
 from nnunet_core.training import checkpoint as ckpt
-from nnunet_core.training import provenance, signals
+from nnunet_core.training import provenance
 from nnunet_core.training.distributed import SINGLE_PROCESS, Topology
 from nnunet_core.training.fold_lock import FoldLock
 from nnunet_core.training.fold_setup import FoldSetup, copy_model_files, prepare_fold
+from nnunet_core.training.stop_conditions import StopConditions, parse_deadline, slurm_end_time
 from nnunet_core.training.trainer import STOPPED, Trainer, TrainerSettings
 
 FAILED = "failed"
@@ -103,7 +105,10 @@ def resolve_fold(request: FoldRequest) -> FoldSetup:
     )
     final = setup.output_folder / ckpt.FINAL
     if request.flags.validate_only and not final.is_file():
-        msg = f"{final}: training is not finished yet (no checkpoint_final.pth); train first or use --c"
+        msg = (
+            f"{final}: training is not finished yet (no checkpoint_final.pth); "
+            "train first or use --c"
+        )
         raise ConfigurationError(msg)
     return setup
 
@@ -151,7 +156,8 @@ def load_start_weights(trainer: Trainer, flags: FoldFlags) -> None:
     elif flags.pretrained_weights:
         skipped = ckpt.load_pretrained_weights(trainer.network, flags.pretrained_weights)
         trainer.log(
-            f"loaded pretrained weights from {flags.pretrained_weights}; not loaded: {skipped or 'nothing'}"
+            f"loaded pretrained weights from {flags.pretrained_weights}; "
+            f"not loaded: {skipped or 'nothing'}"
         )
 
 
@@ -222,18 +228,10 @@ def clean_up_finished(trainer: Trainer, lock: FoldLock | None) -> None:
 
 
 # ------------------------------------------------------------------- stopping and provenance
-def install_stop_handler() -> None:
-    """From now on SIGUSR1 only sets the stop flag (the command calls this first)."""
-    signals.install_stop_handler()
-
-
-def stop_conditions(flags: FoldFlags) -> signals.StopConditions:
-    """Flag (SIGUSR1) and deadline (``--deadline``, else the SLURM job's end time)."""
-    if flags.deadline:
-        deadline = signals.parse_deadline(flags.deadline)
-    else:
-        deadline = signals.slurm_end_time()
-    return signals.StopConditions(deadline, flags.stop_margin)
+def stop_conditions(flags: FoldFlags) -> StopConditions:
+    """The stop signal's flag and the deadline (``--deadline``, else the SLURM job's end time)."""
+    deadline = parse_deadline(flags.deadline) if flags.deadline else slurm_end_time()
+    return StopConditions(deadline, flags.stop_margin)
 
 
 def report_stop(trainer: Trainer, reason: str) -> None:

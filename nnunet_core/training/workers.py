@@ -1,12 +1,12 @@
 """Background batch production: worker processes, in-order delivery, bounded prefetch.
 
 Batch ``t`` of the stream is ``make_batch(*position(t))``; worker ``w`` of ``W`` builds exactly
-the batches ``t = w, w + W, ...`` and sends them through its own pipe (tensors as shared memory), so the consumer reads them
-back in order by visiting the pipes round-robin and the result does not depend on which worker
-ran first (``make_batch`` is a pure function of its position). Each worker keeps at most
-``ceil(prefetch / W)`` finished batches. A worker that raises sends its traceback and stops; one
-that dies (e.g. the OOM killer), even halfway through sending, is seen as end-of-file on its pipe
-(the consumer holds no write end). Either surfaces as ``WorkerError`` instead of a hang.
+the batches ``t = w, w + W, ...`` and sends them through its own pipe (tensors as shared
+memory), so the consumer reads them back in order by visiting the pipes round-robin and the
+result does not depend on which worker ran first (``make_batch`` is a pure function of its
+position). Each worker keeps at most ``ceil(prefetch / W)`` finished batches. A worker that
+raises sends its traceback and stops; one that dies (e.g. the OOM killer), even halfway through
+sending, is seen as end-of-file on its pipe (the consumer holds no write end). Either surfaces as ``WorkerError`` instead of a hang.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from typing import Any
 
 import torch
 
+from nnunet_core import stop_signal
 from nnunet_core.errors import NnunetCoreError
 
 MakeBatch = Callable[[int, int], Any]
@@ -139,10 +140,9 @@ def _worker_main(
     depth: int,
     parent: int,
 ) -> None:
-    # Ctrl-C and the walltime signal are the trainer's business; it stops the workers itself.
+    # Ctrl-C and the stop signal are the trainer's business; it stops the workers itself.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    if hasattr(signal, "SIGUSR1"):
-        signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+    stop_signal.for_data_worker()
     limit_threads()
     stopped = _Stopped(stop, parent)
     pending: queue.Queue = queue.Queue(maxsize=depth)
@@ -178,7 +178,10 @@ class BatchStream:
         start_epoch: int = 0,
     ) -> None:
         if iterations_per_epoch < 1 or num_workers < 0 or start_epoch < 0:
-            msg = f"BatchStream needs iterations_per_epoch >= 1, num_workers >= 0, start_epoch >= 0; got {iterations_per_epoch}, {num_workers}, {start_epoch}"
+            msg = (
+                "BatchStream needs iterations_per_epoch >= 1, num_workers >= 0, start_epoch >= 0;"
+                f" got {iterations_per_epoch}, {num_workers}, {start_epoch}"
+            )
             raise WorkerError(msg)
         self.make_batch = make_batch
         self.num_workers = int(num_workers)
@@ -290,7 +293,10 @@ class BatchStream:
     def _died(self, w: int, t: int, code: int | None) -> None:
         self.close()
         epoch, iteration = self.position(t)
-        msg = f"data worker {w} died (exit code {code}) while building epoch {epoch} iteration {iteration}"
+        msg = (
+            f"data worker {w} died (exit code {code}) "
+            f"while building epoch {epoch} iteration {iteration}"
+        )
         raise WorkerError(msg)
 
     def close(self) -> None:

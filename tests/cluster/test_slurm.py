@@ -41,7 +41,8 @@ def test_profile_keys_are_commented():
             assert lines[i - 1].lstrip().startswith("#"), f"uncommented key: {line!r}"
     profile = yaml.safe_load(PROFILE.read_text())
     assert profile["executor"] == "slurm"
-    assert "--signal=USR1@" in profile["set-resources"]["train"]["slurm_extra"]
+    # the stop signal is the setting the trainer reads (USR1 unless NNUNET_STOP_SIGNAL says so)
+    assert "--signal=${NNUNET_STOP_SIGNAL}@" in profile["set-resources"]["train"]["slurm_extra"]
 
 
 def test_dry_run_with_slurm_profile(tmp_path):

@@ -127,8 +127,8 @@ PARENT = textwrap.dedent(
     # workflow does; it runs a shell that does not exec the command (two commands).
     import subprocess, sys
     if sys.argv[1] == "ignore":
-        from nnunet_core.training.signals import ignore_stop_signal
-        ignore_stop_signal()
+        from nnunet_core import stop_signal
+        stop_signal.for_workflow_process()
     shell = subprocess.run(["bash", "-c", sys.argv[2]])
     print("parent alive, shell", shell.returncode, flush=True)
     """
@@ -166,6 +166,33 @@ def test_usr1_to_the_process_group_reaches_only_the_trainer(env, tmp_path):
     time.sleep(1.0)
     os.killpg(control.pid, signal.SIGUSR1)
     assert control.wait(timeout=30) == -signal.SIGUSR1
+
+
+def test_usr2_as_the_stop_signal_setting_stops_the_trainer_and_spares_the_rest(env, tmp_path):
+    """A site that reserves USR1 sets NNUNET_STOP_SIGNAL=USR2: every role follows the setting."""
+    environment = {**results_env(env, tmp_path), "NNUNET_STOP_SIGNAL": "USR2"}
+    out = tmp_path / "out.txt"
+    command = " ".join(
+        [f"set -euo pipefail; {sys.executable} -m nnunet_core", *TRAIN, *SCHEDULE]
+        + [f">> {out} 2>&1; echo shell alive"]
+    )
+    parent = subprocess.Popen(
+        [sys.executable, "-c", PARENT, "ignore", command],
+        env=environment,
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    out.touch()
+    wait_for(lambda: 1 in started_epochs(out), process=parent)
+    os.killpg(parent.pid, signal.SIGUSR2)
+    stdout, _ = parent.communicate(timeout=120)
+    assert parent.returncode == 0
+    assert stdout.splitlines() == ["shell alive", "parent alive, shell 0"]
+    text = out.read_text()
+    assert "stop conditions: SIGUSR2 (stops at the next epoch boundary)" in text
+    assert "by SIGUSR2" in text
+    assert ckpt.load_checkpoint(fold(tmp_path) / ckpt.LATEST)["current_epoch"] < EPOCHS
 
 
 def test_deadline_stops_cleanly_without_a_signal(env, tmp_path):

@@ -15,14 +15,13 @@ from nnunet_core.workflow_config import (
     coerce_command_line_values,
     validate_config,
 )
-from nnunet_core import workflow_devices
-from nnunet_core.training.signals import ignore_stop_signal
+from nnunet_core import stop_signal, workflow_devices
 
-# SIGUSR1 is the "stop before the walltime" signal (SLURM `--signal=USR1@T` reaches every
-# process of the job step). Snakemake has no handler for it and would die, so every Snakemake
-# process that parses this file ignores it; the rule's shell inherits "ignored" (kept through
-# fork and exec) and the trainer installs its own handler, so only the trainer reacts.
-ignore_stop_signal()
+# The stop signal (SIGUSR1, or $NNUNET_STOP_SIGNAL) asks a training to stop before the walltime;
+# SLURM sends it to every process of the job step. This process plays the Snakemake role of
+# nnunet_core.stop_signal: it exports the setting (the profile's --signal and every job read it)
+# and ignores the signal, and so does the rule's shell (inherited); only the trainer reacts.
+stop_signal.for_workflow_process()
 
 # `--config` values arrive as strings ('4', 'true'): typed by the schema first. Then one line per
 # wrong key; then Snakemake's validation fills in the schema defaults (upstream's method).

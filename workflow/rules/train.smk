@@ -27,6 +27,7 @@ rule train:
         options=training_options(),
         launcher=training_launcher,
         guard=launch.multi_node_guard(config["training"]["nodes"]),
+        stopped=stop_signal.EXIT_STOPPED,
     shell:
         "{params.guard}OMP_NUM_THREADS={threads} {params.launcher} {params.dataset} {wildcards.configuration} {wildcards.fold} "
         "{params.options} --c {params.roots} >> {log} 2>&1\n"
@@ -34,5 +35,5 @@ rule train:
         # `retries:` starts the next attempt, which continues with --c.
         "if [ ! -f {output.final} ]; then\n"
         "  echo \"train {wildcards.configuration} fold {wildcards.fold}: $(grep -o 'stopped at epoch [0-9]* by [^;]*' {log} | tail -n 1 || echo 'exited 0 without checkpoint_final.pth'); will continue on retry (see {log})\" >&2\n"
-        "  exit 75\n"
+        "  exit {params.stopped}\n"
         "fi"

@@ -1,20 +1,14 @@
-"""Stopping before the walltime: the SIGUSR1 flag, the deadline and the check that combines them.
+"""When a training stops before its walltime: the signal flag, the deadline, and the check of both.
 
-A batch scheduler warns a job before its time limit with a signal (SLURM: ``--signal=USR1@T``).
-The handler installed here only sets a flag: no logging, no I/O, no locks, so it is safe at any
-moment. The trainer asks ``StopConditions(epoch)`` at the end of every epoch; it answers True
-when the flag is set, or when the next epoch (estimated from the longest epoch of this attempt)
-plus ``margin`` would end after the deadline. Under DDP the answer is all-reduced with MAX, so a
-signal that reached one rank stops every rank after the same epoch.
+The trainer asks ``StopConditions(epoch)`` at the end of every epoch; it answers True when the
+stop signal (``nnunet_core.stop_signal``, SIGUSR1 by default) has set the flag, or when the next
+epoch (estimated from the longest epoch of this attempt) plus ``margin`` would end after the
+deadline. Under DDP the answer is all-reduced with MAX, so a signal that reached one rank stops
+every rank after the same epoch.
 
 The deadline comes from ``--deadline`` (seconds from now, a clock time ``HH:MM[:SS]`` or an ISO
 date-time), else from the SLURM job's end time (``$SLURM_JOB_END_TIME``, else ``squeue``, else
 ``scontrol show job``).
-
-Every process between the scheduler and the trainer must survive SIGUSR1 (SLURM signals every
-process of the job step). ``ignore_stop_signal()`` sets the signal to ignored; the workflow calls
-it in every Snakemake process, and an ignored disposition is inherited through ``fork`` and
-``exec``, so the rule's shell ignores it too, while the trainer installs its own handler.
 """
 
 from __future__ import annotations
@@ -22,53 +16,13 @@ from __future__ import annotations
 import datetime as dt
 import os
 import shutil
-import signal
 import subprocess
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from nnunet_core import stop_signal
 from nnunet_core.errors import ConfigurationError
-
-STOP_SIGNAL_NAME = "SIGUSR1"
-_requested = False  # set by the handler; read at epoch boundaries
-
-
-def stop_signal() -> int | None:
-    """``signal.SIGUSR1`` where the platform has it (not on Windows), else None."""
-    return getattr(signal, STOP_SIGNAL_NAME, None)
-
-
-def _handler(signum: int, frame: Any) -> None:  # noqa: ARG001 - the signal module's signature
-    global _requested
-    _requested = True
-
-
-def install_stop_handler() -> bool:
-    """Make SIGUSR1 set the stop flag (replacing an inherited 'ignored'); False where absent."""
-    number = stop_signal()
-    if number is None:
-        return False
-    signal.signal(number, _handler)
-    return True
-
-
-def ignore_stop_signal() -> bool:
-    """SIGUSR1 ignored in this process and, through fork/exec, in its children."""
-    number = stop_signal()
-    if number is None:
-        return False
-    signal.signal(number, signal.SIG_IGN)
-    return True
-
-
-def stop_requested() -> bool:
-    return _requested
-
-
-def reset_stop_request() -> None:
-    global _requested
-    _requested = False
 
 
 # ------------------------------------------------------------------------------ deadlines
@@ -164,8 +118,8 @@ def reduce_flag(flag: bool) -> bool:
 class StopConditions:
     """``should_stop(epoch)`` for ``Trainer.fit``: the signal flag or the deadline (or both).
 
-    ``reason`` says why after a True answer ("SIGUSR1", "deadline", or "SIGUSR1 on another
-    rank"). ``clock`` and ``reduce`` are replaceable for tests.
+    ``reason`` says why after a True answer ("SIGUSR1", "deadline", or "SIGUSR1/deadline on
+    another rank"). ``clock`` and ``reduce`` are replaceable for tests.
     """
 
     def __init__(
@@ -175,7 +129,7 @@ class StopConditions:
         *,
         clock: Callable[[], float] = time.time,
         reduce: Callable[[bool], bool] = reduce_flag,
-        signal_flag: Callable[[], bool] = stop_requested,
+        signal_flag: Callable[[], bool] = stop_signal.stop_requested,
     ) -> None:
         self.deadline = deadline
         self.margin = float(margin)
@@ -208,39 +162,19 @@ class StopConditions:
         stop = self.reduce(local)
         if stop:
             if signalled:
-                self.reason = STOP_SIGNAL_NAME
+                self.reason = stop_signal.label()
             elif late:
                 self.reason = "deadline"
             else:
-                self.reason = f"{STOP_SIGNAL_NAME}/deadline on another rank"
+                self.reason = f"{stop_signal.label()}/deadline on another rank"
         return stop
 
     def describe(self) -> str:
         """One line for the log at the start: what can stop this training."""
         parts = []
-        if stop_signal() is not None:
-            parts.append(f"{STOP_SIGNAL_NAME} (stops at the next epoch boundary)")
+        if stop_signal.signal_number() is not None:
+            parts.append(f"{stop_signal.label()} (stops at the next epoch boundary)")
         if self.deadline is not None:
             when = dt.datetime.fromtimestamp(self.deadline).isoformat(timespec="seconds")
             parts.append(f"deadline {when} (margin {self.margin:g} s)")
         return "stop conditions: " + (", ".join(parts) if parts else "none")
-
-
-def install_forwarding_handler(children: Callable[[], list[int]]) -> bool:
-    """For a launcher (``-num_gpus N``): SIGUSR1 sets this process's flag and is sent on to
-    every pid ``children()`` returns (its workers). False where the platform lacks SIGUSR1."""
-    number = stop_signal()
-    if number is None:
-        return False
-
-    def forward(signum: int, frame: Any) -> None:  # noqa: ARG001
-        global _requested
-        _requested = True
-        for pid in children():
-            try:
-                os.kill(pid, signum)
-            except OSError:
-                pass  # already gone
-
-    signal.signal(number, forward)
-    return True

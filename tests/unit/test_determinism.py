@@ -1,0 +1,26 @@
+"""Deterministic mode: torch's deterministic kernels, no cuDNN autotuning, cuBLAS's workspace."""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+from nnunet_core.training.determinism import enable_determinism, is_deterministic
+
+CUBLAS = "CUBLAS_WORKSPACE_CONFIG"
+
+
+def test_deterministic_mode_and_nothing_left_behind() -> None:
+    before_env = os.environ.pop(CUBLAS, None)
+    before_cudnn = torch.backends.cudnn.deterministic
+    try:
+        enable_determinism(3)
+        assert is_deterministic() and not torch.backends.cudnn.benchmark
+        assert os.environ[CUBLAS] == ":4096:8"
+    finally:  # the rest of the session must not run in deterministic mode
+        torch.use_deterministic_algorithms(False)
+        torch.backends.cudnn.deterministic = before_cudnn
+        os.environ.pop(CUBLAS, None)
+        if before_env is not None:
+            os.environ[CUBLAS] = before_env
