@@ -6,7 +6,8 @@ memory), so the consumer reads them back in order by visiting the pipes round-ro
 result does not depend on which worker ran first (``make_batch`` is a pure function of its
 position). Each worker keeps at most ``ceil(prefetch / W)`` finished batches. A worker that
 raises sends its traceback and stops; one that dies (e.g. the OOM killer), even halfway through
-sending, is seen as end-of-file on its pipe (the consumer holds no write end). Either surfaces as ``WorkerError`` instead of a hang.
+sending, is seen as end-of-file on its pipe (the consumer holds no write end). Either surfaces
+as ``WorkerError`` instead of a hang.
 """
 
 from __future__ import annotations
