@@ -2,16 +2,20 @@
 
 Every rule runs the same installed package, so the "Specify a conda environment or container"
 lint is expected (config/README.md, "Lint"). Anything else, or a workflow that does not parse,
-fails. (`snakemake --lint json` prints text in Snakemake 9, so the text is parsed.)
+fails. (`snakemake --lint json` prints text in Snakemake 9, so the text is parsed.) The workflow is
+linted with the tests' base scenario, `.test/demo/config.yaml`, in a temporary working directory,
+so nothing is written into the repository.
 """
 
 from __future__ import annotations
 
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+SCENARIO = REPO / ".test" / "demo" / "config.yaml"
 DELIBERATE = "* Specify a conda environment or container"
 
 
@@ -29,9 +33,18 @@ def unexpected_lints(output: str) -> list[str]:
 
 def main() -> int:
     snakemake = Path(sys.executable).parent / "snakemake"
-    result = subprocess.run(
-        [str(snakemake), "--lint"], cwd=REPO, capture_output=True, text=True, check=False
-    )
+    with tempfile.TemporaryDirectory(prefix="lint_workflow_") as workdir:
+        command = [
+            str(snakemake),
+            "--lint",
+            "--snakefile",
+            str(REPO / "Snakefile"),
+            "--directory",
+            workdir,
+            "--configfile",
+            str(SCENARIO),
+        ]
+        result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, check=False)
     output = result.stdout + result.stderr
     deliberate = sum(1 for line in output.splitlines() if line.strip().startswith(DELIBERATE))
     if result.returncode != 0 and deliberate == 0:

@@ -9,15 +9,30 @@ from pathlib import Path
 
 import pytest
 import yaml
+from snakemake.utils import update_config, validate
 
 REPO = Path(__file__).resolve().parents[1]
 DATASET = "Dataset900_Synth"
+SCENARIOS = REPO / ".test"
+SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
+
+
+def scenario_config(*names: str) -> dict:
+    """The config of the scenarios ``names`` (``.test/<name>/config.yaml``), each file updating
+    the ones before as ``--configfile a b`` does, with the schema's defaults filled in (as the
+    workflow's own validation does)."""
+    config: dict = {}
+    for name in names:
+        update_config(config, yaml.safe_load((SCENARIOS / name / "config.yaml").read_text()))
+    validate(config, str(SCHEMA), set_default=True)
+    return config
 
 
 def tiny_config(work: Path, **dataset_overrides) -> dict:
-    config = yaml.safe_load((REPO / "config" / "demo.yaml").read_text())
+    """The scenario ``demo`` (config/demo.yaml on 6 + 2 cases of 12 x 32 x 32), every key given,
+    writing into ``work``; ``dataset_overrides`` replace keys of ``dataset``."""
+    config = scenario_config("demo")
     config["work_dir"] = str(work)
-    config["dataset"]["synthetic"].update(num_training=6, num_test=2, shape=[12, 32, 32])
     config["dataset"].update(dataset_overrides)
     return config
 
