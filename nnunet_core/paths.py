@@ -29,6 +29,8 @@ FINGERPRINT_JSON = "dataset_fingerprint.json"
 SPLITS_JSON = "splits_final.json"
 VERIFY_JSON = "verify.json"
 GT_FOLDER = "gt_segmentations"  # copy of labelsTr, the reference of every evaluation
+# Written last into <preprocessed>/D/<data_identifier>/: the folder's data is complete.
+PREPROCESS_SUMMARY_JSON = "preprocess_summary.json"
 DEFAULT_PLANS_NAME = "nnUNetPlans"
 DEFAULT_TRAINER = "nnUNetTrainer"
 # The roots' folder names under a workflow's work_dir (the workflow's layout, not upstream's).
@@ -147,6 +149,11 @@ def results_dataset_dir(roots: Roots, dataset_name: str) -> Path:
 
 def plans_file(preprocessed_dir: Path, plans_name: str = DEFAULT_PLANS_NAME) -> Path:
     return preprocessed_dir / f"{plans_name}.json"
+
+
+def preprocess_summary_file(preprocessed_dir: Path, data_identifier: str) -> Path:
+    """The summary a finished preprocessing of one data identifier writes last."""
+    return preprocessed_dir / data_identifier / PREPROCESS_SUMMARY_JSON
 
 
 def parse_fold(text: str | int) -> int | str:

@@ -29,6 +29,7 @@ from nnunet_core.io.blosc2_store import FILE_MODE, save_case
 from nnunet_core.io.dataset_json import DatasetJson
 from nnunet_core.io.readers import ImageReader, reader_for_plans
 from nnunet_core.parallel import map_cases
+from nnunet_core.paths import PREPROCESS_SUMMARY_JSON, preprocess_summary_file
 from nnunet_core.planning.plans import resolve_configuration
 from nnunet_core.preprocessing.cropping import crop_to_nonzero, slicer
 from nnunet_core.preprocessing.foreground import (
@@ -46,7 +47,7 @@ from nnunet_core.preprocessing.resampling import (
     resampling_kwargs,
 )
 
-SUMMARY_NAME = "preprocess_summary.json"
+SUMMARY_NAME = PREPROCESS_SUMMARY_JSON  # the name lives in nnunet_core.paths
 REQUIRED_KEYS = (
     "data_identifier",
     "spacing",
@@ -399,7 +400,7 @@ def preprocess_dataset(
                 for case_id, r in results.items()
             },
         }
-        target = preprocessed_dir / config.data_identifier / SUMMARY_NAME
+        target = preprocess_summary_file(preprocessed_dir, config.data_identifier)
         write_json(target, summary)
         os.chmod(target, FILE_MODE)
         summaries[config.data_identifier] = summary

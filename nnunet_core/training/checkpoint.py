@@ -18,10 +18,10 @@ import torch
 from torch import nn
 
 from nnunet_core.errors import NnunetCoreError
+from nnunet_core.results_tree import CHECKPOINT_BEST as BEST
+from nnunet_core.results_tree import CHECKPOINT_FINAL as FINAL
+from nnunet_core.results_tree import CHECKPOINT_LATEST as LATEST
 
-FINAL = "checkpoint_final.pth"
-LATEST = "checkpoint_latest.pth"
-BEST = "checkpoint_best.pth"
 RESUME_ORDER = (FINAL, LATEST, BEST)
 _TMP_MARK = ".partial"
 _HEAD_NAMES = {"heads", "seg_layers"}

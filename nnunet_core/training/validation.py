@@ -23,11 +23,10 @@ from nnunet_core.inference.export import export_prediction
 from nnunet_core.inference.sliding_window import sliding_window_logits
 from nnunet_core.io.blosc2_store import open_case
 from nnunet_core.io.dataset_json import parse_dataset_json
+from nnunet_core.results_tree import SUMMARY_JSON, VALIDATION_FOLDER
 from nnunet_core.training.fold_setup import FoldSetup
 from nnunet_core.training.optimizer import unwrap
 
-VALIDATION_FOLDER = "validation"
-SUMMARY_JSON = "summary.json"
 STEP_SIZE = 0.5
 
 

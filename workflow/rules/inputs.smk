@@ -35,7 +35,7 @@ def configuration_per_identifier():
 
 def preprocessing_targets(wildcards):
     return [
-        PRE / identifier / "preprocess_summary.json"
+        paths.preprocess_summary_file(PRE, identifier)
         for identifier in configuration_per_identifier()
     ]
 
@@ -47,11 +47,8 @@ def configuration_of_identifier(wildcards):
 def preprocessed_data_of_configuration(wildcards):
     """The preprocessing summary of the data a configuration trains on."""
     plans, _ = planned()
-    return (
-        PRE
-        / data_identifier_of(plans, wildcards.configuration)
-        / "preprocess_summary.json"
-    )
+    identifier = data_identifier_of(plans, wildcards.configuration)
+    return paths.preprocess_summary_file(PRE, identifier)
 
 
 def training_targets(wildcards):

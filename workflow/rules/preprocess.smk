@@ -6,7 +6,7 @@ rule preprocess:
         verified=VERIFY,
         plans=PLANS,
     output:
-        PRE / "{data_identifier}" / "preprocess_summary.json",
+        paths.preprocess_summary_file(PRE, "{data_identifier}"),
     log:
         LOGS / "preprocess_{data_identifier}.log",
     threads: NUM_PROCESSES
