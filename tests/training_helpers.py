@@ -39,6 +39,17 @@ def check(result: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
     return result
 
 
+def roots_env(root: Path) -> dict[str, str]:
+    """This environment with the three nnU-Net roots under ``root`` and one OpenMP thread."""
+    return {
+        **os.environ,
+        "nnUNet_raw": str(root / "raw"),
+        "nnUNet_preprocessed": str(root / "preprocessed"),
+        "nnUNet_results": str(root / "results"),
+        "OMP_NUM_THREADS": "1",
+    }
+
+
 def prepare_tiny_training(root: Path, make_raw_dataset: Callable[..., Path]) -> dict[str, str]:
     """Roots under ``root`` of a tiny preprocessed dataset with the ``3d_tiny`` configuration,
     made with the real commands (synthesize, fingerprint, plan, preprocess, splits).
@@ -47,13 +58,7 @@ def prepare_tiny_training(root: Path, make_raw_dataset: Callable[..., Path]) -> 
     and one for its data worker.
     """
     make_raw_dataset(root / "raw" / DATASET, num_training=6, num_test=0)
-    environment = {
-        **os.environ,
-        "nnUNet_raw": str(root / "raw"),
-        "nnUNet_preprocessed": str(root / "preprocessed"),
-        "nnUNet_results": str(root / "results"),
-        "OMP_NUM_THREADS": "1",
-    }
+    environment = roots_env(root)
     check(cli(environment, "fingerprint", "-d", "900", "-np", "2"))
     check(cli(environment, "plan", "-d", "900"))
     plans_path = root / "preprocessed" / DATASET / "nnUNetPlans.json"

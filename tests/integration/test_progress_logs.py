@@ -8,13 +8,13 @@ resumed fold counts on from where it stopped.
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from training_helpers import roots_env
 
 pytestmark = pytest.mark.slow
 
@@ -53,13 +53,7 @@ def assert_plain(text: str) -> None:
 def pipeline(tmp_path_factory: pytest.TempPathFactory, make_raw_dataset) -> dict:
     root = tmp_path_factory.mktemp("progress_logs")
     make_raw_dataset(root / "raw" / DATASET, num_training=5, num_test=2)
-    env = {
-        **os.environ,
-        "nnUNet_raw": str(root / "raw"),
-        "nnUNet_preprocessed": str(root / "preprocessed"),
-        "nnUNet_results": str(root / "results"),
-        "OMP_NUM_THREADS": "1",
-    }
+    env = roots_env(root)
     logs = root / "logs"
     logs.mkdir()
     texts = {

@@ -135,9 +135,11 @@ PARENT = textwrap.dedent(
 )
 
 
-def test_usr1_to_the_process_group_reaches_only_the_trainer(env, tmp_path):
-    environment = results_env(env, tmp_path)
-    out = tmp_path / "out.txt"
+def signal_a_workflow_like_group(environment: dict[str, str], out: Path, signum: int):
+    """Train under PARENT (the workflow's role) and a shell; signal the whole group mid-epoch.
+
+    Returns the parent (ended) and what it printed.
+    """
     command = " ".join(
         [f"set -euo pipefail; {sys.executable} -m nnunet_core", *TRAIN, *SCHEDULE]
         + [f">> {out} 2>&1; echo shell alive"]
@@ -151,8 +153,15 @@ def test_usr1_to_the_process_group_reaches_only_the_trainer(env, tmp_path):
     )
     out.touch()
     wait_for(lambda: 1 in started_epochs(out), process=parent)
-    os.killpg(parent.pid, signal.SIGUSR1)  # as SLURM signals every process of the step
+    os.killpg(parent.pid, signum)  # as SLURM signals every process of the step
     stdout, _ = parent.communicate(timeout=120)
+    return parent, stdout
+
+
+def test_usr1_to_the_process_group_reaches_only_the_trainer(env, tmp_path):
+    environment = results_env(env, tmp_path)
+    out = tmp_path / "out.txt"
+    parent, stdout = signal_a_workflow_like_group(environment, out, signal.SIGUSR1)
     assert parent.returncode == 0
     assert stdout.splitlines() == ["shell alive", "parent alive, shell 0"]
     assert "by SIGUSR1" in out.read_text()
@@ -172,21 +181,7 @@ def test_usr2_as_the_stop_signal_setting_stops_the_trainer_and_spares_the_rest(e
     """A site that reserves USR1 sets NNUNET_STOP_SIGNAL=USR2: every role follows the setting."""
     environment = {**results_env(env, tmp_path), "NNUNET_STOP_SIGNAL": "USR2"}
     out = tmp_path / "out.txt"
-    command = " ".join(
-        [f"set -euo pipefail; {sys.executable} -m nnunet_core", *TRAIN, *SCHEDULE]
-        + [f">> {out} 2>&1; echo shell alive"]
-    )
-    parent = subprocess.Popen(
-        [sys.executable, "-c", PARENT, "ignore", command],
-        env=environment,
-        stdout=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    out.touch()
-    wait_for(lambda: 1 in started_epochs(out), process=parent)
-    os.killpg(parent.pid, signal.SIGUSR2)
-    stdout, _ = parent.communicate(timeout=120)
+    parent, stdout = signal_a_workflow_like_group(environment, out, signal.SIGUSR2)
     assert parent.returncode == 0
     assert stdout.splitlines() == ["shell alive", "parent alive, shell 0"]
     text = out.read_text()

@@ -31,7 +31,9 @@ def snakemake_reads(**entries: str) -> dict:
 def test_nested_config_values_from_the_command_line_get_their_schema_types() -> None:
     given = snakemake_reads(
         dataset="{id: 4, name: Hippocampus, raw_root: /data/nnUNet_raw}",
-        training="{folds: [0, 1, all], epochs: 20, gpus_per_job: null, npz: false, stop_margin: 2.5}",
+        training=(
+            "{folds: [0, 1, all], epochs: 20, gpus_per_job: null, npz: false, stop_margin: 2.5}"
+        ),
         deterministic="true",
     )
     assert given["dataset"]["id"] == "4", "Snakemake changed its --config parser"
