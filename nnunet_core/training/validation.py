@@ -24,6 +24,7 @@ from nnunet_core.inference.sliding_window import sliding_window_logits
 from nnunet_core.io.blosc2_store import open_case
 from nnunet_core.io.dataset_json import parse_dataset_json
 from nnunet_core.results_tree import SUMMARY_JSON, VALIDATION_FOLDER
+from nnunet_core.training.distributed import barrier
 from nnunet_core.training.fold_setup import FoldSetup
 from nnunet_core.training.optimizer import unwrap
 
@@ -81,8 +82,10 @@ def validate_fold(
 ) -> dict[str, Any] | None:
     """Predict and export this rank's share of the validation cases; rank 0 writes the summary.
 
-    Returns the summary (``foreground_mean``, ``mean``, ``metric_per_case``) on rank 0. Under
-    DDP the caller must put a barrier between the exports and rank 0's summary.
+    Rank 0 first removes stale files (other cases, a killed run's temporaries); under DDP every
+    rank waits for that in a barrier before it writes, so the cleanup never sees another rank's
+    temporary file. Returns the summary (``foreground_mean``, ``mean``, ``metric_per_case``) on
+    rank 0. Under DDP the caller must put a barrier between the exports and rank 0's summary.
     """
     output = setup.output_folder / VALIDATION_FOLDER
     output.mkdir(parents=True, exist_ok=True)
@@ -90,6 +93,8 @@ def validate_fold(
     if rank == 0:
         for path in remove_stale_predictions(output, setup.val_keys, file_ending):
             log(f"removed stale validation file {path.name}")
+    if world_size > 1:
+        barrier()  # the cleanup is done before any rank writes (it would delete their temporaries)
     plain = unwrap(network)
     plain.deep_supervision = False
     plain.eval()
