@@ -5,13 +5,17 @@ Kept in the package (not in the .smk files) so they are plain, unit-tested Pytho
 
 from __future__ import annotations
 
+import json
 import re
+import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import jsonschema
 import yaml
 
+from nnunet_core import paths
 from nnunet_core.errors import ConfigurationError
 from nnunet_core.planning.plans import is_trainable, resolve_configuration
 from nnunet_core.training.trainer_variants import parse_trainer_name
@@ -19,6 +23,10 @@ from nnunet_core.training.trainer_variants import parse_trainer_name
 _INTEGER = re.compile(r"^[+-]?\d+$")
 _NULL_WORDS = frozenset({"null", "~", "none", ""})
 _BOOLEAN_WORDS = {"true": True, "false": False}
+# Every configuration the planner can write (nnunet_core.planning.planner; 3d_lowres and
+# 3d_cascade_fullres only for large images); planning.overrides add their own names.
+PLANNER_CONFIGURATIONS = ("2d", "3d_fullres", "3d_lowres", "3d_cascade_fullres")
+ALL_FOLDS = "all"
 
 
 def _allowed_types(schema: dict[str, Any] | None) -> list[str]:
@@ -117,8 +125,49 @@ def validate_config(config: dict[str, Any], schema_path: str | Path) -> None:
         raise ConfigurationError(msg)
 
 
-def check_config(config: dict[str, Any]) -> None:
-    """Cross-field rules the schema cannot express; one clear message per problem."""
+@dataclass(frozen=True)
+class Execution:
+    """What a Snakefile knows at parse time about where its jobs will run.
+
+    Snakemake picks the executor only after parsing (``workflow.executor_plugin`` is None until
+    then), so the executor itself is unknown here. What is known: a dry run (``-n``); a job
+    inside a cluster allocation (exec mode remote); ``--jobs``/``-j`` (``workflow.nodes``),
+    which every cluster executor needs and a local run turns into ``--cores``.
+    """
+
+    dry_run: bool = False
+    remote_job: bool = False
+    max_jobs: int | None = None
+
+    @classmethod
+    def of_workflow(cls, workflow: Any) -> Execution:
+        return cls(
+            dry_run=bool(getattr(workflow.output_settings, "dryrun", False)),
+            remote_job=bool(workflow.remote_exec),
+            max_jobs=workflow.nodes,
+        )
+
+    @classmethod
+    def of_current_workflow(cls) -> Execution | None:
+        """The workflow Snakemake is parsing (its module global ``workflow``), else None."""
+        module = sys.modules.get("snakemake.workflow")
+        workflow = getattr(module, "workflow", None) if module is not None else None
+        if workflow is None or not hasattr(workflow, "remote_exec"):
+            return None
+        return cls.of_workflow(workflow)
+
+    @property
+    def jobs_run_here(self) -> bool:
+        """A real run whose jobs run on this machine (no --jobs: no cluster executor)."""
+        return not self.dry_run and not self.remote_job and not self.max_jobs
+
+
+def check_config(config: dict[str, Any], execution: Execution | None = None) -> None:
+    """Cross-field rules the schema cannot express; one clear message per problem.
+
+    ``execution``: how the jobs will run (None: the workflow being parsed, if any); only the
+    ``training.nodes`` rule needs it.
+    """
     synthetic = config["dataset"].get("synthetic", {})
     if synthetic.get("enabled"):
         shape, spacing = synthetic.get("shape"), synthetic.get("spacing")
@@ -128,17 +177,81 @@ def check_config(config: dict[str, Any]) -> None:
         if config["dataset"].get("raw_root") is not None:
             msg = "config dataset: raw_root is set but synthetic.enabled is true; choose one"
             raise ConfigurationError(msg)
-    trainer = config.get("training", {}).get("trainer")
+    training = config.get("training", {})
+    trainer = training.get("trainer")
     if trainer is not None:
         try:
             parse_trainer_name(trainer)
         except ConfigurationError as exc:
             msg = f"config training.trainer: {exc}"
             raise ConfigurationError(msg) from None
-    for name, override in config.get("planning", {}).get("overrides", {}).items():
+    if "folds" in training:
+        check_folds(training["folds"], *fold_count(config))
+    nodes = training.get("nodes", 1)
+    if execution is None:
+        execution = Execution.of_current_workflow()
+    if nodes > 1 and execution is not None and execution.jobs_run_here:
+        msg = (
+            f"config training.nodes: {nodes} needs the SLURM executor (--profile profiles/slurm),"
+            " whose jobs span several nodes; this run executes every job on this machine: set "
+            "training.nodes: 1 (and training.gpus_per_job for several GPUs here)"
+        )
+        raise ConfigurationError(msg)
+    planning = config.get("planning", {})
+    overrides = planning.get("overrides", {})
+    for name, override in overrides.items():
         if override.get("inherits_from") == name:
             msg = f"config planning.overrides.{name}: a configuration cannot inherit from itself"
             raise ConfigurationError(msg)
+    possible = [*PLANNER_CONFIGURATIONS, *overrides]
+    for name in planning.get("configurations") or []:
+        if name not in possible:
+            msg = (
+                f"config planning.configurations: {name!r} is no configuration the planner makes "
+                f"or planning.overrides defines (possible: {', '.join(possible)})"
+            )
+            raise ConfigurationError(msg)
+
+
+def fold_count(config: dict[str, Any]) -> tuple[int, str]:
+    """How many folds the splits will have, and a phrase saying where that number comes from.
+
+    A ``splits_final.json`` in the raw dataset folder replaces the generated split (the splits
+    rule copies it); else ``splits.num_folds``.
+    """
+    dataset = config["dataset"]
+    if not dataset.get("synthetic", {}).get("enabled") and "name" in dataset and "id" in dataset:
+        roots = paths.Roots.in_work_dir(config.get("work_dir", "work"), raw=dataset.get("raw_root"))
+        name = paths.dataset_folder_name(dataset["id"], dataset["name"])
+        user_file = paths.raw_dataset_dir(roots, name) / paths.SPLITS_JSON
+        try:
+            splits = json.loads(user_file.read_text())
+        except (OSError, ValueError):
+            splits = None  # absent; a broken file is the splits rule's error
+        if isinstance(splits, list) and splits:
+            count = len(splits)
+            return count, f"{user_file} has {count} folds, 0-{count - 1}"
+    count = config.get("splits", {}).get("num_folds", 5)
+    return count, f"splits.num_folds is {count}, so the folds are 0-{count - 1}"
+
+
+def check_folds(folds: list[Any], num_folds: int, origin: str) -> None:
+    """Each fold a number 0 .. num_folds - 1 or 'all', none twice (else one line naming it)."""
+    seen: set[int | str] = set()
+    for given in folds:
+        fold: int | str | None = given if isinstance(given, int) else None
+        if isinstance(given, str):
+            fold = int(given) if given.isdigit() else (ALL_FOLDS if given == ALL_FOLDS else None)
+        if fold is None:
+            msg = f"config training.folds: {given!r} is not a fold (a number >= 0, or 'all')"
+            raise ConfigurationError(msg)
+        if fold != ALL_FOLDS and not 0 <= int(fold) < num_folds:
+            msg = f"config training.folds: fold {given} does not exist: {origin} (or 'all')"
+            raise ConfigurationError(msg)
+        if fold in seen:
+            msg = f"config training.folds: fold {given} is listed twice in {list(folds)}"
+            raise ConfigurationError(msg)
+        seen.add(fold)
 
 
 def selected_configurations(plans: dict[str, Any], requested: list[str] | None) -> list[str]:
@@ -150,7 +263,7 @@ def selected_configurations(plans: dict[str, Any], requested: list[str] | None) 
     if missing:
         msg = (
             f"config planning.configurations: {', '.join(missing)} not in the plans "
-            f"(planned: {', '.join(available)})"
+            f"{plans.get('plans_name', '')} of this dataset (planned: {', '.join(available)})"
         )
         raise ConfigurationError(msg)
     return list(requested)

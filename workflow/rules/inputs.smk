@@ -3,6 +3,9 @@
 # common.smk.
 import json
 
+from snakemake.logging import logger
+
+from nnunet_core.errors import ConfigurationError
 from nnunet_core.workflow_config import data_identifier_of, selected_configurations
 
 
@@ -18,10 +21,23 @@ def raw_training_files(wildcards):
 
 
 def planned():
-    """The plans (a checkpoint output) and the configurations chosen from them."""
+    """The plans (a checkpoint output) and the configurations chosen from them.
+
+    A chosen configuration the plans lack (3d_lowres is planned only for large images) stops
+    the workflow with one line. Snakemake wraps any exception of an input function in an
+    InputFunctionException with a traceback; SystemExit is the one it lets through: the run
+    stops (exit 2 while building the DAG; after the plan job, Snakemake adds its own
+    "Terminating processes" and "At least one job did not complete" lines).
+    """
     with open(checkpoints.plan.get().output.plans) as handle:
         plans = json.load(handle)
-    return plans, selected_configurations(plans, config["planning"]["configurations"])
+    try:
+        return plans, selected_configurations(
+            plans, config["planning"]["configurations"]
+        )
+    except ConfigurationError as exc:
+        logger.error(f"ConfigurationError: {exc}")
+        raise SystemExit(2) from None
 
 
 def configuration_per_identifier():
