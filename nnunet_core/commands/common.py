@@ -102,7 +102,7 @@ def add_processes_flag(parser: argparse.ArgumentParser, default: int | None = No
     parser.add_argument(
         "-np",
         "--num-processes",
-        type=int,
+        type=positive_int,
         default=default if default is not None else default_num_processes(),
         help="worker processes (default: $nnUNet_def_n_proc or the CPU count, max 8)",
     )

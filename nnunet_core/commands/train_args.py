@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from nnunet_core.commands.common import add_root_flags
 from nnunet_core.errors import ConfigurationError
-from nnunet_core.paths import DEFAULT_PLANS_NAME, DEFAULT_TRAINER
+from nnunet_core.paths import DEFAULT_PLANS_NAME, DEFAULT_TRAINER, parse_fold
 from nnunet_core.training.trainer_variants import known_trainer_names, parse_trainer_name
 
 if TYPE_CHECKING:
@@ -20,7 +20,9 @@ if TYPE_CHECKING:
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("dataset", help="dataset id (900) or name (Dataset900_Synth)")
     parser.add_argument("configuration", help="configuration in the plans, e.g. 3d_fullres")
-    parser.add_argument("fold", help="fold 0-4 (or any split index), or 'all'")
+    parser.add_argument(
+        "fold", help="fold: an index of splits_final.json (0-4 for 5 folds), or 'all'"
+    )
     parser.add_argument(
         "-tr",
         dest="trainer",
@@ -85,12 +87,20 @@ def check_flags(args: argparse.Namespace) -> None:
     if args.val_best and args.disable_checkpointing:
         msg = "--val_best needs checkpoint_best.pth, which --disable_checkpointing never writes"
         raise ConfigurationError(msg)
-    if args.epochs is not None and args.epochs < 1:
-        msg = f"--epochs must be >= 1, got {args.epochs}"
-        raise ConfigurationError(msg)
-    if args.num_gpus < 1:
-        msg = f"-num_gpus must be >= 1, got {args.num_gpus}"
-        raise ConfigurationError(msg)
+    parse_fold(args.fold)  # a fold beyond splits_final.json is found when the split is read
+    # --epochs 0 is refused, never read as "the trainer's default" (1000)
+    for flag, value, least in (
+        ("--epochs", args.epochs, 1),
+        ("-num_gpus", args.num_gpus, 1),
+        ("--iterations", args.iterations, 1),
+        ("--val-iterations", args.val_iterations, 1),
+        ("--save-every", args.save_every, 1),
+        ("--num-workers", args.num_workers, 0),
+        ("--stop-margin", args.stop_margin, 0),
+    ):
+        if value is not None and value < least:
+            msg = f"{flag} must be >= {least}, got {value}"
+            raise ConfigurationError(msg)
 
 
 def settings_from_args(args: argparse.Namespace, is_main: bool = True) -> TrainerSettings:

@@ -5,6 +5,7 @@ Shared by the ``train`` command and the tests that build a trainer in-process.
 
 from __future__ import annotations
 
+import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,30 +49,47 @@ class FoldSetup:
     val_keys: list[str]
 
 
+# Opt-in to upstream's random 80:20 split for a fold beyond splits_final.json (any value but
+# "", "0", "false", "no").
+RANDOM_SPLIT_ENV = "nnUNet_random_split_beyond_folds"
+
+
+def random_split_beyond_folds() -> bool:
+    return os.environ.get(RANDOM_SPLIT_ENV, "").strip().lower() not in ("", "0", "false", "no")
+
+
 def fold_keys(
     preprocessed_dir: Path, fold: int | str, case_ids: list[str]
 ) -> tuple[list[str], list[str]]:
     """(train, val) case ids of a fold; ``splits_final.json`` is created if missing (upstream).
 
-    'all' trains and validates on every case; a fold beyond the splits gets upstream's random
-    80:20 split seeded with 12345 + fold.
+    'all' trains and validates on every case. A fold beyond the splits is an error naming the
+    file and its fold count, checked before the file is written; upstream instead trains it on
+    a random 80:20 split seeded with 12345 + fold, which ``nnUNet_random_split_beyond_folds=1``
+    restores.
     """
     if fold == "all":
         return list(case_ids), list(case_ids)
     path = preprocessed_dir / SPLITS_JSON
-    if path.is_file():
-        splits = read_json(path)
-    else:
-        splits = kfold_splits(case_ids)
-        write_json(path, splits)  # deterministic content: concurrent folds write the same
+    exists = path.is_file()
+    splits = read_json(path) if exists else kfold_splits(case_ids)
     if int(fold) < len(splits):
         train, val = list(splits[int(fold)]["train"]), list(splits[int(fold)]["val"])
-    else:
+    elif random_split_beyond_folds():
         keys = sorted(case_ids)
         rng = np.random.RandomState(DEFAULT_SEED + int(fold))
         chosen = set(rng.choice(len(keys), int(len(keys) * 0.8), replace=False).tolist())
         train = [k for i, k in enumerate(keys) if i in chosen]
         val = [k for i, k in enumerate(keys) if i not in chosen]
+    else:
+        state = "has" if exists else "(not written yet) would have"
+        msg = (
+            f"fold {fold} does not exist: {path} {state} {len(splits)} folds, 0-{len(splits) - 1}"
+            f" (or 'all'); {RANDOM_SPLIT_ENV}=1 trains it on upstream's random 80:20 split"
+        )
+        raise ConfigurationError(msg)
+    if not exists:
+        write_json(path, splits)  # deterministic content: concurrent folds write the same
     missing = sorted(set(train + val) - set(case_ids))
     if missing:
         msg = (
