@@ -94,6 +94,24 @@ class Roots:
     def require_results(self) -> Path:
         return _root(self.results, RESULTS_ENV)
 
+    def require_existing(self, kind: str, reader: str, flag: str = "") -> Path:
+        """Root ``kind`` (``raw``, ``preprocessed`` or ``results``), which the command ``reader``
+        reads its input from: unset, missing or not a folder is a one-line error naming where it
+        came from (``flag``, else the environment variable) and the path, instead of an empty
+        folder created for a typo."""
+        path = {
+            "raw": self.require_raw,
+            "preprocessed": self.require_preprocessed,
+            "results": self.require_results,
+        }[kind]()
+        if not path.is_dir():
+            env = {"raw": RAW_ENV, "preprocessed": PREPROCESSED_ENV, "results": RESULTS_ENV}[kind]
+            given_as = f"{flag} {path}" if flag else f"{env}={path}"
+            what = "is not a folder" if path.exists() else "no such folder"
+            msg = f"{given_as}: {what} ({reader} reads its input from the {kind} root)"
+            raise ConfigurationError(msg)
+        return path
+
 
 def _optional_env(name: str) -> Path | None:
     value = os.environ.get(name)

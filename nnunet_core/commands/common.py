@@ -115,12 +115,38 @@ def default_num_processes() -> int:
     return max(1, min(8, os.cpu_count() or 1))
 
 
+# The roots each command reads its input from; these must exist (a typo is an error naming the
+# flag, not a new empty folder). Roots a command only writes to (verify's and fingerprint's
+# preprocessed, train's results) are created as upstream does; roots it does not use are not
+# looked at. The workflow's roots under work_dir exist by the time each rule reads them.
+INPUT_ROOTS: dict[str, tuple[str, ...]] = {
+    "verify": ("raw",),
+    "fingerprint": ("raw",),
+    "extract-fingerprint": ("raw",),
+    "plan-and-preprocess": ("raw",),
+    "plan": ("raw", "preprocessed"),
+    "plan-experiment": ("raw", "preprocessed"),
+    "preprocess": ("raw", "preprocessed"),
+    "splits": ("raw",),
+    "train": ("preprocessed",),
+    "crossval": ("preprocessed", "results"),
+    "ensemble-cv": ("preprocessed", "results"),
+    "find-best-config": ("preprocessed", "results"),
+    "predict": ("results",),
+    "report": ("results",),
+}
+ROOT_FLAGS = {"raw": "--raw", "preprocessed": "--preprocessed", "results": "--results"}
+
+
 def roots_from_args(args: argparse.Namespace) -> Roots:
-    return Roots.from_env(
-        raw=getattr(args, "raw", None),
-        preprocessed=getattr(args, "preprocessed", None),
-        results=getattr(args, "results", None),
-    )
+    """The roots from the flags, else the environment; the command's input roots (``INPUT_ROOTS``)
+    must be existing folders."""
+    given = {kind: getattr(args, kind, None) for kind in ROOT_FLAGS}
+    roots = Roots.from_env(**given)
+    command = str(getattr(args, "command", None) or "")
+    for kind in INPUT_ROOTS.get(command, ()):
+        roots.require_existing(kind, command, ROOT_FLAGS[kind] if given[kind] else "")
+    return roots
 
 
 def dataset_from_args(args: argparse.Namespace) -> tuple[Roots, str]:

@@ -118,8 +118,21 @@ def model_dir_from_args(args: argparse.Namespace) -> Path:
     )
 
 
+def check_output_folder(output: Path) -> None:
+    """``-o`` must be a folder or creatable as one (checked before anything is loaded)."""
+    if output.exists() and not output.is_dir():
+        msg = f"-o {output}: exists and is not a folder"
+        raise ConfigurationError(msg)
+    parent = next((p for p in output.parents if p.exists()), None)
+    if parent is not None and not parent.is_dir():
+        msg = f"-o {output}: {parent} is a file, not a folder"
+        raise ConfigurationError(msg)
+
+
 def run(args: argparse.Namespace) -> int:
     check_flags(args)
+    output = Path(args.output)
+    check_output_folder(output)
     model_dir = model_dir_from_args(args)
     folds = [parse_fold(f) for f in args.folds]
     settings = PredictionSettings(
@@ -132,14 +145,18 @@ def run(args: argparse.Namespace) -> int:
         overwrite=not args.continue_prediction,
         progress=False if args.disable_progress_bar or args.verbose else None,
     )
-    output = Path(args.output)
     cases = prepare_inputs(
         model_dir, args.input, output, folds, args.checkpoint, args.num_parts, args.part_id
     )
-    output.mkdir(parents=True, exist_ok=True)
+    # the model first: a broken checkpoint leaves -o as it was (no folder, no args json)
+    model = load_trained_model(model_dir, folds, args.checkpoint)
+    try:
+        output.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        msg = f"-o {output}: cannot create the folder ({exc.strerror or exc})"
+        raise ConfigurationError(msg) from None
     record = {k: v for k, v in vars(args).items() if not k.startswith("_")}
     write_json(output / ARGS_JSON, {**record, "model_dir": str(model_dir)})
-    model = load_trained_model(model_dir, folds, args.checkpoint)
     written = predict_cases(model, cases, output, settings)
     print(f"wrote {len(written)} prediction(s) to {output}")
     return 0

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +21,22 @@ class RawCase:
     identifier: str
     images: tuple[Path, ...]
     label: Path | None
+
+
+def not_a_file(path: Path) -> str | None:
+    """Why an existing entry at ``path`` is no readable file ("is a dangling symbolic link -> T",
+    "is a symbolic link loop", "is a folder"); None when nothing is there (plainly missing) or
+    it is a file."""
+    if path.is_symlink():
+        try:
+            os.stat(path)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                return "is a symbolic link loop"
+            return f"is a dangling symbolic link -> {os.readlink(path)}"
+    if path.is_dir():
+        return "is a folder, not a file"
+    return None
 
 
 def case_identifiers(folder: Path, file_ending: str) -> list[str]:

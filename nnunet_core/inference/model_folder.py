@@ -127,7 +127,7 @@ def _network(
         msg = (
             f"{path}: its weights do not fit the network of the model folder's plans.json ({first})"
         )
-        raise ckpt.CheckpointError(msg) from None
+        raise ckpt.InputCheckpointError(msg) from None
     return network.eval()
 
 
@@ -147,8 +147,12 @@ def load_trained_model(
     networks: list[nn.Module] = []
     first: dict[str, Any] = {}
     configuration: dict[str, Any] = {}
-    for path in paths.values():
-        state = ckpt.load_checkpoint(path, map_location="cpu")
+    for fold, path in paths.items():
+        advice = (
+            f"choose another checkpoint with -chk or train fold {fold} again "
+            f"(`{train_command(model_dir, fold)}`)"
+        )
+        state = ckpt.load_checkpoint(path, "cpu", advice, ckpt.InputCheckpointError)
         if not first:
             first = {k: v for k, v in state.items() if k != "network_weights"}
             name = _checkpoint_configuration(first, model_dir)

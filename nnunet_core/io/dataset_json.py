@@ -45,32 +45,98 @@ class LabelSpec:
         return len(self.foreground_labels) + 1
 
 
-def _as_tuple(value: Any) -> tuple[int, ...]:
-    if isinstance(value, (list, tuple)):
-        return tuple(int(v) for v in value)
-    return (int(value),)
+def _is_int(value: Any) -> bool:
+    """A JSON integer (``true`` is an int to Python, ``1.0`` and ``"1"`` are not)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _describe(value: Any) -> str:
+    kind = {str: "a string", float: "a float", bool: "a boolean"}.get(type(value))
+    return f"{value!r} ({kind})" if kind else repr(value)
+
+
+def _label_value(name: str, value: Any, source: str) -> tuple[int, ...]:
+    """One ``labels`` entry as a tuple: an int label, or a non-empty list of ints (a region)."""
+    if _is_int(value) and value >= 0:
+        return (value,)
+    if isinstance(value, (list, tuple)) and value and all(_is_int(v) and v >= 0 for v in value):
+        return tuple(value)
+    got = repr(list(value)) if isinstance(value, (list, tuple)) else _describe(value)
+    msg = (
+        f"{source}: labels[{name!r}] must be a label value (an int >= 0) or, for a region, a "
+        f"non-empty list of them; got {got}"
+    )
+    raise DatasetError(msg)
+
+
+def _check_unique(labels: dict[str, tuple[int, ...]], has_regions: bool, source: str) -> None:
+    """Two labels with one value (or two identical regions) are a mistake: a segmentation can
+    only say one of them."""
+    seen: dict[frozenset[int], str] = {}
+    for name, value in labels.items():
+        if name == IGNORE_KEY:
+            continue
+        key = frozenset(value)
+        if key in seen:
+            first = f"labels[{seen[key]!r}] and labels[{name!r}]"
+            if has_regions:
+                msg = f"{source}: {first} are the same region {sorted(key)}"
+            else:
+                msg = f"{source}: {first} have the same value {value[0]}"
+            raise DatasetError(f"{msg}; each needs its own")
+        seen[key] = name
+
+
+def _regions_class_order(
+    order: Any, labels: dict[str, tuple[int, ...]], has_regions: bool, source: str
+) -> tuple[int, ...] | None:
+    """``regions_class_order``: only with regions, one int label per region."""
+    if order is None:
+        if has_regions:
+            msg = f"{source}: region-based labels need 'regions_class_order'"
+            raise DatasetError(msg)
+        return None
+    if not has_regions:
+        msg = (
+            f"{source}: 'regions_class_order' is given but no label is a region (a list of "
+            "several label values); remove it or declare the regions in 'labels'"
+        )
+        raise DatasetError(msg)
+    if not isinstance(order, (list, tuple)) or not all(_is_int(v) and v >= 0 for v in order):
+        msg = f"{source}: 'regions_class_order' must be a list of label values, got {order!r}"
+        raise DatasetError(msg)
+    regions = [k for k in labels if k not in ("background", IGNORE_KEY)]
+    if len(order) != len(regions):
+        msg = (
+            f"{source}: 'regions_class_order' needs one entry per region (background excluded): "
+            f"{len(regions)} region(s), got {len(order)} entries"
+        )
+        raise DatasetError(msg)
+    return tuple(order)
 
 
 def parse_labels(dataset_json: dict[str, Any], source: str = "dataset.json") -> LabelSpec:
-    """Parse ``labels`` (+ ``regions_class_order``) and apply upstream's ignore-label rules."""
+    """Parse ``labels`` (+ ``regions_class_order``) and apply upstream's ignore-label rules.
+
+    Stricter than upstream (which calls ``int()`` on whatever it finds): a label value is a JSON
+    int, so ``"1"`` and ``1.5`` are errors instead of label 1, two labels may not share a value,
+    and ``regions_class_order`` without regions is refused instead of ignored.
+    """
     raw_labels = dataset_json["labels"]
     if not isinstance(raw_labels, dict) or not raw_labels:
         msg = f"{source}: 'labels' must be a non-empty mapping of name -> label"
         raise DatasetError(msg)
-    try:
-        labels = {str(k): _as_tuple(v) for k, v in raw_labels.items()}
-    except (TypeError, ValueError):
-        msg = f"{source}: 'labels' values must be ints or lists of ints, got {raw_labels!r}"
-        raise DatasetError(msg) from None
+    labels = {str(k): _label_value(str(k), v, source) for k, v in raw_labels.items()}
     has_regions = any(len(v) > 1 for k, v in labels.items() if k != IGNORE_KEY)
     all_labels = sorted({x for k, v in labels.items() if k != IGNORE_KEY for x in v})
     if labels.get("background") != (0,) and 0 not in all_labels:
         msg = f"{source}: 'labels' must contain background with value 0"
         raise DatasetError(msg)
+    _check_unique(labels, has_regions, source)
     ignore_label = None
     if IGNORE_KEY in labels:
         value = raw_labels[IGNORE_KEY]
-        if not isinstance(value, int) or isinstance(value, bool):
+        if not _is_int(value):
             msg = f"{source}: the ignore label must be a single int, got {value!r}"
             raise DatasetError(msg)
         if value != max(all_labels) + 1:
@@ -80,19 +146,13 @@ def parse_labels(dataset_json: dict[str, Any], source: str = "dataset.json") -> 
             )
             raise DatasetError(msg)
         ignore_label = value
-    order = dataset_json.get("regions_class_order")
-    if has_regions and order is None:
-        msg = f"{source}: region-based labels need 'regions_class_order'"
-        raise DatasetError(msg)
-    if has_regions and len(order) != len(
-        [k for k in labels if k not in ("background", IGNORE_KEY)]
-    ):
-        msg = f"{source}: 'regions_class_order' needs one entry per region (background excluded)"
-        raise DatasetError(msg)
+    order = _regions_class_order(
+        dataset_json.get("regions_class_order"), labels, has_regions, source
+    )
     every_label = tuple(all_labels + ([ignore_label] if ignore_label is not None else []))
     return LabelSpec(
         labels=labels,
-        regions_class_order=tuple(int(x) for x in order) if order is not None else None,
+        regions_class_order=order,
         ignore_label=ignore_label,
         has_regions=has_regions,
         all_labels=every_label,
@@ -139,6 +199,10 @@ def parse_dataset_json(content: dict[str, Any], source: str = "dataset.json") ->
     if not isinstance(file_ending, str) or not file_ending.startswith("."):
         msg = f"{source}: 'file_ending' must look like '.nii.gz', got {file_ending!r}"
         raise DatasetError(msg)
+    # imported here: the readers pull in SimpleITK/nibabel, which parsing alone does not need
+    from nnunet_core.io.readers.registry import check_reader_key
+
+    check_reader_key(content, source)
     return DatasetJson(
         channel_names={str(k): str(v) for k, v in channels.items()},
         label_spec=parse_labels(content, source),

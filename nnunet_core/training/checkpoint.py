@@ -10,6 +10,8 @@ Keys follow upstream's (``network_weights``, ``optimizer_state``, ``current_epoc
 from __future__ import annotations
 
 import os
+import re
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -102,24 +104,64 @@ def remove_stale_temporaries(folder: str | os.PathLike) -> list[Path]:
     return stale
 
 
-def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = "cpu") -> dict:
-    """Load a checkpoint with ``weights_only=True``; a broken file is a one-line error naming it."""
+RESUME_ADVICE = "delete it to resume from an older checkpoint or start over"
+
+
+class InputCheckpointError(CheckpointError):
+    """A checkpoint given to a command as its input (``predict -chk``) is broken: exit 2, as
+    for any other broken input."""
+
+    exit_code = 2
+
+
+def _load_failure(exc: BaseException) -> str:
+    """What a failed ``torch.load`` says, in a few words; torch's own advice (re-run with
+    ``weights_only=False``, i.e. execute whatever the file holds) is never passed on."""
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc)).strip()
+    if isinstance(exc, EOFError) or not text:
+        return "empty or truncated file"
+    if "WeightsUnpickler error:" in text:
+        detail = text.split("WeightsUnpickler error:", 1)[1].strip()
+        detail = re.split(r"\s+was not an allowed global|\.\s|\n", detail, maxsplit=1)[0]
+        return f"holds something other than tensors and plain values ({detail.strip()})"
+    if "Weights only load failed" in text:
+        return "holds something other than tensors and plain values"
+    if isinstance(exc, PermissionError):
+        return f"not readable ({exc.strerror})"
+    if isinstance(exc, OSError):  # a truncated archive can fail as EINVAL when torch seeks in it
+        return f"not a torch checkpoint archive ({exc.strerror or type(exc).__name__})"
+    zip_error = re.search(r"failed reading zip archive: ([^.]+)", text)
+    if zip_error:
+        return f"not a torch checkpoint archive ({zip_error.group(1).strip()})"
+    first = text.splitlines()[0]
+    if "weights_only" in first:
+        return type(exc).__name__
+    return f"{type(exc).__name__}: {first[:160]}"
+
+
+def load_checkpoint(
+    path: str | os.PathLike,
+    map_location: str | torch.device = "cpu",
+    advice: str = RESUME_ADVICE,
+    error: type[CheckpointError] = CheckpointError,
+) -> dict:
+    """Load a checkpoint with ``weights_only=True``; a broken file is a one-line ``error``
+    naming it, ending with ``advice``."""
     path = Path(path)
     if not path.is_file():
         msg = f"{path}: checkpoint not found"
-        raise CheckpointError(msg)
+        raise error(msg)
     try:
-        state = torch.load(path, map_location=map_location, weights_only=True)
+        with warnings.catch_warnings():
+            # e.g. "Detected pickle protocol 4": a second line on stderr about a file we refuse
+            warnings.simplefilter("ignore", UserWarning)
+            state = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as exc:  # torch raises RuntimeError, UnpicklingError, EOFError, ...
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        msg = (
-            f"{path}: corrupted or not a checkpoint ({type(exc).__name__}: {reason[:200]}); "
-            "delete it to resume from an older checkpoint or start over"
-        )
-        raise CheckpointError(msg) from None
+        msg = f"{path}: corrupted or not a checkpoint ({_load_failure(exc)}); {advice}"
+        raise error(msg) from None
     if not isinstance(state, dict) or "network_weights" not in state:
-        msg = f"{path}: not a training checkpoint (no 'network_weights' entry)"
-        raise CheckpointError(msg)
+        msg = f"{path}: not a training checkpoint (no 'network_weights' entry); {advice}"
+        raise error(msg)
     return state
 
 

@@ -10,6 +10,7 @@ falls back), since a misspelt reader would silently change the geometry of every
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
 from typing import Any
 
@@ -70,13 +71,26 @@ def reader_name(
     dataset_json: dict[str, Any], source: str = "dataset.json", example_file: Path | None = None
 ) -> str:
     """The reader name a dataset uses (``None``/``'None'`` count as no key, as upstream)."""
-    name = dataset_json.get(READER_KEY)
-    if name is not None and name != "None":
-        if not isinstance(name, str) or name not in READERS:
-            msg = f"{source}: unknown {READER_KEY} {name!r}; known: {', '.join(KNOWN_NAMES)}"
-            raise DatasetError(msg)
+    name = check_reader_key(dataset_json, source)
+    if name is not None:
         return name
     return name_for_ending(str(dataset_json.get("file_ending", "")), example_file)
+
+
+def check_reader_key(dataset_json: dict[str, Any], source: str = "dataset.json") -> str | None:
+    """The ``overwrite_image_reader_writer`` name, None without one (``None``/``'None'`` count as
+    no key, as upstream); an unknown name is a one-line DatasetError naming ``source`` and the
+    key (parsing dataset.json calls this, so every command refuses it before any work)."""
+    name = dataset_json.get(READER_KEY)
+    if name is None or name == "None":
+        return None
+    if not isinstance(name, str) or name not in READERS:
+        by_lower = {known.lower(): known for known in KNOWN_NAMES}
+        close = difflib.get_close_matches(str(name).lower(), list(by_lower), 1)
+        hint = f" (did you mean {by_lower[close[0]]}?)" if close else ""
+        msg = f"{source}: unknown {READER_KEY} {name!r}{hint}; known: {', '.join(KNOWN_NAMES)}"
+        raise DatasetError(msg)
+    return name
 
 
 def reader_for_dataset(
