@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from nnunet_core.dataset.discovery import RawCase
+from nnunet_core.dataset.discovery import RawCase, not_a_file
 from nnunet_core.dataset.nifti_check import NiftiProblem, is_nifti, scan_nifti
 from nnunet_core.errors import DatasetError
 from nnunet_core.io.readers import FileImage, ImageReader, reader_by_name
@@ -99,7 +99,8 @@ def _read(
 ) -> FileImage | None:
     """Read ``path``; a missing, corrupt, non-finite or unsupported file becomes a problem."""
     if not path.is_file():
-        check.problem(f"missing {what} file {name}")
+        reason = not_a_file(path)
+        check.problem(f"{what} file {name} {reason}" if reason else f"missing {what} file {name}")
         return None
     nonfinite = None
     if is_nifti(path):
