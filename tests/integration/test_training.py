@@ -222,7 +222,11 @@ def test_fold_all_trains_and_validates_on_every_case(env, tmp_path: Path) -> Non
     assert setup.train_keys == setup.val_keys and len(setup.train_keys) == 6
 
 
-def test_a_fold_beyond_the_splits_gets_a_seeded_80_20_split(env, tmp_path: Path) -> None:
+def test_a_fold_beyond_the_splits_gets_a_seeded_80_20_split(
+    env, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Upstream's random split for a fold beyond splits_final.json, now opt-in (issue 14)."""
+    monkeypatch.setenv("nnUNet_random_split_beyond_folds", "1")
     setup = _setup(env, 7, tmp_path)
     assert len(setup.train_keys) == 4 and len(setup.val_keys) == 2
     assert not set(setup.train_keys) & set(setup.val_keys)
