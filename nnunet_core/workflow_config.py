@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -147,15 +146,6 @@ class Execution:
             max_jobs=workflow.nodes,
         )
 
-    @classmethod
-    def of_current_workflow(cls) -> Execution | None:
-        """The workflow Snakemake is parsing (its module global ``workflow``), else None."""
-        module = sys.modules.get("snakemake.workflow")
-        workflow = getattr(module, "workflow", None) if module is not None else None
-        if workflow is None or not hasattr(workflow, "remote_exec"):
-            return None
-        return cls.of_workflow(workflow)
-
     @property
     def jobs_run_here(self) -> bool:
         """A real run whose jobs run on this machine (no --jobs: no cluster executor)."""
@@ -165,8 +155,8 @@ class Execution:
 def check_config(config: dict[str, Any], execution: Execution | None = None) -> None:
     """Cross-field rules the schema cannot express; one clear message per problem.
 
-    ``execution``: how the jobs will run (None: the workflow being parsed, if any); only the
-    ``training.nodes`` rule needs it.
+    ``execution``: how the jobs will run (common.smk passes ``Execution.of_workflow(workflow)``;
+    None skips the one rule that needs it, ``training.nodes``).
     """
     synthetic = config["dataset"].get("synthetic", {})
     if synthetic.get("enabled"):
@@ -188,8 +178,6 @@ def check_config(config: dict[str, Any], execution: Execution | None = None) -> 
     if "folds" in training:
         check_folds(training["folds"], *fold_count(config))
     nodes = training.get("nodes", 1)
-    if execution is None:
-        execution = Execution.of_current_workflow()
     if nodes > 1 and execution is not None and execution.jobs_run_here:
         msg = (
             f"config training.nodes: {nodes} needs the SLURM executor (--profile profiles/slurm),"

@@ -11,6 +11,7 @@ import yaml
 from snakemake.utils import validate
 
 from nnunet_core.workflow_config import (
+    Execution,
     check_config,
     coerce_command_line_values,
     validate_config,
@@ -31,7 +32,7 @@ coerce_command_line_values(
 )
 validate_config(config, SCHEMA_FILE)
 validate(config, schema="../schemas/config.schema.yaml")
-check_config(config)
+check_config(config, Execution.of_workflow(workflow))
 
 SYNTHETIC = config["dataset"]["synthetic"].get("enabled", False)
 TRAINER = config["training"]["trainer"]
