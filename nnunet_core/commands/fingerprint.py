@@ -3,7 +3,9 @@
 Also ``extract-fingerprint`` (upstream's ``nnUNetv2_extract_fingerprint``); ``-d`` takes several
 datasets. Always recomputed and overwritten (the workflow reruns this step only when its inputs
 change), so ``--clean`` is accepted for upstream users and changes nothing.
-``--verify_dataset_integrity`` runs ``verify`` first.
+``--verify_dataset_integrity`` runs ``verify`` first; without it, ``verify`` runs first only when
+``verify.json`` is missing or out of date (a truncated image, NaN voxels or a 2-D case among 3-D
+ones are refused either way, exit 2, nothing written).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from nnunet_core.commands.common import (
     positive_int,
     require_default_class,
 )
-from nnunet_core.commands.verify import verify_one
+from nnunet_core.commands.verify import ensure_verified, verify_one
 from nnunet_core.io.atomic import write_json
 from nnunet_core.paths import FINGERPRINT_JSON, Roots, preprocessed_dataset_dir, raw_dataset_dir
 from nnunet_core.planning.fingerprint import extract_fingerprint
@@ -41,7 +43,8 @@ def add_fingerprint_flags(parser: argparse.ArgumentParser, *process_flags: str) 
         "--verify-dataset-integrity",
         "--verify_dataset_integrity",
         action="store_true",
-        help="run `verify` first (writes verify.json; exit 2 on a broken dataset)",
+        help="run `verify` first (writes verify.json; exit 2 on a broken dataset); without it, "
+        "verify runs only when verify.json is missing or out of date",
     )
     parser.add_argument(
         "--clean",
@@ -66,9 +69,12 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 def fingerprint_one(
     roots: Roots, name: str, num_processes: int, verify: bool = False, command: str = "fingerprint"
 ) -> None:
-    """Optionally verify, then extract and write one dataset's fingerprint."""
+    """Verify (always with ``verify``, else unless verify.json is current), then extract and
+    write one dataset's fingerprint."""
     if verify:
         verify_one(roots, name, num_processes, prefix=f"nnunet-core {command}")
+    else:
+        ensure_verified(roots, name, num_processes, command)
     start = time.perf_counter()
     fingerprint = extract_fingerprint(raw_dataset_dir(roots, name), num_processes)
     target = preprocessed_dataset_dir(roots, name) / FINGERPRINT_JSON

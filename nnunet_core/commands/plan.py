@@ -3,6 +3,7 @@
 Also ``plan-experiment`` (upstream's ``nnUNetv2_plan_experiment``); ``-d`` takes several datasets.
 Reads ``dataset_fingerprint.json`` (run ``fingerprint`` first) and the raw ``dataset.json``;
 writes ``<plans-name>.json`` and a copy of ``dataset.json`` to the preprocessed dataset folder.
+Runs ``verify`` first unless ``verify.json`` is current (``commands.verify.ensure_verified``).
 The plans are regenerated from scratch on every run; extra configurations come from
 ``--overrides`` (a JSON file or inline JSON: ``{"name": {"inherits_from": "3d_fullres", ...}}``).
 """
@@ -19,8 +20,10 @@ from nnunet_core.commands.common import (
     add_datasets_flag,
     add_root_flags,
     datasets_from_args,
+    default_num_processes,
     require_default_class,
 )
+from nnunet_core.commands.verify import ensure_verified
 from nnunet_core.errors import ConfigurationError
 from nnunet_core.io.atomic import atomic_path, read_json, write_json
 from nnunet_core.io.dataset_json import load_dataset_json
@@ -126,6 +129,8 @@ def summary(plans: dict[str, Any]) -> str:
 def plan_one(roots: Roots, name: str, args: argparse.Namespace) -> str:
     """Plan one dataset from the ``add_planning_flags`` values; returns the plans name."""
     preset = get_preset(args.planner)
+    # the fingerprint came from the raw data: refuse it if that data is not verified as it is now
+    ensure_verified(roots, name, default_num_processes(), getattr(args, "command", "plan"))
     raw_json = raw_dataset_dir(roots, name) / DATASET_JSON
     dataset_json = load_dataset_json(raw_json)
     out_dir = preprocessed_dataset_dir(roots, name)

@@ -3,9 +3,10 @@
 Reads ``$preprocessed/D/<plans>.json`` and the raw cases; writes one folder per data identifier
 (configurations sharing one are preprocessed once). Each folder is built aside and swapped in
 when complete, and ``<data_identifier>/preprocess_summary.json`` is written last, so a crash
-leaves no half-written folder and a rerun starts clean. labelsTr is copied to
-``gt_segmentations/`` for evaluation. Upstream's spellings work (``-plans_name``, ``--no_pbar``,
-``-np 4 8``: one process count per configuration); ``-d`` takes several datasets.
+leaves no half-written folder and a rerun starts clean. Unverified raw data is refused: ``verify``
+runs first unless ``verify.json`` is current (``commands.verify.ensure_verified``). labelsTr is
+copied to ``gt_segmentations/`` for evaluation. Upstream's spellings work (``-plans_name``,
+``--no_pbar``, ``-np 4 8``: one process count per configuration); ``-d`` takes several datasets.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from nnunet_core.commands.common import (
     datasets_from_args,
     processes_per_configuration,
 )
+from nnunet_core.commands.verify import ensure_verified
 from nnunet_core.dataset.discovery import RawCase, training_cases
 from nnunet_core.errors import ConfigurationError, DatasetError
 from nnunet_core.io.atomic import atomic_path
@@ -128,8 +130,10 @@ def preprocess_one(
     requested: Sequence[str] | None,
     processes: Sequence[int] | None,
     no_pbar: bool = False,
+    command: str = "preprocess",
 ) -> None:
-    """Preprocess one dataset's configurations and copy its labels to gt_segmentations."""
+    """Preprocess one dataset's configurations and copy its labels to gt_segmentations (after
+    ``verify`` unless ``verify.json`` is current)."""
     # imported here: the CLI imports every command module just to build its parser
     from nnunet_core.preprocessing.preprocessor import group_by_identifier, preprocess_dataset
 
@@ -140,6 +144,7 @@ def preprocess_one(
     dataset_json = _dataset_json(preprocessed_dir, raw_dir)
     chosen = planned_configurations(plans, requested, processes, f"{plans_path.name} of {name}")
     groups = group_by_identifier(plans, list(chosen))  # fail on a bad configuration before writing
+    ensure_verified(roots, name, max(chosen.values()), command)
     cases = training_cases(raw_dir, dataset_json)
     # before the summaries: they are the last thing written
     copied = copy_gt_segmentations(cases, preprocessed_dir / GT_FOLDER, dataset_json.file_ending)
@@ -175,6 +180,12 @@ def run(args: argparse.Namespace) -> int:
     roots, names = datasets_from_args(args)
     for name in names:
         preprocess_one(
-            roots, name, args.plans_name, args.configurations, args.num_processes, args.no_pbar
+            roots,
+            name,
+            args.plans_name,
+            args.configurations,
+            args.num_processes,
+            args.no_pbar,
+            getattr(args, "command", "preprocess"),
         )
     return 0

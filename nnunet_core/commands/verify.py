@@ -3,7 +3,13 @@
 Every problem is one line naming the case (or file) and what is wrong; with several problems all
 are listed, then a summary line, and the exit code is 2. Only a clean dataset gets a report
 (``--output``, default ``$nnUNet_preprocessed/<dataset>/verify.json``, written atomically), so
-the workflow never proceeds on a broken dataset. Cases without foreground are warnings.
+the workflow never proceeds on a broken dataset; an older report at that path is removed before
+the check starts, so a failed check never leaves one that vouches for the data. Cases without
+foreground are warnings. Test cases (imagesTs, labelsTs) are checked as training cases are.
+
+``fingerprint``, ``plan`` and ``preprocess`` call ``ensure_verified``: they trust the default
+report when it is current (same version, same raw folder, training files and dataset.json
+unchanged in name, size and mtime), else they run this check first (and write the report).
 """
 
 from __future__ import annotations
@@ -18,9 +24,9 @@ from nnunet_core.commands.common import (
     add_root_flags,
     dataset_from_args,
 )
-from nnunet_core.dataset.verify import verify_dataset
+from nnunet_core.dataset.verify import stale_reason, verify_dataset
 from nnunet_core.errors import DatasetError
-from nnunet_core.io.atomic import write_json
+from nnunet_core.io.atomic import read_json, write_json
 from nnunet_core.paths import VERIFY_JSON, Roots, preprocessed_dataset_dir, raw_dataset_dir
 
 
@@ -47,6 +53,8 @@ def verify_one(
     raw_dir = raw_dataset_dir(roots, name)
     # Resolve the report path first: a missing preprocessed root should fail before the work.
     output = output or preprocessed_dataset_dir(roots, name) / VERIFY_JSON
+    # an older report must not outlive a failed (or interrupted) check; unlink is atomic
+    output.unlink(missing_ok=True)
     result = verify_dataset(raw_dir, name, num_processes=num_processes)
     if len(result.problems) == 1:
         raise DatasetError(result.problems[0])
@@ -58,10 +66,33 @@ def verify_one(
         print(f"{prefix}: warning: {warning}", file=sys.stderr)
     write_json(output, result.report)
     report = result.report
+    tested = report.get("test_cases_checked", 0)
+    test_part = f" + {tested} test case(s)" if tested else ""
     print(
-        f"{name}: {report['cases_checked']} case(s) OK, {len(report['channels'])} channel(s), "
+        f"{name}: {report['cases_checked']} case(s){test_part} OK, "
+        f"{len(report['channels'])} channel(s), "
         f"labels {report['labels_found']}, {len(result.warnings)} warning(s); report: {output}"
     )
+
+
+def ensure_verified(roots: Roots, name: str, num_processes: int, command: str) -> None:
+    """Run ``verify_one`` unless the default ``verify.json`` is current for the raw dataset.
+
+    The workflow's verify rule writes that report just before, so there nothing is read twice;
+    run on their own, fingerprint/plan/preprocess check the data once and later steps reuse it.
+    """
+    raw_dir = raw_dataset_dir(roots, name)
+    report_path = preprocessed_dataset_dir(roots, name) / VERIFY_JSON
+    reason = "not found"
+    if report_path.is_file():
+        try:
+            reason = stale_reason(read_json(report_path), raw_dir) or ""
+        except (OSError, ValueError):
+            reason = "unreadable"
+    if not reason:
+        return
+    print(f"{report_path}: {reason}; checking {raw_dir} first (as `nnunet-core verify`)")
+    verify_one(roots, name, num_processes, prefix=f"nnunet-core {command}")
 
 
 def run(args: argparse.Namespace) -> int:

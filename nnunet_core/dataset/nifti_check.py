@@ -122,7 +122,10 @@ def scan_nifti(path: Path) -> int:
                 while handle.read(CHUNK_BYTES):  # reach the end so gzip checks the CRC
                     pass
             return nonfinite
-    except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+    except EOFError:
+        msg = "truncated file: the gzip stream ends before its end marker"
+        raise NiftiProblem(msg) from None
+    except (zlib.error, gzip.BadGzipFile) as exc:
         msg = f"damaged gzip stream ({exc or type(exc).__name__})"
         raise NiftiProblem(msg) from None
     except OSError as exc:

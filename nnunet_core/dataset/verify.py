@@ -3,11 +3,18 @@
 Upstream's ``verify_dataset_integrity`` stops at the first failed assert; here every problem of
 every case is collected (cases are checked in parallel) so one run lists all that needs fixing.
 Problems in ``dataset.json`` itself and an empty dataset stop at once: nothing else can be checked.
+Test cases (``imagesTs``, with ``labelsTs`` where present) get the same per-case checks, so a
+broken test image stops the workflow before training instead of after it. The report records a
+manifest of the training files (``stale_reason``), so that fingerprint, plan and preprocess can
+tell whether it still vouches for the data.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,7 +23,14 @@ import numpy as np
 
 from nnunet_core import __version__
 from nnunet_core.dataset.discovery import RawCase, test_cases, training_cases
-from nnunet_core.dataset.verify_case import ATOL, RTOL, CaseCheck, check_case, display_path
+from nnunet_core.dataset.verify_case import (
+    ATOL,
+    RTOL,
+    CaseCheck,
+    check_case,
+    check_test_case,
+    display_path,
+)
 from nnunet_core.errors import DatasetError
 from nnunet_core.io.dataset_json import DatasetJson, LabelSpec, load_dataset_json
 from nnunet_core.io.readers import reader_for_dataset, reader_name
@@ -65,68 +79,89 @@ def allowed_label_values(spec: LabelSpec) -> tuple[int, ...]:
 
 
 def file_problems(
-    raw_dir: Path, dataset_json: DatasetJson, cases: list[RawCase], spacing_files: bool = False
+    raw_dir: Path,
+    dataset_json: DatasetJson,
+    cases: list[RawCase],
+    spacing_files: bool = False,
+    test: list[RawCase] | None = None,
 ) -> list[str]:
-    """Files in imagesTr/labelsTr with a wrong ending, a wrong name, or no matching case.
+    """Files in imagesTr/labelsTr (and imagesTs/labelsTs, with ``test``) with a wrong ending, a
+    wrong name, or no matching case.
 
     Hidden files (``.DS_Store``) are skipped, and with ``spacing_files`` (Tiff3DIO) a case's
     ``CASE.json``; with upstream's explicit ``dataset`` key the listed files' endings are checked
-    instead.
+    instead of imagesTr/labelsTr.
     """
     ending = dataset_json.file_ending
+    problems: list[str] = []
+    folders = [("imagesTs", "labelsTs", test)] if test is not None else []
     if "dataset" in dataset_json.raw:
         listed = [p for case in cases for p in (*case.images, case.label) if p is not None]
-        return [
+        problems += [
             f"{display_path(p, raw_dir)}: file does not end with the dataset's file_ending "
             f"{ending!r}"
             for p in listed
             if not p.name.endswith(ending)
         ]
-    problems: list[str] = []
+    else:
+        folders.insert(0, ("imagesTr", "labelsTr", cases))
     channel_re = re.compile(r"^(.+)_(\d{4})" + re.escape(ending) + "$")
-    identifiers = {case.identifier for case in cases}
-    for folder in ("imagesTr", "labelsTr"):
-        directory = raw_dir / folder
-        if not directory.is_dir():
-            continue
-        for path in sorted(directory.iterdir()):
-            name = f"{folder}/{path.name}"
-            if path.name.startswith("."):
+    for images, labels, folder_cases in folders:
+        identifiers = {case.identifier for case in folder_cases or []}
+        for folder in (images, labels):
+            directory = raw_dir / folder
+            if not directory.is_dir():
                 continue
-            if spacing_files and path.name.endswith(".json") and path.stem in identifiers:
-                continue
-            if not path.name.endswith(ending):
-                problems.append(
-                    f"{name}: file does not end with the dataset's file_ending {ending!r}"
-                )
-            elif folder == "imagesTr":
-                match = channel_re.match(path.name)
-                if match is None:
+            for path in sorted(directory.iterdir()):
+                name = f"{folder}/{path.name}"
+                if path.name.startswith("."):
+                    continue
+                if spacing_files and path.name.endswith(".json") and path.stem in identifiers:
+                    continue
+                if not path.name.endswith(ending):
                     problems.append(
-                        f"{name}: name does not follow CASE_XXXX{ending} (XXXX = channel)"
+                        f"{name}: file does not end with the dataset's file_ending {ending!r}"
                     )
-                elif int(match.group(2)) >= dataset_json.num_channels:
-                    problems.append(
-                        f"{name}: channel {int(match.group(2))} but dataset.json declares "
-                        f"{dataset_json.num_channels} channel(s)"
-                    )
-            elif path.name[: -len(ending)] not in identifiers:
-                problems.append(f"{name}: label without images in imagesTr")
+                elif folder == images:
+                    match = channel_re.match(path.name)
+                    if match is None:
+                        problems.append(
+                            f"{name}: name does not follow CASE_XXXX{ending} (XXXX = channel)"
+                        )
+                    elif int(match.group(2)) >= dataset_json.num_channels:
+                        problems.append(
+                            f"{name}: channel {int(match.group(2))} but dataset.json declares "
+                            f"{dataset_json.num_channels} channel(s)"
+                        )
+                elif path.name[: -len(ending)] not in identifiers:
+                    problems.append(f"{name}: label without images in {images}")
     return problems
 
 
-def _dimension_problems(checks: dict[str, CaseCheck]) -> None:
-    """Mark the minority of cases when 2-D and 3-D cases are mixed."""
+def _dimension_problems(
+    checks: dict[str, CaseCheck],
+    first_files: dict[str, str],
+    test_checks: dict[str, CaseCheck] | None = None,
+) -> None:
+    """Mark the minority of training cases when 2-D and 3-D cases are mixed, and every test case
+    whose dimensionality differs from the training cases' (``first_files``: task key -> the
+    case's channel-0 file as shown)."""
     dims = {cid: c.ndim for cid, c in checks.items() if c.ndim is not None}
     counts = {d: sum(1 for v in dims.values() if v == d) for d in set(dims.values())}
-    if len(counts) < 2:
+    if not counts:
         return
     majority = max(counts, key=lambda d: (counts[d], d))
     for cid, ndim in dims.items():
         if ndim != majority:
             checks[cid].problem(
-                f"{ndim}-D image but {counts[majority]} other case(s) are {majority}-D "
-                "(2-D and 3-D cases mixed)"
+                f"{first_files[cid]}: {ndim}-D image but {counts[majority]} other case(s) are "
+                f"{majority}-D (2-D and 3-D cases mixed)"
+            )
+    for cid, check in (test_checks or {}).items():
+        if check.ndim is not None and check.ndim != majority:
+            check.problem(
+                f"{first_files[cid]}: {check.ndim}-D image but the {counts[majority]} training "
+                f"case(s) are {majority}-D"
             )
 
 
@@ -181,6 +216,53 @@ def _report(
     }
 
 
+TRAINING_FOLDERS = ("imagesTr", "labelsTr")
+
+
+def training_files_manifest(raw_dir: Path, dataset_json: DatasetJson) -> dict[str, Any]:
+    """Count and SHA-256 of (name, size, mtime) of ``dataset.json`` and every file of imagesTr
+    and labelsTr (or of the files the explicit ``dataset`` key lists): what fingerprint, plan and
+    preprocess read. Test files are left out on purpose: a new test image must not make the
+    training data look unverified (``predict`` checks its own inputs)."""
+    paths = [raw_dir / DATASET_JSON]
+    if "dataset" in dataset_json.raw:
+        cases = training_cases(raw_dir, dataset_json)
+        paths += [p for case in cases for p in (*case.images, case.label) if p is not None]
+    for folder in TRAINING_FOLDERS:
+        if (raw_dir / folder).is_dir():
+            paths += sorted((raw_dir / folder).iterdir())
+    digest = hashlib.sha256()
+    for path in paths:
+        try:
+            stat = os.stat(path)
+            entry = f"{display_path(path, raw_dir)}\t{stat.st_size}\t{stat.st_mtime_ns}\n"
+        except OSError:
+            entry = f"{display_path(path, raw_dir)}\tmissing\n"
+        digest.update(entry.encode("utf-8", "surrogateescape"))
+    return {"files": len(paths), "sha256": digest.hexdigest()}
+
+
+def stale_reason(report: dict[str, Any], raw_dir: Path) -> str | None:
+    """Why a ``verify.json`` report does not vouch for ``raw_dir`` as it is now (None: it does).
+
+    Current means: written by this version for this folder, and no training file or
+    ``dataset.json`` added, removed, resized or modified (mtime) since.
+    """
+    if not isinstance(report, dict):
+        return "not a verify report"
+    if report.get("nnunet_core_version") != __version__:
+        return f"written by nnunet-core {report.get('nnunet_core_version')}, this is {__version__}"
+    if Path(str(report.get("raw_dir"))).resolve() != raw_dir.resolve():
+        return f"it checked {report.get('raw_dir')}, not {raw_dir}"
+    try:
+        dataset_json = load_dataset_json(raw_dir / DATASET_JSON)
+    except DatasetError:
+        return "dataset.json cannot be read"
+    if report.get("training_files") != training_files_manifest(raw_dir, dataset_json):
+        return "the training files or dataset.json changed since"
+    return None
+
+
 def verify_dataset(
     raw_dir: Path,
     dataset: str,
@@ -201,10 +283,13 @@ def verify_dataset(
             f"CASE_0000{dataset_json.file_ending})"
         )
         raise DatasetError(msg)
+    # before reading: a file changed during the check leaves the report stale
+    manifest = training_files_manifest(raw_dir, dataset_json)
+    test = test_cases(raw_dir, dataset_json)
     example = next((p for c in cases for p in c.images if p.is_file()), None)
     reader = reader_for_dataset(dataset_json.raw, str(json_path), example)
-    result = VerifyResult(num_cases=len(cases))
-    result.problems += file_problems(raw_dir, dataset_json, cases, reader.name == "Tiff3DIO")
+    result = VerifyResult(num_cases=len(cases) + len(test))
+    result.problems += file_problems(raw_dir, dataset_json, cases, reader.name == "Tiff3DIO", test)
     if dataset_json.num_training != len(cases):
         result.problems.append(
             f"{json_path.name}: numTraining is {dataset_json.num_training} but "
@@ -220,12 +305,31 @@ def verify_dataset(
             f"but file_ending {dataset_json.file_ending!r} alone selects {planned}; add "
             f'"overwrite_image_reader_writer": "{reader.name}"'
         )
-    tasks = [(case.identifier, (case, *args)) for case in cases]
-    checks = map_cases(check_case, tasks, num_processes, "verify", disable_progress)
-    _dimension_problems(checks)
-    for check in checks.values():
+    tasks = [(case.identifier, (check_case, case, *args)) for case in cases]
+    test_keys = [f"imagesTs/{case.identifier}" for case in test]
+    test_tasks = [
+        (key, (check_test_case, case, *args)) for key, case in zip(test_keys, test, strict=True)
+    ]
+    # one pool for training and test cases: they are checked in parallel together
+    checked = map_cases(_check_any, tasks + test_tasks, num_processes, "verify", disable_progress)
+    checks = {key: checked[key] for key, _ in tasks}
+    test_checks = {key: checked[key] for key in test_keys}
+    first_files = {
+        key: display_path(case.images[0], raw_dir) if case.images else case.identifier
+        for key, case in [*((c.identifier, c) for c in cases), *zip(test_keys, test, strict=True)]
+    }
+    _dimension_problems(checks, first_files, test_checks)
+    for check in checked.values():
         result.problems += check.problems
         result.warnings += check.warnings
-    result.broken_cases = sum(1 for c in checks.values() if c.problems)
+    result.broken_cases = sum(1 for c in checked.values() if c.problems)
     result.report = _report(dataset, raw_dir, dataset_json, checks, result.warnings, reader.name)
+    result.report["test_cases_checked"] = len(test)
+    result.report["test_labels_checked"] = sum(1 for case in test if case.label is not None)
+    result.report["training_files"] = manifest
     return result
+
+
+def _check_any(check: Callable[..., CaseCheck], *args: Any) -> CaseCheck:
+    """``check(*args)``: training and test cases share one pool of workers."""
+    return check(*args)

@@ -192,3 +192,64 @@ def check_case(
     spacing = ref_image.geometry.get("spacing", ref_image.spacing)
     check.spacing = tuple(float(v) for v in spacing)
     return check
+
+
+# ---------------------------------------------------------------- test cases, predict, evaluate
+
+
+def check_test_case(
+    case: RawCase,
+    raw_dir: Path,
+    allowed_labels: tuple[int, ...] = (),
+    ignore_label: int | None = None,
+    reader_name: str = "SimpleITKIO",
+) -> CaseCheck:
+    """``check_case`` for a case without a required label: an ``imagesTs`` case (its
+    ``labelsTs`` file, if any, is checked as a training label) or a ``predict`` input."""
+    if case.label is not None:
+        return check_case(case, raw_dir, allowed_labels, ignore_label, reader_name)
+    check = CaseCheck(case.identifier)
+    reader = reader_by_name(reader_name)
+    reader.quiet = True
+    channels: list[tuple[str, FileImage]] = []
+    for index, path in enumerate(case.images):
+        name = display_path(path, raw_dir)
+        image = _read(check, path, name, f"channel {index}", reader)
+        if image is not None:
+            channels.append((name, image))
+    if not channels:
+        return check
+    for other in channels[1:]:
+        _compare_geometry(check, channels[0], other)
+    ref_image = channels[0][1]
+    check.ndim = ref_image.ndim
+    check.shape = tuple(int(v) for v in ref_image.file_shape)
+    check.spacing = tuple(float(v) for v in ref_image.geometry.get("spacing", ref_image.spacing))
+    return check
+
+
+def read_checked_label(
+    path: Path, name: str, identifier: str, readers: list[ImageReader]
+) -> FileImage:
+    """A label map read with verify's checks (missing, truncated or corrupt, NaN/inf) by the first
+    of ``readers`` that reads it; otherwise a DatasetError with verify's one line naming it."""
+    first: list[str] = []
+    for reader in readers:
+        reader.quiet = True
+        check = CaseCheck(identifier)
+        image = _read(check, path, name, "label", reader)
+        if image is not None:
+            if check.problems:  # read, but with NaN/inf voxels
+                raise DatasetError(check.problems[0])
+            return image
+        first = first or check.problems
+    raise DatasetError(first[0] if first else f"case {identifier}: {name}: no reader")
+
+
+def geometry_problems(
+    identifier: str, reference: tuple[str, FileImage], other: tuple[str, FileImage]
+) -> list[str]:
+    """verify's shape/spacing/origin/direction comparison of ``other`` with ``reference``."""
+    check = CaseCheck(identifier)
+    _compare_geometry(check, reference, other)
+    return check.problems

@@ -18,10 +18,12 @@ from typing import Any
 
 import numpy as np
 
+from nnunet_core.dataset.verify_case import geometry_problems, read_checked_label
 from nnunet_core.errors import DatasetError
 from nnunet_core.io.atomic import write_json
 from nnunet_core.io.dataset_json import IGNORE_KEY, DatasetJson, LabelSpec
-from nnunet_core.io.images import read_seg
+from nnunet_core.io.images import readers_for_file
+from nnunet_core.io.readers import FileImage
 from nnunet_core.parallel import map_cases
 
 LabelOrRegion = int | tuple[int, ...]
@@ -117,21 +119,48 @@ def compute_metrics(
     return result
 
 
+def _without_case(problem: str, identifier: str) -> str:
+    """verify's line without its ``case X:`` prefix (the full path names the file here)."""
+    prefix = f"case {identifier}: "
+    return problem[len(prefix) :] if problem.startswith(prefix) else problem
+
+
+def read_checked(path: str | Path) -> tuple[np.ndarray, FileImage]:
+    """A reference or prediction as ``(1, z, y, x)`` plus the file as read, with verify's checks:
+    a truncated or corrupt file (ITK would read it as zeros: all background, Dice 0) or NaN/inf
+    voxels are a DatasetError naming the file."""
+    path = Path(path)
+    try:
+        image = read_checked_label(path, str(path), path.name, readers_for_file(path))
+    except DatasetError as exc:
+        raise DatasetError(_without_case(str(exc), path.name)) from None
+    return image.array, image
+
+
 def compute_metrics_for_files(
     reference_file: str | Path,
     prediction_file: str | Path,
     classes: Sequence[LabelOrRegion],
     ignore_label: int | None = None,
 ) -> dict[str, Any]:
-    """One ``metric_per_case`` entry: ``{reference_file, prediction_file, metrics}``."""
-    reference, _ = read_seg(reference_file)
-    prediction, _ = read_seg(prediction_file)
+    """One ``metric_per_case`` entry: ``{reference_file, prediction_file, metrics}``.
+
+    Both files are checked as ``verify`` checks a label (complete, finite), and the prediction
+    must have the reference's shape, spacing, origin and direction (verify's tolerances)."""
+    reference, ref_image = read_checked(reference_file)
+    prediction, pred_image = read_checked(prediction_file)
     if reference.shape != prediction.shape:
         msg = (
             f"{prediction_file}: shape {prediction.shape[1:]} differs from the reference "
             f"{reference_file} {reference.shape[1:]}"
         )
         raise DatasetError(msg)
+    name = Path(prediction_file).name
+    problems = geometry_problems(
+        name, (f"the reference {reference_file}", ref_image), (str(prediction_file), pred_image)
+    )
+    if problems:
+        raise DatasetError(_without_case(problems[0], name))
     return {
         "reference_file": str(reference_file),
         "prediction_file": str(prediction_file),

@@ -38,6 +38,7 @@ from nnunet_core.dataset.discovery import (
 )
 from nnunet_core.errors import ConfigurationError, DatasetError, NnunetCoreError
 from nnunet_core.inference.export import export_prediction
+from nnunet_core.inference.input_check import check_inputs
 from nnunet_core.inference.model_folder import (
     Fold,
     LoadedModel,
@@ -284,10 +285,12 @@ def prepare_inputs(
     checkpoint_name: str = ckpt.FINAL,
     num_parts: int = 1,
     part_id: int = 0,
+    check_processes: int = 1,
 ) -> list[RawCase]:
     """Check everything a prediction needs before anything is written; returns this part's cases.
 
     The part is ``cases[part_id::num_parts]`` (upstream's split for several GPUs or processes).
+    Its images get verify's per-file checks (``input_check``) in ``check_processes`` workers.
     """
     if Path(input_dir).resolve() == Path(output_dir).resolve():
         msg = f"{output_dir}: output folder must differ from the input folder"
@@ -298,5 +301,7 @@ def prepare_inputs(
     model_dir = Path(model_dir)
     checkpoint_paths(model_dir, folds, checkpoint_name)
     dataset_json = load_dataset_json(model_file(model_dir, DATASET_JSON))
-    model_file(model_dir, PLANS_JSON)
-    return input_cases(input_dir, dataset_json)[part_id::num_parts]
+    plans_path = model_file(model_dir, PLANS_JSON)
+    cases = input_cases(input_dir, dataset_json)[part_id::num_parts]
+    check_inputs(cases, input_dir, plans_path, check_processes)
+    return cases
