@@ -389,12 +389,14 @@ def run_workflow(
         if result.killed_at is not None:
             # Whatever left the process group (setsid, setpgid) is still running: name it,
             # then kill it as the node failure would have.
+            # (A process still exiting after the SIGKILL has an empty command line: not one.)
+            time.sleep(0.3)
             for _ in range(50):
                 survivors = session_processes(proc.pid)
                 if not survivors:
                     break
                 for pid, cmdline in survivors.items():
-                    if cmdline not in result.escaped:
+                    if cmdline and cmdline not in result.escaped:
                         result.escaped.append(cmdline)
                     try:
                         os.kill(pid, signal.SIGKILL)
