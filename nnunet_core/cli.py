@@ -1,7 +1,11 @@
 """``nnunet-core <command>``: one entry point; each command lives in ``nnunet_core.commands``.
 
 Flags mirror ``nnUNetv2_*`` where upstream has the command. Errors the user can fix print one
-line (``nnunet-core <command>: error: ...``) and exit non-zero (2 for a broken dataset).
+line (``nnunet-core <command>: error: ...``) and exit non-zero. Exit codes: 1 other errors,
+2 a usage error or a broken input (dataset, config, checkpoint), 3 the fold is being trained by
+another process, 4 the disk refused a write (full, over quota or read-only:
+``no space left on device writing <path>``; the file being written is named and every atomic
+write leaves the previous version in place), 130 interrupted.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from nnunet_core import __version__
-from nnunet_core.errors import NnunetCoreError
+from nnunet_core.errors import NnunetCoreError, storage_error
 
 SINGLE_DASH_WORD = re.compile(r"-[A-Za-z][A-Za-z0-9_]+")
 # command name -> (module under nnunet_core.commands, one-line help)
@@ -122,11 +126,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args._run(args) or 0)
     except NnunetCoreError as exc:
-        print(f"nnunet-core {args.command}: error: {exc}", file=sys.stderr)
-        return exc.exit_code
+        return _report(args.command, exc)
+    except Exception as exc:  # a full or read-only disk is one line too; anything else: traceback
+        error = storage_error(exc)
+        if error is None:
+            raise
+        return _report(args.command, error)
     except KeyboardInterrupt:
         print(f"nnunet-core {args.command}: interrupted", file=sys.stderr)
         return 130
+
+
+def _report(command: str, exc: NnunetCoreError) -> int:
+    try:
+        print(f"nnunet-core {command}: error: {exc}", file=sys.stderr, flush=True)
+    except OSError:  # stderr is a file on the disk that just filled up: the exit code says it
+        pass
+    return exc.exit_code
 
 
 if __name__ == "__main__":

@@ -16,7 +16,9 @@ import yaml
 
 from nnunet_core import paths
 from nnunet_core.errors import ConfigurationError
+from nnunet_core.io.atomic import unwritable_reason
 from nnunet_core.planning.plans import is_trainable, resolve_configuration
+from nnunet_core.results_tree import PREDICTIONS_FOLDER
 from nnunet_core.training.trainer_variants import parse_trainer_name
 
 _INTEGER = re.compile(r"^[+-]?\d+$")
@@ -158,6 +160,7 @@ def check_config(config: dict[str, Any], execution: Execution | None = None) -> 
     ``execution``: how the jobs will run (common.smk passes ``Execution.of_workflow(workflow)``;
     None skips the one rule that needs it, ``training.nodes``).
     """
+    check_work_dir_writable(config.get("work_dir", "work"))
     synthetic = config["dataset"].get("synthetic", {})
     if synthetic.get("enabled"):
         shape, spacing = synthetic.get("shape"), synthetic.get("spacing")
@@ -197,6 +200,22 @@ def check_config(config: dict[str, Any], execution: Execution | None = None) -> 
             msg = (
                 f"config planning.configurations: {name!r} is no configuration the planner makes "
                 f"or planning.overrides defines (possible: {', '.join(possible)})"
+            )
+            raise ConfigurationError(msg)
+
+
+def check_work_dir_writable(work_dir: str | Path) -> None:
+    """``work_dir`` and the folders the workflow writes in it, where they exist, must be writable:
+    a read-only mount (or no write permission) is refused before any job, with one line naming
+    the folder (a missing one is created by the first job that writes there)."""
+    work = Path(work_dir)
+    written = (paths.WORK_PREPROCESSED, paths.WORK_RESULTS, PREDICTIONS_FOLDER, paths.WORK_LOGS)
+    for folder in (work, *(work / name for name in written)):
+        reason = unwritable_reason(folder) if folder.is_dir() else None
+        if reason is not None:
+            msg = (
+                f"config work_dir: {folder.absolute()} is not writable ({reason}); the workflow "
+                "writes its results there: make it writable or choose another work_dir"
             )
             raise ConfigurationError(msg)
 

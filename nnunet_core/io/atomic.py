@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from nnunet_core.errors import storage_cause
 
 
 @contextmanager
@@ -18,24 +21,78 @@ def atomic_path(target: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
     """Yield a temporary path next to ``target``; rename it onto ``target`` on success.
 
     The temporary file lives in the same folder so that ``os.replace`` is atomic.
-    On an exception the temporary file is removed and ``target`` is untouched.
+    On an exception the temporary file is removed and ``target`` is untouched. A write the disk
+    refused (full, over quota, read-only) is an ``OSError`` naming ``target`` (see
+    ``refused_write``), also when the writer failed silently (ITK truncates a file on a full
+    disk and only prints a line).
     """
     target = Path(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(
-        prefix=f".{target.name}.", suffix=suffix or ".tmp", dir=target.parent
-    )
-    os.close(fd)
-    tmp = Path(tmp_name)
+    tmp: Path | None = None
     try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp_name = tempfile.mkstemp(
+            prefix=f".{target.name}.", suffix=suffix or ".tmp", dir=target.parent
+        )
+        os.close(fd)
+        tmp = Path(tmp_name)
         yield tmp
         if tmp.is_file():
             _fsync_file(tmp)
             os.chmod(tmp, 0o666 & ~current_umask())
+        check_space_after_write(target)
         os.replace(tmp, target)
+    except Exception as exc:
+        refused = refused_write(exc, target)
+        if refused is None:
+            raise
+        raise refused from exc
     finally:
-        if tmp.exists():
-            tmp.unlink()
+        if tmp is not None:
+            with suppress(OSError):  # a read-only or vanished folder: nothing to clean
+                tmp.unlink(missing_ok=True)
+
+
+def out_of_space(folder: str | os.PathLike) -> bool:
+    """The file system of ``folder`` has no block left for this user (False when it does not say:
+    some network and FUSE file systems report no sizes at all)."""
+    try:
+        stats = os.statvfs(folder)
+    except (OSError, AttributeError):  # no statvfs on Windows
+        return False
+    return stats.f_blocks > 0 and stats.f_bavail == 0
+
+
+def check_space_after_write(target: str | os.PathLike) -> None:
+    """Refuse a write that ended on a full disk: its writer may have stopped short silently."""
+    if out_of_space(Path(target).parent):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(target))
+
+
+def refused_write(exc: BaseException, target: str | os.PathLike) -> OSError | None:
+    """A failed write of ``target`` as ``OSError(errno, strerror, target)`` when the disk refused
+    it: an ENOSPC/EDQUOT/EROFS anywhere in the exception's chain, or any failure that left the
+    disk full (libraries wrap the OSError, or lose it). None for any other failure."""
+    cause = storage_cause(exc)
+    if cause is not None:
+        code = cause.errno
+    elif out_of_space(Path(target).parent):
+        code = errno.ENOSPC
+    else:
+        return None
+    return OSError(code, os.strerror(code), str(target))
+
+
+def unwritable_reason(folder: str | os.PathLike) -> str | None:
+    """Why nothing can be created in ``folder`` (an existing folder), else None: ``read-only file
+    system`` (checked first: root may write anywhere else) or ``no write permission``."""
+    try:
+        if os.statvfs(folder).f_flag & os.ST_RDONLY:
+            return "read-only file system"
+    except (OSError, AttributeError):
+        pass
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return "no write permission"
+    return None
 
 
 def current_umask() -> int:

@@ -13,6 +13,7 @@ import os
 import re
 import warnings
 from collections.abc import Mapping
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ import torch
 from torch import nn
 
 from nnunet_core.errors import NnunetCoreError
+from nnunet_core.io.atomic import check_space_after_write, refused_write
 from nnunet_core.results_tree import CHECKPOINT_BEST as BEST
 from nnunet_core.results_tree import CHECKPOINT_FINAL as FINAL
 from nnunet_core.results_tree import CHECKPOINT_LATEST as LATEST
@@ -75,20 +77,29 @@ def temporary_path(target: Path) -> Path:
 
 
 def save_checkpoint(state: Mapping[str, Any], target: str | os.PathLike) -> Path:
-    """Write ``state`` to ``target`` atomically; the previous file stays intact on any failure."""
+    """Write ``state`` to ``target`` atomically; the previous file stays intact on any failure.
+
+    A full, over-quota or read-only disk is an ``OSError`` naming ``target`` (torch reports it
+    as a RuntimeError about its zip writer); the temporary file is removed in every case.
+    """
     target = Path(target)
     _check_plain(state, "checkpoint")
-    target.parent.mkdir(parents=True, exist_ok=True)
     tmp = temporary_path(target)
     try:
+        target.parent.mkdir(parents=True, exist_ok=True)
         with open(tmp, "wb") as handle:
             torch.save(dict(state), handle)
             handle.flush()
             os.fsync(handle.fileno())
+        check_space_after_write(target)
         os.replace(tmp, target)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    except BaseException as exc:
+        refused = refused_write(exc, target) if isinstance(exc, Exception) else None
+        with suppress(OSError):  # a read-only folder: there is no temporary to remove
+            tmp.unlink(missing_ok=True)
+        if refused is None:
+            raise
+        raise refused from exc
     _fsync_dir(target.parent)
     return target
 

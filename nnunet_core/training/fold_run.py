@@ -3,7 +3,8 @@
 The ``train`` command only parses flags and launches DDP; what happens to ``fold_k/`` from then
 on is here, in this order, one short function per step (``run_fold``):
 
-1. resolve the fold (plans, split, output folder); ``--val`` without ``checkpoint_final.pth``
+1. a results root that cannot be written (read-only mount, no permission) is a one-line error;
+   resolve the fold (plans, split, output folder); ``--val`` without ``checkpoint_final.pth``
    is a one-line error before anything is touched;
 2. determinism (``--deterministic``), then the fold lock (main process only, never for ``--val``);
 3. the trainer; ``--val``/``--val_best`` only validates ``checkpoint_final`` and returns;
@@ -14,20 +15,27 @@ on is here, in this order, one short function per step (``run_fold``):
    a finished one validates, removes ``checkpoint_latest`` and the lock file;
 8. the attempt closes with how it ended (finished, stopped, failed, interrupted).
 
+A write the disk refuses on the way (full, over quota, read-only: a checkpoint, the training
+log, a validation export) ends the fold with one ``StorageError`` line naming the file (or the
+fold folder, where the failed call does not say which file) and how to continue; every
+checkpoint write is atomic, so the last good checkpoint is the one ``--c`` continues from.
+
 The command has already made this process the stop signal's trainer (``stop_signal.for_trainer``);
 the stop conditions armed here read its flag.
 """
 
 from __future__ import annotations
 
+import errno
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from nnunet_core.errors import ConfigurationError
-from nnunet_core.paths import Roots, preprocessed_dataset_dir
+from nnunet_core.errors import ConfigurationError, StorageError, storage_cause, storage_error
+from nnunet_core.io.atomic import unwritable_reason
+from nnunet_core.paths import RESULTS_ENV, Roots, preprocessed_dataset_dir
 from nnunet_core.training import checkpoint as ckpt
 from nnunet_core.training import provenance
 from nnunet_core.training.distributed import SINGLE_PROCESS, Topology
@@ -72,6 +80,7 @@ class FoldRequest:
 
 def run_fold(request: FoldRequest) -> int:
     """Train (or with ``--val`` only validate) one fold; 0 when finished or stopped cleanly."""
+    check_results_writable(request)
     setup = resolve_fold(request)
     if request.flags.deterministic:
         from nnunet_core.training.determinism import enable_determinism
@@ -86,6 +95,11 @@ def run_fold(request: FoldRequest) -> int:
         prepare_folder(request, setup)
         load_start_weights(trainer, request.flags)
         train_and_finish(trainer, request, lock)
+    except Exception as exc:
+        refused = refused_write_error(exc, setup.output_folder, request.flags)
+        if refused is None:
+            raise
+        raise refused from exc
     finally:
         if lock is not None:
             lock.release()  # no-op once a finished fold removed it; else the file stays
@@ -93,6 +107,41 @@ def run_fold(request: FoldRequest) -> int:
 
 
 # ----------------------------------------------------------------------------- the steps
+def check_results_writable(request: FoldRequest) -> None:
+    """A results root on a read-only file system (or without write permission) is refused
+    before anything runs: one line naming it as it was given (``--results`` or the variable)."""
+    results = request.roots.require_results()
+    existing = results
+    while not existing.exists() and existing.parent != existing:
+        existing = existing.parent  # train creates the root: its nearest existing folder counts
+    reason = unwritable_reason(existing) if existing.is_dir() else None
+    if reason is None:
+        return
+    given = (
+        f"--results {results}" if request.arguments.get("results") else f"{RESULTS_ENV}={results}"
+    )
+    where = "" if existing == results else f" (it would be created in {existing})"
+    msg = f"{given}: {reason}{where}; train writes the fold's checkpoints, log and validation there"
+    raise ConfigurationError(msg)
+
+
+def refused_write_error(
+    exc: BaseException, fold_folder: Path, flags: FoldFlags
+) -> StorageError | None:
+    """A refused write (disk full, quota, read-only) as one line: which file (or at least which
+    fold folder) and how to continue; None for any other failure."""
+    cause = storage_cause(exc)
+    if cause is None:
+        return None
+    fix = "make it writable" if cause.errno == errno.EROFS else "free space on that disk"
+    found = None if flags.validate_only else ckpt.find_resume_checkpoint(fold_folder)
+    if found is not None:
+        advice = f"{fix}, then continue with --c (from {found.name}, which is intact)"
+    else:
+        advice = f"{fix}, then run the same command again"
+    return storage_error(exc, fold_folder, advice)
+
+
 def resolve_fold(request: FoldRequest) -> FoldSetup:
     """The fold's setup; ``--val`` of an unfinished fold fails here, before any file is written."""
     setup = prepare_fold(
@@ -175,6 +224,7 @@ def train_and_finish(trainer: Trainer, request: FoldRequest, lock: FoldLock | No
             trainer.current_epoch,
         )
     status = FAILED
+    failing = True  # until the fit (and, once finished, validation) returned
     stop = stop_conditions(request.flags)
     trainer.log(stop.describe())
     try:
@@ -185,12 +235,17 @@ def train_and_finish(trainer: Trainer, request: FoldRequest, lock: FoldLock | No
         else:
             validate(trainer, request.flags)
             clean_up_finished(trainer, lock)
+        failing = False
     except KeyboardInterrupt:
         status = INTERRUPTED
         raise
     finally:
         if main:
-            provenance.end_attempt(path, status, trainer.current_epoch)
+            try:
+                provenance.end_attempt(path, status, trainer.current_epoch)
+            except OSError:
+                if not failing:  # else the disk that just failed the fit fails this too:
+                    raise  # the fit's error is the one to report
 
 
 def validate(trainer: Trainer, flags: FoldFlags) -> None:

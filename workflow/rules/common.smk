@@ -16,7 +16,7 @@ from nnunet_core.workflow_config import (
     coerce_command_line_values,
     validate_config,
 )
-from nnunet_core import stop_signal, workflow_devices
+from nnunet_core import stop_signal, work_lock, workflow_devices
 
 # The stop signal (SIGUSR1, or $NNUNET_STOP_SIGNAL) asks a training to stop before the walltime;
 # SLURM sends it to every process of the job step. This process plays the Snakemake role of
@@ -33,6 +33,8 @@ coerce_command_line_values(
 validate_config(config, SCHEMA_FILE)
 validate(config, schema="../schemas/config.schema.yaml")
 check_config(config, Execution.of_workflow(workflow))
+# One workflow per work_dir, also when started from another --directory (nnunet_core.work_lock).
+work_lock.lock_when_started(workflow, config["work_dir"])
 
 SYNTHETIC = config["dataset"]["synthetic"].get("enabled", False)
 TRAINER = config["training"]["trainer"]
