@@ -115,6 +115,8 @@ def print_table(results: list[harness.MomentResult]) -> None:
     for r in results:
         for line in [*r.half_written, *r.differences, *r.escaped]:
             print(f"  moment {r.moment.index}: {line}")
+        for path in r.stale_markers:
+            print(f"  moment {r.moment.index}: (Snakemake still marks {path} incomplete)")
 
 
 def main(argv: list[str] | None = None) -> int:

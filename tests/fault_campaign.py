@@ -8,13 +8,17 @@ How it works
    uninterrupted, in ``<base>/run``. Snakemake's output is read line by line as it comes; each
    job's window (its ``localrule X:`` line to its ``Finished jobid`` line) is timed with this
    process's clock, and a training job's log is tailed so that its window splits into
-   ``training`` and ``npz export`` (validation: predicting the held-out cases and exporting their
-   probabilities, from the trainer's "training finished after" line to the job's end). Gaps in
-   which no job runs are the stage ``between jobs`` (Snakemake alone: DAG updates after a
-   checkpoint, metadata). The final tree is reduced to a manifest (below) and deleted.
+   ``training startup`` (imports, data, network), ``training`` (the epochs and their checkpoints,
+   from the first "Epoch N" line) and ``npz export`` (validation: predicting the held-out cases
+   and exporting their probabilities, from the trainer's "training finished after" line, written
+   once checkpoint_final.pth is saved, to the job's end); a prediction job's into ``prediction``
+   (model, input checks) and ``prediction writing`` (from its first case written: its output
+   folder exists, incomplete, until the job ends). Gaps in which no job runs, and the
+   startup before the first job, are the stage ``between jobs`` (Snakemake alone: DAG, lock,
+   DAG updates after a checkpoint, metadata). The final tree is reduced to a manifest (below).
 2. **Moments.** ``draw_moments(reference, n, seed)`` is stratified: the stages are shuffled
    (``random.Random(seed)``) and taken in turn, so n >= #stages gives every stage a moment; for
-   each, one of the stage's windows (a job, a job's validation phase, a gap) and an offset inside
+   each, one of the stage's windows (a job, a phase of a job, a gap) and an offset inside
    it (5-95 % of its reference length).
 3. **Fault.** The same command starts in a fresh ``<base>/run`` (``start_new_session=True``). When
    the moment's anchor appears (the job's start line, the trainer's marker line, or the Finished
@@ -31,10 +35,13 @@ How it works
 5. **Checks** after the rerun: exit status 0; no half-written file anywhere under the work folder
    (``half_written``: temporaries of ``nnunet_core.io.atomic`` (``.<name>.<random><suffix>``) or
    any other hidden file but Snakemake's ``.snakemake_timestamp`` and the work_dir lock
-   ``logs/.workflow.lock``, ``*.partial``/``*.tmp``/
-   ``*.part`` names, zero-byte files that are not empty in the reference, and JSON, NIfTI, npz,
-   b2nd, pth, png, csv files that do not read in full); no job left marked incomplete in
-   ``.snakemake/incomplete``; and the manifest equals the reference's (``compare_manifests``).
+   ``logs/.workflow.lock``; ``*.partial``/``*.tmp``/``*.part`` names; zero-byte files that are not
+   empty in the reference; JSON, NIfTI, npz, b2nd, pth, png, csv files that do not read in full)
+   and the manifest equals the reference's (``compare_manifests``). Snakemake's markers of
+   incomplete outputs left in ``.snakemake/incomplete`` are recorded (``stale_markers``), not
+   counted as half-written: Snakemake (9.27) checks them only for the jobs of its first DAG, so a
+   job after a checkpoint killed after its last output was written keeps its marker although the
+   output is complete (the file checks above still read it).
 
 What counts as identical
 ------------------------
@@ -64,6 +71,8 @@ logs.
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import csv
 import gzip
 import hashlib
@@ -95,7 +104,7 @@ STAGE_OF_RULE = {
     "plan": "plan",
     "splits": "splits",
     "preprocess": "preprocess",
-    "train": "training",
+    "train": "training startup",
     "crossval": "crossval",
     "ensemble_cv": "ensembles",
     "ensemble_predictions": "ensembles",
@@ -105,7 +114,9 @@ STAGE_OF_RULE = {
     "evaluate_test": "test evaluation",
     "report": "report",
 }
+TRAINING = "training"
 NPZ_EXPORT = "npz export"
+PREDICTION_WRITING = "prediction writing"
 BETWEEN_JOBS = "between jobs"
 STAGE_ORDER = [
     "synthesize",
@@ -114,19 +125,30 @@ STAGE_ORDER = [
     "plan",
     "splits",
     "preprocess",
-    "training",
+    "training startup",
+    TRAINING,
     NPZ_EXPORT,
     "crossval",
     "ensembles",
     "selection",
     "prediction",
+    PREDICTION_WRITING,
     "postprocessing",
     "test evaluation",
     "report",
     BETWEEN_JOBS,
 ]
-# The trainer's line after checkpoint_final.pth is saved, just before validation starts.
-VALIDATION_MARKER = re.compile(r"training (finished after|already finished)")
+# Phases of a job after its start, each from a line of the job's log. Training ("training
+# startup": imports, data, network): the epochs (and their checkpoints) from the first "Epoch N"
+# line, the validation (npz export) from the line written once checkpoint_final.pth is saved.
+# Prediction (model, input checks): writing the cases from the line of the first one written.
+JOB_PHASES = {
+    "train": (
+        (TRAINING, re.compile(r": Epoch \d+$", re.M)),
+        (NPZ_EXPORT, re.compile(r"training (finished after|already finished)")),
+    ),
+    "predict": ((PREDICTION_WRITING, re.compile(r"^predict: case 1/", re.M)),),
+}
 
 _JOB_LINE = re.compile(r"^(?:local)?(?:rule|checkpoint) (\w+):\s*$")
 _JOBID = re.compile(r"^\s+jobid: (\d+)\s*$")
@@ -176,7 +198,7 @@ class Job:
     log: str  # relative to the run folder; "" for rules without a log (all)
     start: float
     end: float | None = None
-    marker: float | None = None  # train: when the validation phase began
+    markers: dict[str, float] = field(default_factory=dict)  # when each phase began
     failed: bool = False
 
     @property
@@ -185,15 +207,16 @@ class Job:
 
     def stage_at(self, t: float) -> str:
         stage = STAGE_OF_RULE.get(self.rule, BETWEEN_JOBS)
-        if self.rule == "train" and self.marker is not None and t >= self.marker:
-            return NPZ_EXPORT
+        for phase, began in self.markers.items():
+            if t >= began:
+                stage = phase
         return stage
 
 
 @dataclass
 class Anchor:
-    """An event of a run: ``kind`` start|marker|finish of a job with ``key`` (or, with ``key``
-    None, of the first job of ``rule``), or ``begin``: the start of the run."""
+    """An event of a run: ``kind`` start|marker:<phase>|finish of a job with ``key`` (or, with
+    ``key`` None, of the first job of ``rule``), or ``begin``: the start of the run."""
 
     kind: str
     rule: str
@@ -214,6 +237,7 @@ class Watcher:
         self.lines: list[str] = []
         self._pending: Job | None = None
         self._log_offsets: dict[str, int] = {}
+        self._log_inodes: dict[str, int | None] = {}
         self._log_tails: dict[str, str] = {}
 
     def now(self) -> float:
@@ -257,20 +281,30 @@ class Watcher:
         self.jobs.append(job)
         self.running[job.jobid] = job
         self.events.append((job.start, "start", job))
-        if job.rule == "train" and job.log:
+        if job.rule in JOB_PHASES and job.log:
+            # A log of an earlier attempt is skipped: Snakemake deletes it before the job runs
+            # (a new file, or a shorter one, starts from 0 in poll_logs).
             path = self.rundir / job.log
-            self._log_offsets[job.jobid] = path.stat().st_size if path.is_file() else 0
+            stat = path.stat() if path.is_file() else None
+            self._log_offsets[job.jobid] = stat.st_size if stat else 0
+            self._log_inodes[job.jobid] = stat.st_ino if stat else None
             self._log_tails[job.jobid] = ""
 
     def poll_logs(self) -> None:
-        """Look for the validation marker in the logs of running training jobs."""
+        """Look for the phase markers in the logs of running jobs (JOB_PHASES)."""
         with self.lock:
-            jobs = [j for j in self.running.values() if j.rule == "train" and j.marker is None]
+            jobs = [
+                j for j in self.running.values() if len(j.markers) < len(JOB_PHASES.get(j.rule, ()))
+            ]
         for job in jobs:
             path = self.rundir / job.log
             offset = self._log_offsets.get(job.jobid, 0)
             try:
                 with open(path, "rb") as handle:
+                    stat = os.fstat(handle.fileno())
+                    if stat.st_ino != self._log_inodes.get(job.jobid) or stat.st_size < offset:
+                        offset, self._log_inodes[job.jobid] = 0, stat.st_ino
+                        self._log_tails[job.jobid] = ""
                     handle.seek(offset)
                     data = handle.read()
             except OSError:
@@ -279,10 +313,11 @@ class Watcher:
             self._log_offsets[job.jobid] = offset + len(data)
             text = self._log_tails[job.jobid] + data.decode("utf-8", "replace")
             self._log_tails[job.jobid] = text[-200:]
-            if VALIDATION_MARKER.search(text):
-                with self.lock:
-                    job.marker = t
-                    self.events.append((t, "marker", job))
+            for phase, pattern in JOB_PHASES[job.rule]:
+                if phase not in job.markers and pattern.search(text):
+                    with self.lock:
+                        job.markers[phase] = t
+                        self.events.append((t, f"marker:{phase}", job))
 
     def first(self, anchor: Anchor) -> float | None:
         if anchor.kind == "begin":
@@ -427,41 +462,18 @@ class Window:
 
 
 def stage_windows(jobs: list[Job], total: float) -> list[Window]:
-    """Every job's window (a training job's split in training and npz export) and every gap."""
+    """Every job's window (split in its phases, JOB_PHASES) and every gap."""
     windows = []
     for job in jobs:
         if job.rule not in STAGE_OF_RULE or job.end is None:
             continue
-        stage = STAGE_OF_RULE[job.rule]
-        if job.rule == "train" and job.marker is not None:
-            windows.append(
-                Window(
-                    stage,
-                    Anchor("start", job.rule, job.key),
-                    job.start,
-                    job.marker - job.start,
-                    job.key,
-                )
-            )
-            windows.append(
-                Window(
-                    NPZ_EXPORT,
-                    Anchor("marker", job.rule, job.key),
-                    job.marker,
-                    job.end - job.marker,
-                    job.key,
-                )
-            )
-        else:
-            windows.append(
-                Window(
-                    stage,
-                    Anchor("start", job.rule, job.key),
-                    job.start,
-                    job.end - job.start,
-                    job.key,
-                )
-            )
+        # A job's phases: (stage, anchor, start); one but for the rules of JOB_PHASES.
+        phases = [(STAGE_OF_RULE[job.rule], Anchor("start", job.rule, job.key), job.start)]
+        for phase, began in sorted(job.markers.items(), key=lambda item: item[1]):
+            phases.append((phase, Anchor(f"marker:{phase}", job.rule, job.key), began))
+        ends = [began for _, _, began in phases[1:]] + [job.end]
+        for (stage, anchor, began), end in zip(phases, ends, strict=True):
+            windows.append(Window(stage, anchor, began, end - began, job.key))
     # Gaps: nobody runs from one job's end to the next start; before the first job Snakemake
     # builds the DAG (and takes its lock).
     busy = sorted((j.start, j.end or total, j) for j in jobs if j.rule in STAGE_OF_RULE)
@@ -611,11 +623,22 @@ def half_written(rundir: Path, reference_empty: set[str] | None = None) -> list[
             read_fully(path)
         except Exception as exc:  # noqa: BLE001 - any failure to read is the finding
             problems.append(f"{rel}: does not read ({type(exc).__name__}: {exc})")
-    incomplete = rundir / ".snakemake" / "incomplete"
-    if incomplete.is_dir():
-        for marker in incomplete.iterdir():
-            problems.append(f".snakemake/incomplete/{marker.name}: a job is still incomplete")
     return problems
+
+
+def stale_markers(rundir: Path) -> list[str]:
+    """The outputs Snakemake still marks incomplete (``.snakemake/incomplete``), relative."""
+    folder = rundir / ".snakemake" / "incomplete"
+    found = []
+    for marker in sorted(folder.iterdir()) if folder.is_dir() else []:
+        try:
+            path = base64.urlsafe_b64decode(marker.name).decode()
+        except (ValueError, UnicodeDecodeError):
+            path = marker.name
+        with contextlib.suppress(ValueError):
+            path = str(Path(path).relative_to(rundir.resolve()))
+        found.append(path)
+    return found
 
 
 def _plain(value: Any) -> Any:
@@ -732,6 +755,7 @@ class MomentResult:
     escaped: list[str]
     seconds: float
     chain: int | None = None  # chained mode: the chain whose end state was checked
+    stale_markers: list[str] = field(default_factory=list)  # Snakemake's, see the docstring
 
     @property
     def identical(self) -> bool:
@@ -839,10 +863,11 @@ class Campaign:
             result = self._run(kill)
         return result, unlocked
 
-    def _check(self) -> tuple[list[str], list[str]]:
+    def _check(self) -> tuple[list[str], list[str], list[str]]:
         assert self.reference is not None
         problems = half_written(self.rundir, self.reference.empty)
-        return problems, compare_manifests(self.reference.manifest, manifest(self.rundir))
+        differences = compare_manifests(self.reference.manifest, manifest(self.rundir))
+        return problems, differences, stale_markers(self.rundir)
 
     def _keep(self, name: str, outputs: dict[str, str]) -> None:
         """Keep a failed moment's tree and Snakemake outputs under ``base/name``."""
@@ -874,7 +899,7 @@ class Campaign:
         self.fresh_rundir()
         fault = self._run(moment)
         rerun, unlocked = self.rerun()
-        problems, differences = self._check()
+        problems, differences, markers = self._check()
         result = MomentResult(
             moment=moment,
             killed=fault.killed_at is not None,
@@ -889,6 +914,7 @@ class Campaign:
             differences=differences,
             escaped=fault.escaped,
             seconds=time.monotonic() - started,
+            stale_markers=markers,
         )
         if not result.ok:
             self._keep(
@@ -929,7 +955,7 @@ class Campaign:
                     final = rerun
                     outputs["final_rerun.txt"] = rerun.output
                     break
-            problems, differences = self._check()
+            problems, differences, markers = self._check()
             final_ok = final.returncode == 0
             for position, (moment, fault, _) in enumerate(members):
                 killed = fault.killed_at is not None
@@ -958,6 +984,7 @@ class Campaign:
                     escaped=fault.escaped,
                     seconds=(time.monotonic() - started) / len(members),
                     chain=chain,
+                    stale_markers=markers,
                 )
                 results.append(result)
                 self._log_result(result)
@@ -980,6 +1007,7 @@ def totals(results: list[MomentResult]) -> dict[str, Any]:
         "reruns needing --unlock": sum(r.unlocked for r in results),
         "no half-written file": sum(not r.half_written for r in results),
         "outputs identical": sum(r.identical for r in results),
+        "stale Snakemake incomplete markers": sum(bool(r.stale_markers) for r in results),
     }
 
 
@@ -1001,6 +1029,7 @@ def report_json(reference: Reference, results: list[MomentResult], seed: int) ->
                 "half written": r.half_written,
                 "differences": r.differences,
                 "escaped the process group": r.escaped,
+                "stale incomplete markers": r.stale_markers,
                 "seconds": round(r.seconds, 1),
             }
             for r in results

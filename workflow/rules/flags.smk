@@ -96,3 +96,8 @@ def test_summary_flag(wildcards):
     if not has_test_labels():
         return ""
     return f"--test-summary {TEST_SUMMARY}"
+
+
+def staging_folder(wildcards, output):
+    """Where a rule writing a folder writes it before the rename onto its output (predict.smk)."""
+    return f"{output[0]}.partial"

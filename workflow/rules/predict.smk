@@ -1,4 +1,13 @@
 # Test-set prediction with the selected model(s), ensembling, postprocessing and evaluation.
+#
+# A rule writing a folder writes it under `<folder>.partial` and renames it when its command has
+# succeeded, so the folder exists only complete. These jobs come after the `select` checkpoint,
+# and Snakemake (9.27) checks its incomplete markers only for the jobs of the first DAG, not for
+# those added when a checkpoint's dependencies are updated: a folder left half-written by a killed
+# job would count as done on the next run, even with --rerun-incomplete (a test prediction
+# missing, found only by evaluate_test where there are test labels). A killed job's `.partial`
+# folder is removed when the job runs again (`staging_folder` in flags.smk). (Within the folder,
+# predict_from_raw_data_args.json names the `.partial` folder that predict wrote.)
 
 
 rule predict:
@@ -13,6 +22,7 @@ rule predict:
     resources:
         gpu=GPUS_PER_JOB,
     params:
+        staging=staging_folder,
         dataset=DATASET,
         roots=ROOT_FLAGS,
         images=RAW / "imagesTs",
@@ -20,10 +30,12 @@ rule predict:
         folds=FOLDS_ARGS,
         device=DEVICE,
     shell:
-        "OMP_NUM_THREADS={threads} nnunet-core predict -i {params.images} -o {output} "
-        "-d {params.dataset} -c {wildcards.configuration} {params.model} -f {params.folds} "
-        "--save_probabilities -device {params.device} -npp 0 -nps 0 "
-        "--disable_progress_bar {params.roots} > {log} 2>&1"
+        "rm -rf {params.staging}\n"
+        "OMP_NUM_THREADS={threads} nnunet-core predict -i {params.images} "
+        "-o {params.staging} -d {params.dataset} -c {wildcards.configuration} {params.model} "
+        "-f {params.folds} --save_probabilities -device {params.device} -npp 0 -nps 0 "
+        "--disable_progress_bar {params.roots} > {log} 2>&1\n"
+        "mv {params.staging} {output}"
 
 
 rule ensemble_predictions:
@@ -34,9 +46,13 @@ rule ensemble_predictions:
     log:
         LOGS / "ensemble_predictions.log",
     params:
+        staging=staging_folder,
         processes=NUM_PROCESSES,
     shell:
-        "nnunet-core ensemble -i {input} -o {output} -np {params.processes} > {log} 2>&1"
+        "rm -rf {params.staging}\n"
+        "nnunet-core ensemble -i {input} -o {params.staging} -np {params.processes} "
+        "> {log} 2>&1\n"
+        "mv {params.staging} {output}"
 
 
 rule postprocess:
@@ -48,13 +64,16 @@ rule postprocess:
     log:
         LOGS / "postprocess.log",
     params:
+        staging=staging_folder,
         steps=postprocessing_file,
         dataset_json=PRE_DATASET_JSON,
         processes=NUM_PROCESSES,
     shell:
-        "nnunet-core apply-postprocessing -i {input.predictions} -o {output} "
+        "rm -rf {params.staging}\n"
+        "nnunet-core apply-postprocessing -i {input.predictions} -o {params.staging} "
         "--pp-file {params.steps} -dataset_json {params.dataset_json} "
-        "-np {params.processes} > {log} 2>&1"
+        "-np {params.processes} > {log} 2>&1\n"
+        "mv {params.staging} {output}"
 
 
 rule evaluate_test:
