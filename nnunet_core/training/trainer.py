@@ -360,11 +360,13 @@ class Trainer:
         log_epoch_end(self.log, self.history, self.eta, epoch)
         self.current_epoch = epoch + 1
         last = epoch == self.settings.num_epochs - 1
+        ema = values["ema_fg_dice"][-1]
+        new_best = not math.isnan(ema) and (self.best_ema is None or ema > self.best_ema)
+        if new_best:  # before checkpoint_latest, so that a resumed run knows this epoch's best
+            self.best_ema = float(ema)
         if not last and self.current_epoch % self.settings.save_every == 0:
             self.save_checkpoint(ckpt.LATEST)
-        ema = values["ema_fg_dice"][-1]
-        if not math.isnan(ema) and (self.best_ema is None or ema > self.best_ema):
-            self.best_ema = float(ema)
+        if new_best:
             self.log(f"Yayy! New best EMA pseudo Dice: {ema:.4f}")
             self.save_checkpoint(ckpt.BEST)
         if self.settings.is_main:

@@ -178,3 +178,17 @@ def test_only_the_main_process_of_a_training_locks() -> None:
     assert takes_lock(Topology(global_rank=0, world_size=2), FoldFlags())
     assert not takes_lock(Topology(global_rank=1, world_size=2), FoldFlags())
     assert not takes_lock(SINGLE_PROCESS, FoldFlags(validate_only=True))
+
+
+def test_a_checkpoint_latest_written_at_a_new_best_knows_that_best(env, tmp_path: Path) -> None:
+    """Stopped right after an epoch that set a new best EMA (save_every 1): ``--c`` must compare
+    the next epochs with that best, or it saves a 'new best' the uninterrupted run does not."""
+    every_epoch = TrainerSettings(
+        num_epochs=3, num_iterations=2, num_val_iterations=1, num_workers=0, save_every=1
+    )
+    run_quietly(request(env, tmp_path, 3, every_epoch, **STOP_AFTER_FIRST_EPOCH))
+    folder = tmp_path / DATASET / MODEL / "fold_3"
+    latest = torch.load(folder / ckpt.LATEST, weights_only=True)
+    best = torch.load(folder / ckpt.BEST, weights_only=True)
+    first_ema = latest["logging"]["ema_fg_dice"][0]
+    assert latest["_best_ema"] == pytest.approx(first_ema) == best["_best_ema"]
