@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import re
 import shutil
 
 import pytest
@@ -26,7 +25,6 @@ from fault_campaign import (
     manifest,
     totals,
 )
-from workflow_helpers import DATASET
 
 SEED = 14
 STAGES = ["preprocess", TRAINING, NPZ_EXPORT, "selection", PREDICTION_WRITING]
@@ -64,38 +62,13 @@ def test_no_file_is_half_written(campaign) -> None:
     assert not {p for r in results for p in r.half_written}
 
 
-# A known bug, not in this test's files: Trainer._end_epoch (nnunet_core/training/trainer.py) saves
-# checkpoint_latest.pth before it takes the epoch's EMA pseudo Dice as the new best, so the latest
-# checkpoint holds the best EMA of the epochs before. A fold resumed from it compares the next EMA
-# with that stale best, can find a "new best" the uninterrupted run does not, and overwrites
-# checkpoint_best.pth with another epoch's weights; checkpoint_final.pth then differs in _best_ema
-# (its weights are identical). Differences of exactly that kind, in a fold whose last attempt
-# continued from checkpoint_latest.pth, make this test xfail (naming them) instead of fail.
-_CHECKPOINT = re.compile(
-    r"^different: work/results/\w+/\w+__\w+__(\w+)/fold_(\d+)/checkpoint_(best|final)\.pth "
-)
-
-
-def _stale_best_ema(difference: str, rundir) -> bool:
-    match = _CHECKPOINT.match(difference)
-    if not match:
-        return False
-    configuration, fold, _ = match.groups()
-    log = rundir / "work" / "logs" / DATASET / f"train_{configuration}_fold{fold}.log"
-    first = log.read_text().splitlines()[:1] if log.is_file() else []
-    return bool(first) and "continuing from" in first[0] and "checkpoint_latest.pth" in first[0]
-
-
 @pytest.mark.slow
 def test_outputs_equal_the_uninterrupted_run(campaign) -> None:
-    harness, _, results = campaign
+    """Byte for byte, checkpoints included: a fold continued from checkpoint_latest.pth once
+    saved a different checkpoint_best.pth (a stale best EMA in latest; fixed in the trainer)."""
+    _, _, results = campaign
     differences = {d for r in results for d in r.differences}
-    known = {d for d in differences if _stale_best_ema(d, harness.rundir)}
-    assert not differences - known
-    if known:
-        pytest.xfail(
-            f"stale best EMA in checkpoint_latest.pth (trainer._end_epoch): {sorted(known)}"
-        )
+    assert not differences
 
 
 # ------------------------------------------------------------- the checks can fail (fast)
