@@ -129,6 +129,9 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="start no moment that would end after this many minutes (default: no limit)",
     )
+    parser.add_argument(
+        "--stages", nargs="+", default=None, help="draw only from these stages (default: all)"
+    )
     parser.add_argument("--chain", action="store_true", help="chained moments (see above)")
     parser.add_argument("--source", choices=("head", "worktree", "live"), default="head")
     parser.add_argument("--base", type=Path, default=None, help="work folder (default: a temp)")
@@ -142,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     campaign = harness.Campaign(base, repo=code, env=code_env(code))
     print(f"code: {code} ({args.source}); runs in {campaign.rundir}", flush=True)
     reference = campaign.run_reference()
-    moments = harness.draw_moments(reference.windows, args.moments, args.seed)
+    moments = harness.draw_moments(reference.windows, args.moments, args.seed, args.stages)
     results: list[harness.MomentResult] = []
     if args.chain:
         results = campaign.run_chain(moments)
@@ -166,6 +169,7 @@ def main(argv: list[str] | None = None) -> int:
         record = harness.report_json(reference, results, args.seed)
         record["source"] = args.source
         record["chain"] = args.chain
+        record["stages_drawn_from"] = args.stages
         record["wall_minutes"] = round((time.monotonic() - started) / 60, 1)
         args.json.write_text(json.dumps(record, indent=1, default=str) + "\n")
         print(f"written: {args.json}")

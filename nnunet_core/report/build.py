@@ -109,10 +109,17 @@ def report_markdown(data: ReportData, written: list[Path], per_class_md: str) ->
 
 
 def _remove_stale(output_dir: Path, written: list[Path]) -> None:
+    """Files of an earlier report this one did not write, and the temporary files of an earlier
+    report writer that was killed (``io.atomic``'s ``.<name>.<random><suffix>`` next to each)."""
     keep = {p.resolve() for p in written}
     for pattern in STALE_PATTERNS:
+        folder, _, name = pattern.rpartition("/")
+        temporaries = f"{folder}/.{name}.*" if folder else f".{name}.*"
         for path in output_dir.glob(pattern):
             if path.resolve() not in keep:
+                path.unlink()
+        for path in output_dir.glob(temporaries):
+            if path.is_file():
                 path.unlink()
 
 

@@ -110,3 +110,22 @@ def test_manifest_ignores_logs_and_timings_but_not_results(tmp_path) -> None:
         f"({manifest(first)['work/preprocessed/D/nnUNetPlans_2d/plans.json'][:40]} vs "
         f"{manifest(second)['work/preprocessed/D/nnUNetPlans_2d/plans.json'][:40]})",
     ]
+
+
+def test_a_new_report_removes_a_killed_report_writers_temporaries(tmp_path) -> None:
+    """What the report rule found: a report killed while writing cv_dice.png left io.atomic's
+    temporary in results/D/report (a folder no rule declares), and the next report kept it."""
+    from nnunet_core.report.build import _remove_stale
+
+    report = tmp_path / "report"
+    (report / "training_curves").mkdir(parents=True)
+    left = [
+        report / ".cv_dice.png.c8g_kbhu.png",
+        report / ".report.md.x1y2z3w4.tmp",
+        report / "training_curves" / ".training_curves_2d.png.ab_cd123.png",
+    ]
+    other = report / ".not_ours"
+    for path in [*left, other]:
+        path.write_bytes(b"half")
+    _remove_stale(report, written=[])
+    assert [p for p in left if p.exists()] == [] and other.exists()
