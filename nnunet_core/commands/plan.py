@@ -130,7 +130,9 @@ def plan_one(roots: Roots, name: str, args: argparse.Namespace) -> str:
     """Plan one dataset from the ``add_planning_flags`` values; returns the plans name."""
     preset = get_preset(args.planner)
     # the fingerprint came from the raw data: refuse it if that data is not verified as it is now
-    ensure_verified(roots, name, default_num_processes(), getattr(args, "command", "plan"))
+    # (planning from a fingerprint alone, with no raw images at hand, stays possible as upstream)
+    if (raw_dataset_dir(roots, name) / "imagesTr").is_dir():
+        ensure_verified(roots, name, default_num_processes(), getattr(args, "command", "plan"))
     raw_json = raw_dataset_dir(roots, name) / DATASET_JSON
     dataset_json = load_dataset_json(raw_json)
     out_dir = preprocessed_dataset_dir(roots, name)
