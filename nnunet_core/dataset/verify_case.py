@@ -155,14 +155,10 @@ def _check_labels(
         check.warning(f"no foreground in {name} (values: {_list(ints)})")
 
 
-def check_case(
-    case: RawCase,
-    raw_dir: Path,
-    allowed_labels: tuple[int, ...],
-    ignore_label: int | None,
-    reader_name: str = "SimpleITKIO",
-) -> CaseCheck:
-    """Every check of one case (read with the dataset's reader); never raises for the data."""
+def _read_channels(
+    case: RawCase, raw_dir: Path, reader_name: str
+) -> tuple[CaseCheck, ImageReader, list[tuple[str, FileImage]]]:
+    """The case's check, its reader and the channels that read (problems go into the check)."""
     check = CaseCheck(case.identifier)
     reader = reader_by_name(reader_name)
     reader.quiet = True  # our one-line problem says it all
@@ -172,6 +168,18 @@ def check_case(
         image = _read(check, path, name, f"channel {index}", reader)
         if image is not None:
             channels.append((name, image))
+    return check, reader, channels
+
+
+def check_case(
+    case: RawCase,
+    raw_dir: Path,
+    allowed_labels: tuple[int, ...],
+    ignore_label: int | None,
+    reader_name: str = "SimpleITKIO",
+) -> CaseCheck:
+    """Every check of one case (read with the dataset's reader); never raises for the data."""
+    check, reader, channels = _read_channels(case, raw_dir, reader_name)
     label: tuple[str, FileImage] | None = None
     if case.label is None:
         check.problem("no label file given")
@@ -208,15 +216,7 @@ def check_test_case(
     ``labelsTs`` file, if any, is checked as a training label) or a ``predict`` input."""
     if case.label is not None:
         return check_case(case, raw_dir, allowed_labels, ignore_label, reader_name)
-    check = CaseCheck(case.identifier)
-    reader = reader_by_name(reader_name)
-    reader.quiet = True
-    channels: list[tuple[str, FileImage]] = []
-    for index, path in enumerate(case.images):
-        name = display_path(path, raw_dir)
-        image = _read(check, path, name, f"channel {index}", reader)
-        if image is not None:
-            channels.append((name, image))
+    check, reader, channels = _read_channels(case, raw_dir, reader_name)
     if not channels:
         return check
     for other in channels[1:]:
