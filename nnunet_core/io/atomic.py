@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -50,6 +51,25 @@ def atomic_path(target: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
         if tmp is not None:
             with suppress(OSError):  # a read-only or vanished folder: nothing to clean
                 tmp.unlink(missing_ok=True)
+
+
+# ``atomic_path``'s temporary for ``name``: ``.<name>.<8 random characters from mkstemp><suffix>``
+_TEMPORARY = re.compile(r"^\.(?P<name>.+)\.[A-Za-z0-9_]{8}(?P<suffix>(\.[A-Za-z0-9]+){1,2})$")
+
+
+def remove_atomic_temporaries(folder: str | os.PathLike) -> list[Path]:
+    """Delete the temporaries of ``atomic_path`` writers that were killed before their rename.
+
+    Only for a folder whose writers have all stopped (one job owns it): a live writer's temporary
+    would be deleted under it. Subfolders are left alone.
+    """
+    folder = Path(folder)
+    if not folder.is_dir():
+        return []
+    stale = [p for p in folder.iterdir() if _TEMPORARY.match(p.name) and p.is_file()]
+    for path in stale:
+        path.unlink(missing_ok=True)
+    return stale
 
 
 def out_of_space(folder: str | os.PathLike) -> bool:

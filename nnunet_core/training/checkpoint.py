@@ -21,7 +21,7 @@ import torch
 from torch import nn
 
 from nnunet_core.errors import NnunetCoreError
-from nnunet_core.io.atomic import check_space_after_write, refused_write
+from nnunet_core.io.atomic import check_space_after_write, refused_write, remove_atomic_temporaries
 from nnunet_core.results_tree import CHECKPOINT_BEST as BEST
 from nnunet_core.results_tree import CHECKPOINT_FINAL as FINAL
 from nnunet_core.results_tree import CHECKPOINT_LATEST as LATEST
@@ -105,14 +105,15 @@ def save_checkpoint(state: Mapping[str, Any], target: str | os.PathLike) -> Path
 
 
 def remove_stale_temporaries(folder: str | os.PathLike) -> list[Path]:
-    """Delete temporary files a killed writer left behind (their checkpoint was never renamed)."""
+    """Delete the temporary files killed writers left in a fold folder: checkpoints that were
+    never renamed, and ``io.atomic``'s temporaries (``progress.png``, ``debug.json``, ...)."""
     folder = Path(folder)
     if not folder.is_dir():
         return []
     stale = [p for p in folder.glob(f".checkpoint_*.pth.*{_TMP_MARK}") if p.is_file()]
     for path in stale:
         path.unlink(missing_ok=True)
-    return stale
+    return stale + remove_atomic_temporaries(folder)
 
 
 RESUME_ADVICE = "delete it to resume from an older checkpoint or start over"

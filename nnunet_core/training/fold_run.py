@@ -181,7 +181,7 @@ def validate_final(trainer: Trainer, flags: FoldFlags) -> None:
     trainer.load_state_dict(
         ckpt.load_checkpoint(trainer.setup.output_folder / ckpt.FINAL, trainer.device)
     )
-    validate(trainer, flags)
+    write_summary(trainer, validate(trainer, flags))
 
 
 def prepare_folder(request: FoldRequest, setup: FoldSetup) -> None:
@@ -211,7 +211,8 @@ def load_start_weights(trainer: Trainer, flags: FoldFlags) -> None:
 
 
 def train_and_finish(trainer: Trainer, request: FoldRequest, lock: FoldLock | None) -> None:
-    """One provenance attempt around fit and, when the fit finished, validation and cleanup."""
+    """One provenance attempt around fit and, when the fit finished, validation and clean-up;
+    the validation summary is written last (see ``write_summary``)."""
     path = trainer.setup.output_folder / provenance.PROVENANCE_JSON
     main = request.topology.is_main
     if main:
@@ -225,6 +226,7 @@ def train_and_finish(trainer: Trainer, request: FoldRequest, lock: FoldLock | No
         )
     status = FAILED
     failing = True  # until the fit (and, once finished, validation) returned
+    summary = None
     stop = stop_conditions(request.flags)
     trainer.log(stop.describe())
     try:
@@ -233,7 +235,7 @@ def train_and_finish(trainer: Trainer, request: FoldRequest, lock: FoldLock | No
         if status == STOPPED:
             report_stop(trainer, stop.reason or "request")
         else:
-            validate(trainer, request.flags)
+            summary = validate(trainer, request.flags)
             clean_up_finished(trainer, lock)
         failing = False
     except KeyboardInterrupt:
@@ -246,10 +248,12 @@ def train_and_finish(trainer: Trainer, request: FoldRequest, lock: FoldLock | No
             except OSError:
                 if not failing:  # else the disk that just failed the fit fails this too:
                     raise  # the fit's error is the one to report
+    write_summary(trainer, summary)
 
 
-def validate(trainer: Trainer, flags: FoldFlags) -> None:
-    """The final validation with the trainer's weights (``--val_best``: checkpoint_best's)."""
+def validate(trainer: Trainer, flags: FoldFlags) -> dict[str, Any] | None:
+    """The final validation with the trainer's weights (``--val_best``: checkpoint_best's): every
+    rank exports its cases; rank 0 returns the metrics (written by ``write_validation_summary``)."""
     from nnunet_core.training.distributed import barrier
     from nnunet_core.training.validation import summarize_validation, validate_fold
 
@@ -270,8 +274,16 @@ def validate(trainer: Trainer, flags: FoldFlags) -> None:
     )
     if topology.distributed:
         barrier()  # every rank's cases are exported; only rank 0 evaluates them
-        if topology.is_main:
-            summarize_validation(trainer.setup, trainer.log)
+    return summarize_validation(trainer.setup, trainer.log) if topology.is_main else None
+
+
+def write_summary(trainer: Trainer, summary: dict[str, Any] | None) -> None:
+    """The fold's last file: the workflow counts a fold with ``validation/summary.json`` as done,
+    so a kill before it (during clean-up or provenance) leaves the fold to be finished again."""
+    from nnunet_core.training.validation import write_validation_summary
+
+    if summary is not None:
+        write_validation_summary(trainer.setup, summary)
 
 
 def clean_up_finished(trainer: Trainer, lock: FoldLock | None) -> None:

@@ -18,7 +18,11 @@ import numpy as np
 import torch
 from torch import nn
 
-from nnunet_core.evaluation.metrics import classes_from_dataset_json, compute_metrics_on_folder
+from nnunet_core.evaluation.metrics import (
+    classes_from_dataset_json,
+    compute_metrics_on_folder,
+    save_summary_json,
+)
 from nnunet_core.inference.export import export_prediction
 from nnunet_core.inference.sliding_window import sliding_window_logits
 from nnunet_core.io.blosc2_store import open_case
@@ -79,13 +83,13 @@ def validate_fold(
     log: Callable[..., None] = print,
     rank: int = 0,
     world_size: int = 1,
-) -> dict[str, Any] | None:
-    """Predict and export this rank's share of the validation cases; rank 0 writes the summary.
+) -> None:
+    """Predict and export this rank's share of the validation cases.
 
     Rank 0 first removes stale files (other cases, a killed run's temporaries); under DDP every
     rank waits for that in a barrier before it writes, so the cleanup never sees another rank's
-    temporary file. Returns the summary (``foreground_mean``, ``mean``, ``metric_per_case``) on
-    rank 0. Under DDP the caller must put a barrier between the exports and rank 0's summary.
+    temporary file. Under DDP the caller puts a barrier between the exports and rank 0's
+    ``summarize_validation``.
     """
     output = setup.output_folder / VALIDATION_FOLDER
     output.mkdir(parents=True, exist_ok=True)
@@ -118,13 +122,12 @@ def validate_fold(
             log(f"validation: case {index}/{len(mine)} ({case_id}) {seconds:.1f} s, shape {shape}")
     finally:
         plain.deep_supervision = True
-    if rank != 0 or world_size > 1:
-        return None
-    return summarize_validation(setup, log)
 
 
 def summarize_validation(setup: FoldSetup, log: Callable[..., None] = print) -> dict[str, Any]:
-    """``validation/summary.json`` from the exported predictions (upstream's ``chill``)."""
+    """The metrics of the exported predictions (upstream's ``chill``), not yet written: the
+    caller writes ``validation/summary.json`` with ``write_validation_summary`` as the fold's
+    very last file, because the workflow counts a fold with that file as done."""
     output = setup.output_folder / VALIDATION_FOLDER
     classes = classes_from_dataset_json(parse_dataset_json(setup.dataset_json))
     summary = compute_metrics_on_folder(
@@ -132,9 +135,15 @@ def summarize_validation(setup: FoldSetup, log: Callable[..., None] = print) -> 
         output,
         setup.dataset_json["file_ending"],
         setup.label_spec,
-        output_file=output / SUMMARY_JSON,
         chill=True,
         classes=classes,
     )
     log(f"Mean Validation Dice: {summary['foreground_mean']['Dice']}")
     return summary
+
+
+def write_validation_summary(setup: FoldSetup, summary: dict[str, Any]) -> Path:
+    """``validation/summary.json`` (atomic, upstream's layout)."""
+    target = setup.output_folder / VALIDATION_FOLDER / SUMMARY_JSON
+    save_summary_json(summary, target)
+    return target

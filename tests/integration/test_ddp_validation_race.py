@@ -86,7 +86,7 @@ def _held_export_on_rank1(markers: Path, validation_folder: Path) -> None:
 def _validate_on_rank(setup, markers: str) -> None:
     from nnunet_core.results_tree import VALIDATION_FOLDER
     from nnunet_core.training.distributed import process_group
-    from nnunet_core.training.fold_run import FoldFlags, validate
+    from nnunet_core.training.fold_run import FoldFlags, validate, write_summary
     from nnunet_core.training.trainer import Trainer, TrainerSettings
 
     torch.set_num_threads(1)
@@ -98,7 +98,7 @@ def _validate_on_rank(setup, markers: str) -> None:
                 _held_export_on_rank1(Path(markers), setup.output_folder / VALIDATION_FOLDER)
             settings = TrainerSettings(num_epochs=1, num_workers=0, is_main=topology.is_main)
             trainer = Trainer(setup, settings, device, topology)
-            validate(trainer, FoldFlags())
+            write_summary(trainer, validate(trainer, FoldFlags()))
         except BaseException:
             Path(markers, f"rank{topology.global_rank}.error").write_text(traceback.format_exc())
             raise

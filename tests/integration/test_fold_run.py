@@ -127,6 +127,11 @@ def test_a_finished_fold_is_validated_then_cleaned_up(lifecycle: dict) -> None:
     assert (folder / "validation" / "summary.json").is_file()
     assert ckpt.LATEST not in names and LOCK_NAME not in names
     assert "Mean Validation Dice" in lifecycle["resume_output"]
+    # the workflow counts a fold with summary.json as done: a kill after it must leave nothing to
+    # do (found by the fault campaign: checkpoint_latest and a 'running' provenance stayed)
+    summary = folder / "validation" / "summary.json"
+    others = {p.name: p.stat().st_mtime_ns for p in folder.rglob("*") if p.is_file() and p != summary}
+    assert all(mtime <= summary.stat().st_mtime_ns for mtime in others.values()), others
 
 
 def test_val_redoes_the_validation_without_lock_or_attempt(lifecycle: dict) -> None:

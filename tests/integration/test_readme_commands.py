@@ -14,7 +14,9 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -32,6 +34,7 @@ OWN_DATA = (
     ".venv/bin/snakemake --cores 8 --config "
     'dataset="{id: 4, name: Hippocampus, raw_root: $nnUNet_raw}"'
 )
+UNLOCK = f"{OWN_DATA} --unlock"
 COPY_TEMPLATE = "cp config/config.yaml my.yaml"
 OWN_DATA_FILE = ".venv/bin/snakemake --cores 8 --configfile my.yaml"
 INSTALL_SLURM = "make install-slurm"
@@ -137,6 +140,7 @@ def test_every_documented_command_is_tested() -> None:
         TEST,
         GPU_INSTALL,
         OWN_DATA,
+        UNLOCK,
         COPY_TEMPLATE,
         OWN_DATA_FILE,
         INSTALL_SLURM,
@@ -218,8 +222,37 @@ def test_own_data_by_configfile_workstation_and_slurm_lines(planned_user_run, us
     assert all("slurm_partition=gpu" in line for line in job_resources(output, "train"))
 
 
-def test_own_data_runs_to_the_report_with_a_tiny_schedule(planned_user_run, user_env) -> None:
-    run(f"{OWN_DATA} {TINY_SCHEDULE}", planned_user_run, user_env)
+def kill_when_training_starts(command: str, cwd: Path, env: dict[str, str]) -> None:
+    """``command`` started as a user would, then SIGKILLed with all its jobs (its process group)
+    as soon as a fold job has written to its log: a killed Snakemake keeps its lock."""
+    process = subprocess.Popen(
+        ["bash", "-c", command],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 600
+    try:
+        while not any(p.stat().st_size for p in (cwd / "work").rglob("train_*_fold*.log")):
+            assert process.poll() is None, "the run ended before any fold job started"
+            assert time.monotonic() < deadline, "no fold job started within 10 min"
+            time.sleep(0.2)
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+
+
+def test_own_data_killed_then_unlocked_runs_to_the_report(planned_user_run, user_env) -> None:
+    """The README's advice after a kill: the same command is refused (lock), the unlock line as
+    printed, then the same command again completes."""
+    command = f"{OWN_DATA} {TINY_SCHEDULE}"
+    kill_when_training_starts(command, planned_user_run, user_env)
+    refused = run(command, planned_user_run, user_env, check=False)
+    assert refused.returncode != 0 and "cannot be locked" in refused.stderr, refused.stderr[-2000:]
+    run(UNLOCK, planned_user_run, user_env)
+    run(command, planned_user_run, user_env)
     results = planned_user_run / "work" / "results" / USER_DATASET
     assert (results / "report" / "report.md").is_file()
     assert (results / "inference_information.json").is_file()

@@ -273,7 +273,7 @@ def test_pretrained_weights_and_val_best(trained: Path, env, tmp_path: Path) -> 
     """A new fold starts from fold 0's weights; ``--val_best`` validates checkpoint_best."""
     import shutil
 
-    from nnunet_core.training.fold_run import FoldFlags, validate
+    from nnunet_core.training.fold_run import FoldFlags, validate, write_summary
 
     copy = tmp_path / "fold_0"
     shutil.copytree(trained, copy)
@@ -283,7 +283,7 @@ def test_pretrained_weights_and_val_best(trained: Path, env, tmp_path: Path) -> 
     final = torch.load(trained / ckpt.FINAL, weights_only=True)["network_weights"]
     for key, value in trainer.network.state_dict().items():
         assert torch.equal(value, final[key]), key
-    validate(trainer, FoldFlags(val_best=True, npz=False))
+    write_summary(trainer, validate(trainer, FoldFlags(val_best=True, npz=False)))
     best = torch.load(trained / ckpt.BEST, weights_only=True)["network_weights"]
     for key, value in trainer.network.state_dict().items():
         assert torch.equal(value, best[key]), key

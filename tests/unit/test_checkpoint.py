@@ -221,3 +221,32 @@ def test_pretrained_weights_accept_ddp_and_compile_prefixes(tmp_path: Path) -> N
     target = TinyNet()
     assert load_pretrained_weights(target, path) == []
     assert torch.equal(target.decoder.heads[0].bias, source.decoder.heads[0].bias)
+
+
+KILLED_ATOMIC_WRITER = """
+import os, sys
+from nnunet_core.io.atomic import atomic_path
+with atomic_path(sys.argv[1], suffix=sys.argv[2]) as tmp:
+    tmp.write_bytes(b"half")
+    os._exit(0)  # killed inside the write: no rename, no clean-up
+"""
+
+
+def test_stale_temporaries_of_killed_atomic_writers_are_removed(tmp_path: Path) -> None:
+    """A training job killed while writing progress.png (found by the fault campaign) left
+    ``.progress.png.<random>.png`` behind, which the rerun kept; the next start removes it."""
+    for name, suffix in (("progress.png", ".png"), ("debug.json", ".json")):
+        subprocess.run(
+            [sys.executable, "-c", KILLED_ATOMIC_WRITER, str(tmp_path / name), suffix], check=True
+        )
+    (tmp_path / "progress.png").write_bytes(b"png")
+    (tmp_path / ".keep").write_bytes(b"")  # not an io.atomic temporary: kept
+    (tmp_path / "validation").mkdir()
+    (tmp_path / "validation" / "case.nii.gz").write_bytes(b"x")
+    left = sorted(p.name for p in tmp_path.iterdir())
+    assert any(n.startswith(".progress.png.") and n.endswith(".png") for n in left), left
+    assert any(n.startswith(".debug.json.") and n.endswith(".json") for n in left), left
+    removed = remove_stale_temporaries(tmp_path)
+    assert len(removed) == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".keep", "progress.png", "validation"]
+    assert (tmp_path / "validation" / "case.nii.gz").exists()
