@@ -130,7 +130,9 @@ def test_a_finished_fold_is_validated_then_cleaned_up(lifecycle: dict) -> None:
     # the workflow counts a fold with summary.json as done: a kill after it must leave nothing to
     # do (found by the fault campaign: checkpoint_latest and a 'running' provenance stayed)
     summary = folder / "validation" / "summary.json"
-    others = {p.name: p.stat().st_mtime_ns for p in folder.rglob("*") if p.is_file() and p != summary}
+    others = {
+        p.name: p.stat().st_mtime_ns for p in folder.rglob("*") if p.is_file() and p != summary
+    }
     assert all(mtime <= summary.stat().st_mtime_ns for mtime in others.values()), others
 
 
