@@ -44,13 +44,17 @@ install-profile:
 demo: install
 	$(BIN)/snakemake --cores $(CORES)
 
+# Test workers (pytest-xdist): most of the suite waits on subprocesses (Snakemake, training
+# jobs, SLURM), so 3 workers fit 2 cores; each test file stays on one worker (tests/conftest.py).
+TEST_JOBS ?= 3
+
 test: install
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist loadgroup
 
 # The edit-test loop: everything but the end-to-end runs (marker slow) and the SLURM tests
 # (marker cluster); a few minutes instead of make test's quarter of an hour. Not a replacement.
 test-fast: install
-	$(BIN)/python -m pytest -q -m "not slow and not cluster"
+	$(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist loadgroup -m "not slow and not cluster"
 
 # snakemake --lint, less its one deliberate remark (no per-rule conda env: see config/README.md).
 lint: install

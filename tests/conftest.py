@@ -48,3 +48,17 @@ def make_raw_dataset(tmp_path_factory: pytest.TempPathFactory) -> MakeRawDataset
         return target
 
     return make
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (``make test``, ``--dist loadgroup``) each test file runs on one worker
+    in its order (module fixtures are built once, and some tests read what an earlier test of
+    their file left), and all SLURM tests run on the same worker: there is one test cluster."""
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
+    cluster_tests = Path(__file__).parent / "cluster"
+    for item in items:
+        in_cluster = cluster_tests in item.path.parents
+        group = "slurm-test-cluster" if in_cluster else item.nodeid.split("::")[0]
+        item.add_marker(pytest.mark.xdist_group(group))
+

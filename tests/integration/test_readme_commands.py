@@ -170,7 +170,7 @@ def test_the_gpu_install_line_gives_pip_its_options_as_arguments(checkout, user_
 def test_make_test_and_install_slurm_run_what_they_say(checkout, user_env) -> None:
     assert make_installs(TEST, checkout, user_env) == [], "venv out of date: run make install"
     planned = run(with_flags(TEST, "-n"), checkout, user_env).stdout.splitlines()
-    assert planned[-1] == ".venv/bin/python -m pytest -q"
+    assert planned[-1] == ".venv/bin/python -m pytest -q -n 3 --dist loadgroup"
     slurm = make_installs(INSTALL_SLURM, checkout, user_env)
     assert slurm[-1] == '.venv/bin/pip install -q -e ".[slurm,dev]"'
 
@@ -179,7 +179,9 @@ def test_make_test_fast_deselects_the_slow_and_cluster_tests(checkout, user_env)
     """The edit-test loop: pytest without the end-to-end runs and the SLURM tests."""
     assert make_installs(TEST_FAST, checkout, user_env) == [], "venv out of date: run make install"
     planned = run(with_flags(TEST_FAST, "-n"), checkout, user_env).stdout.splitlines()
-    assert planned[-1] == '.venv/bin/python -m pytest -q -m "not slow and not cluster"'
+    assert planned[-1] == (
+        '.venv/bin/python -m pytest -q -n 3 --dist loadgroup -m "not slow and not cluster"'
+    )
 
 
 def test_install_profile_links_the_slurm_profile(checkout, user_env) -> None:
