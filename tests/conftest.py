@@ -61,4 +61,3 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         in_cluster = cluster_tests in item.path.parents
         group = "slurm-test-cluster" if in_cluster else item.nodeid.split("::")[0]
         item.add_marker(pytest.mark.xdist_group(group))
-

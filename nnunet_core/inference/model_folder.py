@@ -120,14 +120,7 @@ def _network(
 ) -> nn.Module:
     heads = dataset_json.label_spec.num_segmentation_heads
     network = build_network(configuration, dataset_json.num_channels, heads, False)
-    try:
-        network.load_state_dict(ckpt.strip_module_prefix(state["network_weights"]))
-    except RuntimeError as exc:
-        first = str(exc).strip().splitlines()[0]
-        msg = (
-            f"{path}: its weights do not fit the network of the model folder's plans.json ({first})"
-        )
-        raise ckpt.InputCheckpointError(msg) from None
+    ckpt.load_network_weights(network, state["network_weights"], path, ckpt.InputCheckpointError)
     return network.eval()
 
 

@@ -22,6 +22,11 @@ from torch import nn
 
 from nnunet_core.errors import NnunetCoreError
 from nnunet_core.io.atomic import check_space_after_write, refused_write, remove_atomic_temporaries
+from nnunet_core.model.upstream_names import (
+    WeightNamesError,
+    our_state_dict,
+    upstream_state_dict,
+)
 from nnunet_core.results_tree import CHECKPOINT_BEST as BEST
 from nnunet_core.results_tree import CHECKPOINT_FINAL as FINAL
 from nnunet_core.results_tree import CHECKPOINT_LATEST as LATEST
@@ -126,12 +131,53 @@ class InputCheckpointError(CheckpointError):
     exit_code = 2
 
 
+def _upstream_safe_globals() -> list[Any]:
+    """The only non-plain types upstream's checkpoints hold: numpy float scalars (its logger's
+    means and ``_best_ema``) and their dtype, also under numpy 1's module path (older files)."""
+    import numpy as np
+
+    try:
+        from numpy._core.multiarray import scalar
+    except ImportError:  # numpy 1
+        from numpy.core.multiarray import scalar
+    return [
+        scalar,
+        (scalar, "numpy.core.multiarray.scalar"),
+        np.dtype,
+        type(np.dtype(np.float64)),
+        type(np.dtype(np.float32)),
+    ]
+
+
+def _plain_values(value: Any) -> Any:
+    """numpy scalars (from upstream's checkpoints) as Python numbers, containers rebuilt."""
+    if isinstance(value, dict):
+        return {key: _plain_values(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_plain_values(item) for item in value]
+    if type(value) is tuple:  # not torch.Size
+        return tuple(_plain_values(item) for item in value)
+    item = getattr(value, "item", None)
+    if item is not None and type(value).__module__ == "numpy":
+        return item()
+    return value
+
+
 def _load_failure(exc: BaseException) -> str:
     """What a failed ``torch.load`` says, in a few words; torch's own advice (re-run with
     ``weights_only=False``, i.e. execute whatever the file holds) is never passed on."""
     text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc)).strip()
     if isinstance(exc, EOFError) or not text:
         return "empty or truncated file"
+    refused = re.search(r"(?:Unsupported global: GLOBAL|unsupported GLOBAL) (\S+)", text)
+    refused = refused or re.search(
+        r"allowlisted via `add_safe_globals`, but got <class '([^']+)'>", text
+    )
+    if refused:
+        return (
+            f"needs {refused.group(1)}, which no nnU-Net checkpoint holds; refused, because "
+            "loading it could run code"
+        )
     if "WeightsUnpickler error:" in text:
         detail = text.split("WeightsUnpickler error:", 1)[1].strip()
         detail = re.split(r"\s+was not an allowed global|\.\s|\n", detail, maxsplit=1)[0]
@@ -157,8 +203,9 @@ def load_checkpoint(
     advice: str = RESUME_ADVICE,
     error: type[CheckpointError] = CheckpointError,
 ) -> dict:
-    """Load a checkpoint with ``weights_only=True``; a broken file is a one-line ``error``
-    naming it, ending with ``advice``."""
+    """Load a checkpoint (ours or upstream's) with ``weights_only=True`` and only the numpy types
+    upstream writes allowed; a broken or hostile file is a one-line ``error`` naming it (and the
+    type it needs), ending with ``advice``. numpy scalars come back as Python numbers."""
     path = Path(path)
     if not path.is_file():
         msg = f"{path}: checkpoint not found"
@@ -167,14 +214,15 @@ def load_checkpoint(
         with warnings.catch_warnings():
             # e.g. "Detected pickle protocol 4": a second line on stderr about a file we refuse
             warnings.simplefilter("ignore", UserWarning)
-            state = torch.load(path, map_location=map_location, weights_only=True)
+            with torch.serialization.safe_globals(_upstream_safe_globals()):
+                state = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as exc:  # torch raises RuntimeError, UnpicklingError, EOFError, ...
         msg = f"{path}: corrupted or not a checkpoint ({_load_failure(exc)}); {advice}"
         raise error(msg) from None
     if not isinstance(state, dict) or "network_weights" not in state:
         msg = f"{path}: not a training checkpoint (no 'network_weights' entry); {advice}"
         raise error(msg)
-    return state
+    return _plain_values(state)
 
 
 def find_resume_checkpoint(fold_folder: str | os.PathLike) -> Path | None:
@@ -191,40 +239,72 @@ def find_resume_checkpoint(fold_folder: str | os.PathLike) -> Path | None:
     return None
 
 
-def strip_module_prefix(weights: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """Keys without the ``module.``/``_orig_mod.`` prefixes of DDP and compiled models."""
-    out = {}
-    for key, value in weights.items():
-        for prefix in ("module.", "_orig_mod."):
-            while key.startswith(prefix):
-                key = key[len(prefix) :]
-        out[key] = value
-    return out
+def network_weights(network: nn.Module) -> dict[str, torch.Tensor]:
+    """What a checkpoint stores as ``network_weights``: upstream's names (see
+    ``model.upstream_names``), so upstream's tools load our checkpoints as they are."""
+    return upstream_state_dict(network)
+
+
+def _our_weights(
+    weights: Mapping[str, torch.Tensor],
+    path: str | os.PathLike,
+    error: type[CheckpointError] = CheckpointError,
+) -> dict:
+    try:
+        return our_state_dict(weights)
+    except WeightNamesError as exc:
+        msg = f"{path}: {exc}"
+        raise error(msg) from None
+
+
+def load_network_weights(
+    network: nn.Module,
+    weights: Mapping[str, torch.Tensor],
+    path: str | os.PathLike,
+    error: type[CheckpointError] = CheckpointError,
+) -> None:
+    """Load a checkpoint's ``network_weights`` (ours or upstream's names) with every tensor
+    used; a mismatch is one line naming the file and the first names that do not fit."""
+    ours = _our_weights(weights, path, error)
+    expected = network.state_dict()
+    missing = [k for k in expected if k not in ours]
+    unexpected = [k for k in ours if k not in expected]
+    wrong = [k for k in expected if k in ours and ours[k].shape != expected[k].shape]
+    problems = [
+        f"{label} {names[0]!r}" + (f" (and {len(names) - 1} more)" if len(names) > 1 else "")
+        for label, names in (
+            ("lacks", missing),
+            ("has no place for", unexpected),
+            ("has another shape for", wrong),
+        )
+        if names
+    ]
+    if problems:
+        msg = f"{path}: the weights do not fit this network (other plans?): " + "; ".join(problems)
+        raise error(msg)
+    network.load_state_dict(ours)
 
 
 def load_pretrained_weights(network: nn.Module, path: str | os.PathLike) -> list[str]:
-    """Copy matching weights from a checkpoint into ``network``; returns the keys left as they were.
+    """Start ``network`` from a checkpoint's weights (ours or upstream's); returns the keys not
+    loaded.
 
-    Every parameter must exist in the checkpoint with the same shape, except the segmentation heads
-    (``decoder.heads``; upstream's ``seg_layers``), which are skipped when their shape differs
-    (another label count).
+    Upstream's rule: every tensor but the segmentation heads (``decoder.heads``, upstream's
+    ``seg_layers``) must be in the checkpoint with the same shape; the heads keep their fresh
+    initialisation whatever the label count, so a model of other labels fine-tunes as well.
     """
-    source = strip_module_prefix(load_checkpoint(path)["network_weights"])
+    source = _our_weights(load_checkpoint(path)["network_weights"], path)
     target = network.state_dict()
     skipped: list[str] = []
     update: dict[str, torch.Tensor] = {}
     for key, value in target.items():
-        is_head = bool(_HEAD_NAMES & set(key.split(".")))
+        if _HEAD_NAMES & set(key.split(".")):
+            skipped.append(key)
+            continue
         if key not in source:
-            if is_head:
-                skipped.append(key)
-                continue
             msg = f"{path}: pretrained weights lack {key!r} (another architecture?)"
             raise CheckpointError(msg)
         if tuple(source[key].shape) != tuple(value.shape):
-            if is_head:
-                skipped.append(key)
-                continue
             msg = (
                 f"{path}: pretrained {key!r} has shape {tuple(source[key].shape)}, "
                 f"the network needs {tuple(value.shape)}"

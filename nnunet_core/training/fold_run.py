@@ -204,9 +204,10 @@ def load_start_weights(trainer: Trainer, flags: FoldFlags) -> None:
             trainer.log(f"no checkpoint in {folder} to continue from; starting fresh")
     elif flags.pretrained_weights:
         skipped = ckpt.load_pretrained_weights(trainer.network, flags.pretrained_weights)
+        not_loaded = ", ".join(skipped) or "nothing"
         trainer.log(
-            f"loaded pretrained weights from {flags.pretrained_weights}; "
-            f"not loaded: {skipped or 'nothing'}"
+            f"loaded pretrained weights from {flags.pretrained_weights}; not loaded "
+            f"(upstream's rule: the segmentation heads start fresh): {not_loaded}"
         )
 
 
@@ -259,7 +260,9 @@ def validate(trainer: Trainer, flags: FoldFlags) -> dict[str, Any] | None:
 
     if flags.val_best:
         best = ckpt.load_checkpoint(trainer.setup.output_folder / ckpt.BEST, trainer.device)
-        trainer.network.load_state_dict(ckpt.strip_module_prefix(best["network_weights"]))
+        ckpt.load_network_weights(
+            trainer.network, best["network_weights"], trainer.setup.output_folder / ckpt.BEST
+        )
         trainer.log("validating checkpoint_best.pth")
     topology = trainer.topology
     validate_fold(

@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 from nnunet_core.errors import ConfigurationError
+from nnunet_core.model.upstream_names import upstream_parameter_order
 
 COMPILE_ENV = "nnUNet_compile"
 
@@ -33,12 +34,13 @@ class OptimizerSettings:
 
 
 def build_optimizer(network: nn.Module, settings: OptimizerSettings) -> torch.optim.SGD:
-    """SGD over every trainable parameter, at the initial learning rate."""
+    """SGD over every trainable parameter (in upstream's order: an optimizer state is exchanged
+    with upstream's checkpoints), at the initial learning rate."""
     if settings.initial_lr <= 0:
         msg = f"initial learning rate must be > 0, got {settings.initial_lr}"
         raise ConfigurationError(msg)
     return torch.optim.SGD(
-        [p for p in network.parameters() if p.requires_grad],
+        [p for p in upstream_parameter_order(network) if p.requires_grad],
         lr=settings.initial_lr,
         momentum=settings.momentum,
         nesterov=settings.nesterov,

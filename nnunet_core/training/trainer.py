@@ -154,7 +154,7 @@ class Trainer:
     def state_dict(self) -> dict[str, Any]:
         """The checkpoint: upstream's keys, plain types and tensors only."""
         return {
-            "network_weights": unwrap(self.network).state_dict(),
+            "network_weights": ckpt.network_weights(unwrap(self.network)),
             "optimizer_state": self.optimizer.state_dict(),
             "grad_scaler_state": self.grad_scaler.state_dict() if self.grad_scaler else None,
             "logging": self.history.state_dict(),
@@ -174,10 +174,10 @@ class Trainer:
             "settings": asdict(self.settings),
         }
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore weights, optimizer, grad scaler, progress, best EMA and the epoch."""
-        weights = ckpt.strip_module_prefix(state["network_weights"])
-        unwrap(self.network).load_state_dict(weights)
+    def load_state_dict(self, state: dict[str, Any], source: str | Path = "checkpoint") -> None:
+        """Restore weights, optimizer, grad scaler, progress, best EMA and the epoch (from our
+        checkpoints or upstream's: the parameter order, hence the optimizer state, is shared)."""
+        ckpt.load_network_weights(unwrap(self.network), state["network_weights"], source)
         self.optimizer.load_state_dict(state["optimizer_state"])
         if self.grad_scaler is not None and state.get("grad_scaler_state"):
             self.grad_scaler.load_state_dict(state["grad_scaler_state"])
@@ -187,7 +187,7 @@ class Trainer:
         self.best_ema = state.get("_best_ema")
 
     def load_checkpoint(self, path: str | Path) -> None:
-        self.load_state_dict(ckpt.load_checkpoint(path, map_location=self.device))
+        self.load_state_dict(ckpt.load_checkpoint(path, map_location=self.device), path)
         self.log(f"continuing from {path} at epoch {self.current_epoch}")
 
     def save_checkpoint(self, name: str) -> Path | None:

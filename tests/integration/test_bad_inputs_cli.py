@@ -162,6 +162,22 @@ def _no_weights(path: Path) -> None:
     torch.save({"current_epoch": 3}, path)
 
 
+class _RunsACommand:
+    """Unpickling this calls os.system: a hostile checkpoint (it would create the marker file
+    under the test root, which the snapshot would show)."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def _hostile(path: Path) -> None:
+    payload = _RunsACommand(path.parent / "PWNED")
+    torch.save({"network_weights": {}, "init_args": payload}, path)
+
+
 # id -> (how to break the checkpoint, what the line says about it)
 BROKEN_CHECKPOINTS: dict[str, tuple[Callable[[Path], None], str]] = {
     "empty_file": (_write(b""), "empty or truncated file"),
@@ -170,6 +186,7 @@ BROKEN_CHECKPOINTS: dict[str, tuple[Callable[[Path], None], str]] = {
     "foreign_object": (_foreign_object, "pathlib.PosixPath"),
     "plain_pickle": (_plain_pickle, "corrupted or not a checkpoint"),
     "no_network_weights": (_no_weights, "no 'network_weights' entry"),
+    "hostile_os_system": (_hostile, "needs posix.system, which no nnU-Net checkpoint holds"),
 }
 
 

@@ -160,7 +160,9 @@ def test_pretrained_weights_start_a_fresh_attempt(lifecycle: dict, tmp_path: Pat
     req = request(lifecycle["env"], tmp_path, 1, one_epoch, pretrained_weights=str(source))
     run_quietly(req)
     folder = tmp_path / DATASET / MODEL / "fold_1"
-    assert f"loaded pretrained weights from {source}; not loaded: nothing" in logs(folder)
+    log = logs(folder)
+    assert f"loaded pretrained weights from {source}; not loaded (upstream's rule" in log
+    assert "segmentation heads start fresh): decoder.heads.0.weight, decoder.heads.0.bias" in log
     assert attempts(folder) == [("finished", 0, 1)]
 
 

@@ -24,6 +24,7 @@ import numpy as np
 import pytest
 import torch
 
+from nnunet_core.model.upstream_names import our_state_dict
 from nnunet_core.paths import Roots
 
 pytestmark = pytest.mark.slow
@@ -221,7 +222,7 @@ def test_no_deep_supervision_trains_only_the_full_resolution_head(workdir: Path)
     start = fresh.network.state_dict()
     final = torch.load(model_dir(workdir, NO_DS) / "fold_0/checkpoint_final.pth", weights_only=True)
     assert final["current_epoch"] == 1 and final["trainer_name"] == NO_DS
-    weights = final["network_weights"]
+    weights = our_state_dict(final["network_weights"])
     heads = sorted({k.rsplit(".", 1)[0] for k in weights if k.startswith("decoder.heads.")})
     assert len(heads) >= 2
     for head in heads[:-1]:

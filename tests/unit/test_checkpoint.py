@@ -215,12 +215,61 @@ def test_pretrained_weights_of_another_architecture_are_an_error(tmp_path: Path)
 
 
 def test_pretrained_weights_accept_ddp_and_compile_prefixes(tmp_path: Path) -> None:
+    """Upstream's rule: the heads start fresh even where the label count is the same."""
     source = TinyNet()
     weights = {f"module._orig_mod.{k}": v for k, v in source.state_dict().items()}
     path = save_checkpoint({"network_weights": weights}, tmp_path / "c.pth")
     target = TinyNet()
-    assert load_pretrained_weights(target, path) == []
-    assert torch.equal(target.decoder.heads[0].bias, source.decoder.heads[0].bias)
+    head_before = target.decoder.heads[0].weight.clone()
+    assert load_pretrained_weights(target, path) == [
+        "decoder.heads.0.weight",
+        "decoder.heads.0.bias",
+    ]
+    assert torch.equal(target.body.weight, source.body.weight)
+    assert torch.equal(target.decoder.heads[0].weight, head_before)
+
+
+def test_upstream_checkpoints_numpy_scalars_load_as_python_floats(tmp_path: Path) -> None:
+    """Upstream's logger stores numpy float64 means and ``_best_ema``: allowed, nothing else."""
+    state = training_state(TinyNet())
+    state["_best_ema"] = np.float64(0.25)
+    state["logging"]["ema_fg_dice"] = [np.float64(0.1), np.float32(0.2)]
+    state["init_args"]["device"] = torch.device("cpu")
+    path = tmp_path / "upstream.pth"
+    torch.save(state, path)
+    loaded = load_checkpoint(path)
+    assert loaded["_best_ema"] == 0.25 and type(loaded["_best_ema"]) is float
+    assert [type(v) for v in loaded["logging"]["ema_fg_dice"]] == [float, float]
+    assert loaded["init_args"]["device"] == torch.device("cpu")
+
+
+def test_a_type_upstream_never_writes_is_refused_by_name(tmp_path: Path) -> None:
+    path = tmp_path / "other.pth"
+    torch.save({"network_weights": {}, "count": np.int64(3)}, path)
+    with pytest.raises(CheckpointError) as caught:
+        load_checkpoint(path)
+    message = str(caught.value)
+    assert message.startswith(f"{path}: ") and "\n" not in message
+    assert "needs numpy.dtypes.Int64DType, which no nnU-Net checkpoint holds" in message
+
+
+class _Hostile:
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def test_a_hostile_checkpoint_runs_nothing(tmp_path: Path) -> None:
+    marker = tmp_path / "PWNED"
+    path = tmp_path / "hostile.pth"
+    torch.save({"network_weights": {}, "init_args": _Hostile(marker)}, path)
+    with pytest.raises(CheckpointError, match=r"needs posix\.system.*could run code"):
+        load_checkpoint(path)
+    with pytest.raises(CheckpointError, match=r"needs posix\.system"):
+        load_pretrained_weights(TinyNet(), path)
+    assert not marker.exists()
 
 
 KILLED_ATOMIC_WRITER = """
