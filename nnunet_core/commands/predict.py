@@ -72,6 +72,12 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         "--verbose", action="store_true", help="one line per case instead of a progress bar"
     )
     parser.add_argument(
+        "--fp16_accumulation",
+        action="store_true",
+        help="sum the tiles in float16 as upstream nnU-Net does: its numbers exactly (the "
+        "default float32 sums are more accurate at tile corners)",
+    )
+    parser.add_argument(
         "--not_on_device",
         action="store_true",
         help="accepted: the sliding-window sums move to the CPU by themselves when the device "
@@ -144,6 +150,7 @@ def run(args: argparse.Namespace) -> int:
         num_processes_export=args.nps,
         overwrite=not args.continue_prediction,
         progress=False if args.disable_progress_bar or args.verbose else None,
+        fp16_accumulation=args.fp16_accumulation,
     )
     cases = prepare_inputs(
         model_dir, args.input, output, folds, args.checkpoint, args.num_parts, args.part_id

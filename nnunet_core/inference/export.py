@@ -41,6 +41,12 @@ def _as_float32_numpy(logits: torch.Tensor | np.ndarray) -> np.ndarray:
     return np.asarray(logits, dtype=np.float32)
 
 
+def _dtype_of(logits: torch.Tensor | np.ndarray) -> np.dtype:
+    if isinstance(logits, torch.Tensor):
+        return np.dtype(str(logits.dtype).removeprefix("torch."))
+    return np.asarray(logits).dtype
+
+
 def probability_resampling_kwargs(configuration: dict[str, Any], where: str) -> dict[str, Any]:
     """The configuration's ``resampling_fn_probabilities_kwargs`` (order 1, order_z 0 if absent)."""
     conf = dict(configuration)
@@ -61,7 +67,9 @@ def resample_logits_to_original(
     the target is the case's spacing in the transposed (preprocessed) axis order. The result
     never shares memory with ``logits``.
     """
-    array = _as_float32_numpy(logits)
+    upstream_fp16 = _dtype_of(logits) == np.float16
+    # upstream's float16 logits are resampled in float64 and stored back as float16
+    array = np.asarray(logits, dtype=np.float64) if upstream_fp16 else _as_float32_numpy(logits)
     target_shape = [int(s) for s in properties["shape_after_cropping_and_before_resampling"]]
     if array.ndim != len(target_shape) + 1:
         msg = f"{where}: logits of shape {array.shape} do not match a {len(target_shape)}-D case"
@@ -80,6 +88,8 @@ def resample_logits_to_original(
         kwargs.get("separate_z_anisotropy_threshold", ANISO_THRESHOLD),
     )
     resampled = resample(array, plan, False, kwargs["order"], kwargs["order_z"])
+    if upstream_fp16:
+        return resampled.astype(np.float16).astype(np.float32)
     # nothing to resample returns the input itself: copy, so callers may edit the result in place
     return resampled.copy() if np.shares_memory(resampled, array) else resampled
 

@@ -69,6 +69,7 @@ class PredictionSettings:
     overwrite: bool = True  # False: keep cases whose outputs exist (--continue_prediction)
     progress: bool | None = None  # None: a bar when stderr is a terminal, else case i/N lines
     batch_tiles: int | None = None  # None: tile_batch_size(configuration)
+    fp16_accumulation: bool = False  # True: upstream's float16 sums (its numbers exactly)
 
 
 def tile_batch_size(configuration: dict[str, Any]) -> int:
@@ -225,7 +226,9 @@ def _run(
         torch.backends.cudnn.benchmark = True
     networks = [n.to(device).eval() for n in model.networks]
     mirror_axes = model.mirror_axes if settings.use_mirroring else None
-    batch_tiles = settings.batch_tiles or tile_batch_size(model.configuration)
+    # upstream's numbers: its one tile per forward pass too (a batched conv rounds differently)
+    single = 1 if settings.fp16_accumulation else None
+    batch_tiles = settings.batch_tiles or single or tile_batch_size(model.configuration)
     ahead = 1 + max(0, settings.num_processes_preprocessing)
     max_queued = max(0, settings.num_processes_export) + 1
     queue: deque[tuple[RawCase, Future]] = deque()
@@ -252,6 +255,7 @@ def _run(
                 mirror_axes=mirror_axes,
                 device=device,
                 batch_tiles=batch_tiles,
+                accumulate=torch.float16 if settings.fp16_accumulation else torch.float32,
             ).numpy()
             del data
             while exports and (len(exports) >= max_queued or exports[0][1].done()):

@@ -8,6 +8,10 @@ combination of the allowed axes. 2-D configurations predict a ``(c, z, y, x)`` c
 
 One deliberate difference: upstream accumulates in float16; we accumulate in float32 (the same
 memory order of magnitude, no overflow check needed, and fold averages that do not lose digits).
+Upstream's float16 loses up to ~0.5 of a logit where the Gaussian weight is tiny (tile corners),
+so its probabilities can be matched only by doing the same: ``accumulate=torch.float16`` repeats
+upstream's arithmetic step by step (float16 Gaussian, float16 sums, float16 division), giving its
+logits bit for bit (``predict --fp16_accumulation``).
 """
 
 from __future__ import annotations
@@ -59,7 +63,7 @@ def compute_steps(
 
 
 @lru_cache(maxsize=4)
-def _gaussian_numpy(
+def _gaussian_float64(
     tile_size: tuple[int, ...], sigma_scale: float, value_scaling: float
 ) -> np.ndarray:
     # a delta at the tile centre (index size // 2) blurred with a truncated, constant-mode Gaussian;
@@ -72,11 +76,7 @@ def _gaussian_numpy(
     gaussian = profiles[0]
     for profile in profiles[1:]:
         gaussian = np.multiply.outer(gaussian, profile)
-    gaussian = (gaussian / (gaussian.max() / value_scaling)).astype(np.float32)
-    # a zero weight could leave voxels with weight sum 0 (NaN after dividing)
-    zero = gaussian == 0
-    if zero.any():
-        gaussian[zero] = gaussian[~zero].min()
+    gaussian = gaussian / (gaussian.max() / value_scaling)
     gaussian.setflags(write=False)
     return gaussian
 
@@ -86,10 +86,17 @@ def gaussian_importance_map(
     sigma_scale: float = SIGMA_SCALE,
     value_scaling_factor: float = VALUE_SCALING_FACTOR,
     device: torch.device | str = "cpu",
+    dtype: torch.dtype = torch.float32,
 ) -> torch.Tensor:
-    """Float32 weights of one tile: peak ``value_scaling_factor`` at the centre, no zeros."""
-    array = _gaussian_numpy(tuple(int(t) for t in tile_size), sigma_scale, value_scaling_factor)
-    return torch.from_numpy(array.copy()).to(device)
+    """Weights of one tile in ``dtype``: peak ``value_scaling_factor`` at the centre, no zeros
+    (a zero weight could leave voxels with weight sum 0, NaN after dividing; in float16 the
+    corners underflow to 0 and get the smallest nonzero weight, as upstream)."""
+    array = _gaussian_float64(tuple(int(t) for t in tile_size), sigma_scale, value_scaling_factor)
+    gaussian = torch.from_numpy(array.copy()).to(dtype)
+    zero = gaussian == 0
+    if zero.any():
+        gaussian[zero] = gaussian[~zero].min()
+    return gaussian.to(device)
 
 
 def pad_to_patch(
@@ -171,7 +178,7 @@ def _accumulate(
     slicers: list[tuple[int | slice, ...]],
     patch_size: Sequence[int],
     num_outputs: int,
-    gaussian: torch.Tensor | None,
+    gaussian: torch.Tensor,  # the tile weights (ones without the Gaussian), in the sums' dtype
     mirror_axes: Sequence[int] | None,
     device: torch.device,
     results_device: torch.device,
@@ -179,9 +186,10 @@ def _accumulate(
     progress: bool,
 ) -> torch.Tensor:
     data = data.to(results_device)
-    logits = torch.zeros((num_outputs, *data.shape[1:]), dtype=torch.float32, device=results_device)
-    weights = torch.zeros(data.shape[1:], dtype=torch.float32, device=results_device)
-    weight = 1.0 if gaussian is None else gaussian.to(results_device)
+    dtype = gaussian.dtype  # float16: upstream's sums
+    logits = torch.zeros((num_outputs, *data.shape[1:]), dtype=dtype, device=results_device)
+    weights = torch.zeros(data.shape[1:], dtype=dtype, device=results_device)
+    weight = gaussian.to(results_device)
     autocast = torch.autocast("cuda") if device.type == "cuda" else nullcontext()
     expected = (num_outputs, *(int(p) for p in patch_size))
     # a bar into a log file is carriage-return garbage: only in a terminal
@@ -218,8 +226,10 @@ def sliding_window_logits(
     device: torch.device | str = "cpu",
     batch_tiles: int = 1,
     progress: bool = False,
+    accumulate: torch.dtype = torch.float32,
 ) -> torch.Tensor:
-    """Logits ``(num_outputs, *spatial)`` (float32, on the CPU) of a whole ``(c, *spatial)`` case.
+    """Logits ``(num_outputs, *spatial)`` (``accumulate``'s dtype, on the CPU) of a whole
+    ``(c, *spatial)`` case.
 
     ``patch_size`` has one axis fewer than ``spatial`` for 2-D configurations: the case is then
     predicted slice by slice along the first spatial axis. The accumulators live on ``device``; if
@@ -238,7 +248,8 @@ def sliding_window_logits(
     network = network.to(device).eval()
     padded, revert = pad_to_patch(data.float(), patch_size)
     slicers = tile_slicers(padded.shape[1:], patch_size, step_size)
-    gaussian = gaussian_importance_map(patch_size) if use_gaussian else None
+    weights_of_a_tile = gaussian_importance_map(patch_size, dtype=accumulate)
+    gaussian = weights_of_a_tile if use_gaussian else torch.ones_like(weights_of_a_tile)
     args = (network, padded, slicers, patch_size, num_outputs, gaussian, mirror_axes, device)
     try:
         logits = _accumulate(*args, device, batch_tiles, progress)
@@ -261,6 +272,7 @@ def predict_logits_from_folds(
     device: torch.device | str = "cpu",
     batch_tiles: int = 1,
     progress: bool = False,
+    accumulate: torch.dtype = torch.float32,
 ) -> torch.Tensor:
     """Mean of the fold networks' logits (upstream averages logits, not probabilities)."""
     if not networks:
@@ -279,8 +291,9 @@ def predict_logits_from_folds(
             device,
             batch_tiles,
             progress,
+            accumulate,
         )
         total = logits if total is None else total.add_(logits)
         del logits
     assert total is not None
-    return total / len(networks)
+    return total if len(networks) == 1 else total / len(networks)
