@@ -45,11 +45,13 @@ demo: install
 	$(BIN)/snakemake --cores $(CORES)
 
 # Test workers (pytest-xdist): most of the suite waits on subprocesses (Snakemake, training
-# jobs, SLURM), so 3 workers fit 2 cores; each test file stays on one worker (tests/conftest.py).
+# jobs), so 3 workers fit 2 cores; each test file stays on one worker (tests/conftest.py). The
+# SLURM tests (marker cluster) run afterwards on their own: they time jobs against walltimes.
 TEST_JOBS ?= 3
 
 test: install
-	$(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist loadgroup
+	$(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist loadgroup -m "not cluster"
+	$(BIN)/python -m pytest -q -m cluster
 
 # The edit-test loop: everything but the end-to-end runs (marker slow) and the SLURM tests
 # (marker cluster); a few minutes instead of make test's quarter of an hour. Not a replacement.

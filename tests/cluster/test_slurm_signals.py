@@ -190,7 +190,7 @@ def runs(cluster, prepared_workdir, epoch_seconds, tmp_path_factory) -> Runs:
 
         cluster.wait_for(
             hit_when_ready,
-            180,
+            360,  # 2-3 min on a quiet 2-core node; twice that when another process loads it
             "folds 0 and 1 to train (to signal and to kill them)",
             alive=run.alive,
             details=lambda: f"squeue:\n{cluster.table(workdir)}\nsnakemake:\n{run.tail()}",

@@ -170,7 +170,10 @@ def test_the_gpu_install_line_gives_pip_its_options_as_arguments(checkout, user_
 def test_make_test_and_install_slurm_run_what_they_say(checkout, user_env) -> None:
     assert make_installs(TEST, checkout, user_env) == [], "venv out of date: run make install"
     planned = run(with_flags(TEST, "-n"), checkout, user_env).stdout.splitlines()
-    assert planned[-1] == ".venv/bin/python -m pytest -q -n 3 --dist loadgroup"
+    assert planned[-2:] == [
+        '.venv/bin/python -m pytest -q -n 3 --dist loadgroup -m "not cluster"',
+        ".venv/bin/python -m pytest -q -m cluster",
+    ]
     slurm = make_installs(INSTALL_SLURM, checkout, user_env)
     assert slurm[-1] == '.venv/bin/pip install -q -e ".[slurm,dev]"'
 
