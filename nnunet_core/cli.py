@@ -55,6 +55,22 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "evaluate-simple": ("evaluate_simple", "evaluate given labels, no dataset.json (-l 1 2)"),
     "train": ("train", "train one fold, then predict and evaluate its validation cases"),
     "predict": ("predict", "predict raw images with a trained model (folds averaged, TTA)"),
+    "predict-from-modelfolder": (
+        "predict_from_modelfolder",
+        "predict with a model folder -m (nnUNetv2_predict_from_modelfolder)",
+    ),
+    "export-model-to-zip": (
+        "export_model_to_zip",
+        "zip trained models in upstream's layout (nnUNetv2_export_model_to_zip)",
+    ),
+    "install-pretrained-model-from-zip": (
+        "install_pretrained_model_from_zip",
+        "unpack a model zip into the results root (nnUNetv2_install_pretrained_model_from_zip)",
+    ),
+    "move-plans-between-datasets": (
+        "move_plans_between_datasets",
+        "copy a dataset's plans for another dataset (nnUNetv2_move_plans_between_datasets)",
+    ),
     "report": ("report", "write results/D/report: figures, tables and report.md"),
 }
 

@@ -39,6 +39,15 @@ INFERENCE_INSTRUCTIONS_TXT = "inference_instructions.txt"
 CHECKPOINT_FINAL = "checkpoint_final.pth"
 CHECKPOINT_LATEST = "checkpoint_latest.pth"
 CHECKPOINT_BEST = "checkpoint_best.pth"
+# A fold's other files that upstream's model export takes along when they exist.
+PROGRESS_PNG = "progress.png"
+DEBUG_JSON = "debug.json"
+NETWORK_ARCHITECTURE_PDF = "network_architecture.pdf"
+# Upstream's pickled postprocessing (we never write or read one; an export copies it as bytes).
+POSTPROCESSING_PKL = "postprocessing.pkl"
+# The name upstream's export looks for next to inference_information.json (its selection writes
+# inference_instructions.txt instead, so upstream's archives never hold this file).
+INFERENCE_INFORMATION_TXT = "inference_information.txt"
 VALIDATION_FOLDER = "validation"
 ENSEMBLES_FOLDER = "ensembles"
 REPORT_FOLDER = "report"

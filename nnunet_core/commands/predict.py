@@ -28,8 +28,7 @@ ARGS_JSON = "predict_from_raw_data_args.json"
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("-i", dest="input", required=True, help="folder with CASE_XXXX images")
-    parser.add_argument("-o", dest="output", required=True, help="folder for the predictions")
+    add_io_flags(parser)
     parser.add_argument("-d", "--dataset", help="dataset id (900) or name (Dataset900_Synth)")
     parser.add_argument("-c", dest="configuration", help="e.g. 3d_fullres (with -d)")
     parser.add_argument(
@@ -39,6 +38,17 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("-p", dest="plans", default=DEFAULT_PLANS_NAME, help="plans name")
     parser.add_argument("-tr", dest="trainer", default=DEFAULT_TRAINER, help="trainer name")
+    add_prediction_flags(parser)
+    add_root_flags(parser)
+
+
+def add_io_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-i", dest="input", required=True, help="folder with CASE_XXXX images")
+    parser.add_argument("-o", dest="output", required=True, help="folder for the predictions")
+
+
+def add_prediction_flags(parser: argparse.ArgumentParser) -> None:
+    """Everything after the model's name (also predict-from-modelfolder's flags)."""
     parser.add_argument(
         "-f", dest="folds", nargs="+", default=["0", "1", "2", "3", "4"], help="folds or 'all'"
     )
@@ -83,7 +93,6 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         help="accepted: the sliding-window sums move to the CPU by themselves when the device "
         "runs out of memory",
     )
-    add_root_flags(parser)
 
 
 def resolve_device(name: str | None) -> str:
