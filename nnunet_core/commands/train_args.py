@@ -30,10 +30,19 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         help=f"trainer: {', '.join(known_trainer_names())}",
     )
     parser.add_argument("-p", dest="plans", default=DEFAULT_PLANS_NAME, help="plans name")
-    parser.add_argument("-pretrained_weights", help="checkpoint to initialise the network from")
+    parser.add_argument(
+        "-pretrained_weights",
+        help="checkpoint to initialise the network from (every tensor but the segmentation "
+        "heads must fit); with --c only when the fold has no checkpoint of its own yet",
+    )
     parser.add_argument("-num_gpus", type=int, default=1, help="GPUs (processes) for this fold")
     parser.add_argument("--npz", action="store_true", help="save validation probabilities (.npz)")
-    parser.add_argument("--c", action="store_true", help="continue from the last checkpoint")
+    parser.add_argument(
+        "--c",
+        action="store_true",
+        help="continue from the fold's newest checkpoint (final, latest, best); without one "
+        "start from -pretrained_weights if given, else fresh",
+    )
     parser.add_argument("--val", action="store_true", help="only run the final validation")
     parser.add_argument("--val_best", action="store_true", help="validate checkpoint_best")
     parser.add_argument("--disable_checkpointing", action="store_true", help="write no checkpoints")
@@ -77,10 +86,12 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def check_flags(args: argparse.Namespace) -> None:
-    """Upstream's forbidden combinations, as one-line errors."""
-    if args.c and args.pretrained_weights:
-        msg = "--c and -pretrained_weights exclude each other (a continued run has its weights)"
-        raise ConfigurationError(msg)
+    """Upstream's forbidden combinations, as one-line errors.
+
+    Unlike upstream, ``--c`` and ``-pretrained_weights`` go together: the fold's own checkpoint
+    when it has one, else the pretrained weights, so a workflow passes both to every attempt and
+    only the first starts from the pretrained file.
+    """
     if args.c and args.val:
         msg = "--c and --val exclude each other (--val only validates a finished training)"
         raise ConfigurationError(msg)

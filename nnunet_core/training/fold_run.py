@@ -9,7 +9,8 @@ on is here, in this order, one short function per step (``run_fold``):
 2. determinism (``--deterministic``), then the fold lock (main process only, never for ``--val``);
 3. the trainer; ``--val``/``--val_best`` only validates ``checkpoint_final`` and returns;
 4. model files next to the folds, stale temporaries removed;
-5. start weights: ``--c`` continues from the newest checkpoint, or ``-pretrained_weights``;
+5. start weights: ``--c`` continues from the newest checkpoint; ``-pretrained_weights`` when
+   there is none (or without ``--c``);
 6. a provenance attempt opens; the stop conditions (signal flag, deadline) are armed;
 7. fit; a stopped fit reports and keeps ``checkpoint_latest`` (``--c`` continues there);
    a finished one validates, removes ``checkpoint_latest`` and the lock file;
@@ -93,8 +94,8 @@ def run_fold(request: FoldRequest) -> int:
             validate_final(trainer, request.flags)
             return 0
         prepare_folder(request, setup)
-        load_start_weights(trainer, request.flags)
-        train_and_finish(trainer, request, lock)
+        start_weights = load_start_weights(trainer, request.flags)
+        train_and_finish(trainer, request, lock, start_weights)
     except Exception as exc:
         refused = refused_write_error(exc, setup.output_folder, request.flags)
         if refused is None:
@@ -193,27 +194,53 @@ def prepare_folder(request: FoldRequest, setup: FoldSetup) -> None:
     ckpt.remove_stale_temporaries(setup.output_folder)
 
 
-def load_start_weights(trainer: Trainer, flags: FoldFlags) -> None:
-    """``--c``: the newest checkpoint (or a fresh start with a warning); else pretrained weights."""
+def load_start_weights(trainer: Trainer, flags: FoldFlags) -> dict[str, Any]:
+    """The weights this attempt starts from; returns provenance's ``start_weights`` record.
+
+    ``--c``: the fold's newest checkpoint (final, latest, best); a fold without one starts from
+    ``-pretrained_weights`` when given, else fresh. So the workflow passes both to every attempt:
+    the first starts from the pretrained file, every retry and rerun from the fold's own
+    checkpoint. Without ``--c``: the pretrained weights, else fresh.
+    """
     folder = trainer.setup.output_folder
     if flags.resume:
         found = ckpt.find_resume_checkpoint(folder)
         if found is not None:
-            trainer.load_checkpoint(found)
-        else:
+            trainer.load_checkpoint(found)  # logs "continuing from ... at epoch ..."
+            if flags.pretrained_weights:
+                trainer.log(
+                    f"the fold has its own checkpoint ({found.name}): -pretrained_weights "
+                    f"{flags.pretrained_weights} not loaded"
+                )
+            return provenance.continued_start(found, trainer.current_epoch)
+        if not flags.pretrained_weights:
             trainer.log(f"no checkpoint in {folder} to continue from; starting fresh")
-    elif flags.pretrained_weights:
-        skipped = ckpt.load_pretrained_weights(trainer.network, flags.pretrained_weights)
-        not_loaded = ", ".join(skipped) or "nothing"
+            return dict(provenance.FRESH_START)
         trainer.log(
-            f"loaded pretrained weights from {flags.pretrained_weights}; not loaded "
-            f"(upstream's rule: the segmentation heads start fresh): {not_loaded}"
+            f"no checkpoint in {folder} to continue from; starting from the pretrained weights"
         )
+    elif not flags.pretrained_weights:
+        return dict(provenance.FRESH_START)
+    skipped = ckpt.load_pretrained_weights(trainer.network, flags.pretrained_weights)
+    not_loaded = ", ".join(skipped) or "nothing"
+    trainer.log(
+        f"loaded pretrained weights from {flags.pretrained_weights}; not loaded "
+        f"(upstream's rule: the segmentation heads start fresh): {not_loaded}"
+    )
+    if not trainer.topology.is_main:  # only rank 0 writes provenance: no checksum to compute
+        return {}
+    return provenance.pretrained_start(flags.pretrained_weights, skipped)
 
 
-def train_and_finish(trainer: Trainer, request: FoldRequest, lock: FoldLock | None) -> None:
-    """One provenance attempt around fit and, when the fit finished, validation and clean-up;
-    the validation summary is written last (see ``write_summary``)."""
+def train_and_finish(
+    trainer: Trainer,
+    request: FoldRequest,
+    lock: FoldLock | None,
+    start_weights: dict[str, Any] | None = None,
+) -> None:
+    """One provenance attempt (recording ``start_weights``, what ``load_start_weights`` loaded)
+    around fit and, when the fit finished, validation and clean-up; the validation summary is
+    written last (see ``write_summary``)."""
     path = trainer.setup.output_folder / provenance.PROVENANCE_JSON
     main = request.topology.is_main
     if main:
@@ -224,6 +251,7 @@ def train_and_finish(trainer: Trainer, request: FoldRequest, lock: FoldLock | No
             request.settings.seed,
             request.device,
             trainer.current_epoch,
+            start_weights,
         )
     status = FAILED
     failing = True  # until the fit (and, once finished, validation) returned

@@ -4,7 +4,9 @@
 (if it is a checkout), the run's settings, a hash of the plans, the seed, and one entry per
 attempt (host, device, start/end, the epoch it started from, how it ended: finished, stopped,
 failed, or killed when it died without a word): a training continued after a walltime stop shows
-every job that contributed.
+every job that contributed. Each attempt also says what its weights started from
+(``start_weights``): the fold's own checkpoint it continued from, pretrained weights (their file,
+sha256 and the keys not loaded), or a fresh initialisation; a fine-tuned model names its origin.
 """
 
 from __future__ import annotations
@@ -75,6 +77,35 @@ def plans_sha256(plans: dict[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def file_sha256(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
+    """Hex sha256 of a file's bytes, read in chunks (checkpoints can be gigabytes)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while block := handle.read(chunk):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def continued_start(checkpoint: str | os.PathLike, epoch: int) -> dict[str, Any]:
+    """``start_weights`` of an attempt that continued from the fold's own checkpoint."""
+    return {"from": "checkpoint", "path": str(Path(checkpoint).resolve()), "epoch": epoch}
+
+
+def pretrained_start(weights: str | os.PathLike, not_loaded: list[str]) -> dict[str, Any]:
+    """``start_weights`` of an attempt that started from pretrained weights: the file (absolute),
+    its sha256 (the path alone does not say which weights it held) and what it did not load."""
+    path = Path(weights).resolve()
+    return {
+        "from": "pretrained",
+        "path": str(path),
+        "sha256": file_sha256(path),
+        "not_loaded": list(not_loaded),
+    }
+
+
+FRESH_START: dict[str, Any] = {"from": "fresh"}
+
+
 def device_description(device: torch.device) -> dict[str, Any]:
     info: dict[str, Any] = {"type": device.type, "name": str(device)}
     if device.type == "cuda" and torch.cuda.is_available():
@@ -93,8 +124,12 @@ def start_attempt(
     seed: int,
     device: torch.device,
     start_epoch: int,
+    start_weights: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Write (or extend) ``provenance.json`` with a new attempt; returns the record."""
+    """Write (or extend) ``provenance.json`` with a new attempt; returns the record.
+
+    ``start_weights``: what the attempt's weights came from (``continued_start``,
+    ``pretrained_start``, ``FRESH_START``); None records a fresh start."""
     path = Path(path)
     record = read_json(path) if path.is_file() else {}
     attempts = list(record.get("attempts", []))
@@ -113,6 +148,7 @@ def start_attempt(
             "start": now_iso(),
             "end": None,
             "start_epoch": start_epoch,
+            "start_weights": dict(start_weights or FRESH_START),
             "end_epoch": None,
             "status": "running",
         }

@@ -236,7 +236,6 @@ def test_a_fold_beyond_the_splits_gets_a_seeded_80_20_split(
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
-        ({"c": True, "pretrained_weights": "x.pth"}, "--c and -pretrained_weights"),
         ({"c": True, "val": True}, "--c and --val"),
         ({"val_best": True, "disable_checkpointing": True}, "--val_best needs checkpoint_best"),
         ({"num_gpus": 0}, "-num_gpus must be >= 1"),

@@ -1,0 +1,105 @@
+"""``nnunet-core train --c -pretrained_weights P`` through the real CLI, single process and DDP
+(``-num_gpus 2``, gloo on the CPU): a fresh fold starts from P (log line, provenance names P and
+its sha256); stopped by its deadline after epoch 0 and run again with the same command, it
+continues from its own checkpoint_latest, not from P.
+
+The tiny preprocessed dataset is conftest's ``env``; P is fold 0 trained for one epoch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+from training_helpers import CONFIG, MODEL, check, cli
+
+from nnunet_core.training import checkpoint as ckpt
+
+pytestmark = pytest.mark.slow
+
+SHORT = ["-device", "cpu", "--iterations", "2", "--val-iterations", "1", "--num-workers", "0"]
+# now + epoch + margin > deadline after the first epoch: a stop after epoch 0, whatever the speed
+STOP_AFTER_FIRST_EPOCH = ["--deadline", "3600", "--stop-margin", "1e7"]
+
+
+def fold_folder(env: dict[str, str], fold: int | str) -> Path:
+    return Path(env["nnUNet_results"]) / "Dataset900_Synth" / MODEL / f"fold_{fold}"
+
+
+def log_of(folder: Path) -> str:
+    return "".join(p.read_text() for p in sorted(folder.glob("training_log_*.txt")))
+
+
+@pytest.fixture(scope="module")
+def pretrained(env) -> Path:
+    """Fold 0 trained for one epoch: the weights the other folds start from."""
+    check(cli(env, "train", "900", CONFIG, "0", *SHORT, "--epochs", "1"))
+    return fold_folder(env, 0) / ckpt.FINAL
+
+
+@pytest.mark.parametrize(("fold", "gpus"), [(1, []), (2, ["-num_gpus", "2"])], ids=["one", "ddp"])
+def test_c_with_pretrained_weights_starts_from_them_once_then_continues(
+    env, pretrained: Path, fold: int, gpus: list[str]
+) -> None:
+    folder = fold_folder(env, fold)
+    command = ["train", "900", CONFIG, str(fold), *gpus, *SHORT, "--epochs", "2", "--c"]
+    command += ["-pretrained_weights", str(pretrained)]
+    first = check(cli(env, *command, *STOP_AFTER_FIRST_EPOCH))
+    assert "stopped at epoch 0 by deadline" in first.stdout
+    log = log_of(folder)
+    assert f"no checkpoint in {folder} to continue from; starting from the pretrained" in log
+    loaded = f"loaded pretrained weights from {pretrained}; not loaded (upstream's rule"
+    assert f"{loaded}: the segmentation heads start fresh): decoder.heads.0.weight, " in log
+    assert log.count("loaded pretrained weights from") == 1  # DDP: rank 0 alone logs
+
+    check(cli(env, *command))  # the same command again: the fold's own checkpoint wins
+    log = log_of(folder)
+    assert f"continuing from {folder / ckpt.LATEST} at epoch 1" in log
+    assert (
+        f"the fold has its own checkpoint (checkpoint_latest.pth): -pretrained_weights "
+        f"{pretrained} not loaded"
+    ) in log
+    assert log.count("loaded pretrained weights from") == 1
+    assert (folder / ckpt.FINAL).is_file() and (folder / "validation" / "summary.json").is_file()
+
+    attempts = json.loads((folder / "provenance.json").read_text())["attempts"]
+    assert [(a["status"], a["start_epoch"]) for a in attempts] == [("stopped", 0), ("finished", 1)]
+    start = attempts[0]["start_weights"]
+    assert {k: v for k, v in start.items() if k != "not_loaded"} == {
+        "from": "pretrained",
+        "path": str(pretrained.resolve()),
+        "sha256": hashlib.sha256(pretrained.read_bytes()).hexdigest(),
+    }
+    assert start["not_loaded"] and all(".heads." in key for key in start["not_loaded"])
+    assert f"fresh): {', '.join(start['not_loaded'])}\n" in log  # what the log line says
+    assert attempts[1]["start_weights"] == {
+        "from": "checkpoint",
+        "path": str((folder / ckpt.LATEST).resolve()),
+        "epoch": 1,
+    }
+
+
+def test_without_c_pretrained_weights_are_recorded_and_a_plain_start_is_fresh(
+    env, pretrained: Path
+) -> None:
+    folder = fold_folder(env, 3)
+    check(
+        cli(
+            env,
+            "train",
+            "900",
+            CONFIG,
+            "3",
+            *SHORT,
+            "--epochs",
+            "1",
+            "-pretrained_weights",
+            str(pretrained),
+        )
+    )
+    start = json.loads((folder / "provenance.json").read_text())["attempts"][0]["start_weights"]
+    assert (start["from"], start["path"]) == ("pretrained", str(pretrained.resolve()))
+    source = json.loads((pretrained.parent / "provenance.json").read_text())
+    assert source["attempts"][0]["start_weights"] == {"from": "fresh"}
