@@ -20,6 +20,7 @@ from nnunet_core.io.atomic import unwritable_reason
 from nnunet_core.planning.plans import is_trainable, resolve_configuration
 from nnunet_core.results_tree import PREDICTIONS_FOLDER
 from nnunet_core.training.trainer_variants import parse_trainer_name
+from nnunet_core.workflow_pretrained import resolve_pretrained_weights
 
 _INTEGER = re.compile(r"^[+-]?\d+$")
 _NULL_WORDS = frozenset({"null", "~", "none", ""})
@@ -180,6 +181,8 @@ def check_config(config: dict[str, Any], execution: Execution | None = None) -> 
             raise ConfigurationError(msg) from None
     if "folds" in training:
         check_folds(training["folds"], *fold_count(config))
+    # a missing file, a folder without the fold, a zip without the member: before any job
+    resolve_pretrained_weights(training.get("pretrained_weights"), config.get("work_dir", "work"))
     nodes = training.get("nodes", 1)
     if nodes > 1 and execution is not None and execution.jobs_run_here:
         msg = (

@@ -2,8 +2,9 @@
 
 Results go to ``$nnUNet_results/D/<trainer>__<plans>__<configuration>/fold_<k>/``. With ``--c``
 training continues from checkpoint_final, else checkpoint_latest, else checkpoint_best, else it
-starts from ``-pretrained_weights`` when given, else fresh (with a warning). After training the fold's validation cases are predicted into
-``validation/`` with ``summary.json``; ``--val`` only redoes that from ``checkpoint_final.pth``.
+starts from ``-pretrained_weights`` when given, else fresh (with a warning). After training the
+fold's validation cases are predicted into ``validation/`` with ``summary.json``; ``--val`` only
+redoes that from ``checkpoint_final.pth``.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 # CLI flags: the command-line flags and launchers of the `nnunet-core` commands, built from
 # config. Included by common.smk.
 import json
+import shlex
 
 from nnunet_core.cluster import launch
 
@@ -64,6 +65,15 @@ def training_options():
     if options.get("gpu_lock_dir"):
         flags.append(f"--gpu-lock-dir {options['gpu_lock_dir']}")
     return " ".join(flags)
+
+
+def pretrained_weights_flag():
+    """` -pretrained_weights FILE` (training.pretrained_weights), or nothing. Beside `--c` it
+    applies only while a fold has no checkpoint of its own: the first attempt starts from it,
+    every retry and rerun continues from the fold's checkpoint."""
+    if PRETRAINED is None:
+        return ""
+    return f" -pretrained_weights {shlex.quote(str(PRETRAINED.checkpoint))}"
 
 
 def training_launcher(wildcards, resources, threads):

@@ -5,6 +5,7 @@
 # "{first}" and "{second}" pass through them as wildcards).
 from nnunet_core import paths, results_tree
 from nnunet_core.planning.planner import get_preset
+from nnunet_core.workflow_pretrained import resolve_pretrained_weights
 
 WORK = Path(config["work_dir"])
 DATASET = paths.dataset_folder_name(config["dataset"]["id"], config["dataset"]["name"])
@@ -57,6 +58,10 @@ CONFIGURATION_PREDICTIONS = results_tree.configuration_predictions_dir(
 ENSEMBLE_PREDICTIONS = PREDICTIONS / results_tree.ENSEMBLE_PREDICTIONS_FOLDER
 FINAL_PREDICTIONS = PREDICTIONS / results_tree.FINAL_PREDICTIONS_FOLDER
 TEST_SUMMARY = PREDICTIONS / results_tree.TEST_SUMMARY_JSON
+# training.pretrained_weights: the checkpoint every fold's first attempt starts from (None:
+# fresh); from a model zip it is extracted into work_dir/pretrained (rule
+# extract_pretrained_weights). Checked by common.smk's check_config before this line.
+PRETRAINED = resolve_pretrained_weights(config["training"]["pretrained_weights"], WORK)
 
 
 wildcard_constraints:

@@ -1,6 +1,27 @@
 # Fold training: one job per (configuration, fold). Only checkpoint_final.pth and the validation
 # summary are declared outputs: Snakemake deletes declared outputs before a job and after a
 # failure, and checkpoint_latest.pth must survive so that the retry continues with --c.
+# training.pretrained_weights (fine-tuning) is an input: `--c -pretrained_weights FILE` starts a
+# fold from it only while the fold has no checkpoint of its own.
+
+
+# A model zip's checkpoint, extracted once into work_dir/pretrained (written aside, renamed).
+if PRETRAINED is not None and PRETRAINED.archive is not None:
+
+    rule extract_pretrained_weights:
+        input:
+            PRETRAINED.archive,
+        output:
+            PRETRAINED.checkpoint,
+        log:
+            LOGS / "extract_pretrained_weights.log",
+        localrule: True
+        params:
+            python=sys.executable,
+            member=PRETRAINED.member,
+        shell:
+            "{params.python:q} -m nnunet_core.workflow_pretrained {input:q} {params.member:q} "
+            "{output:q} > {log:q} 2>&1"
 
 
 rule train:
@@ -8,6 +29,7 @@ rule train:
         plans=PLANS,
         splits=SPLITS,
         data=preprocessed_data_of_configuration,
+        pretrained=[] if PRETRAINED is None else [PRETRAINED.checkpoint],
     output:
         final=FINAL_CHECKPOINT,
         summary=FOLD_SUMMARY,
@@ -25,12 +47,13 @@ rule train:
         dataset=DATASET,
         roots=ROOT_FLAGS,
         options=training_options(),
+        pretrained=pretrained_weights_flag(),
         launcher=training_launcher,
         guard=launch.multi_node_guard(config["training"]["nodes"]),
         stopped=stop_signal.EXIT_STOPPED,
     shell:
         "{params.guard}OMP_NUM_THREADS={threads} {params.launcher} {params.dataset} {wildcards.configuration} {wildcards.fold} "
-        "{params.options} --c {params.roots} >> {log} 2>&1\n"
+        "{params.options} --c{params.pretrained} {params.roots} >> {log} 2>&1\n"
         # A stop before the walltime exits 0 without checkpoint_final.pth: fail, so that
         # `retries:` starts the next attempt, which continues with --c.
         "if [ ! -f {output.final} ]; then\n"
