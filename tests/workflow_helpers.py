@@ -80,3 +80,34 @@ def job_counts(output: str) -> dict[str, int]:
             if match.group(1) != "total":
                 counts[match.group(1)] = int(match.group(2))
     return counts
+
+
+def processes() -> dict[int, tuple[int, list[str]]]:
+    """pid -> (parent pid, argv) of every process we can read (Linux: /proc)."""
+    table = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        table[int(entry.name)] = (ppid, [a.decode() for a in argv if a])
+    return table
+
+
+def trainer_of_fold(dataset: str, fold: str, root: int) -> int | None:
+    """The pid of ``nnunet-core train <dataset> <configuration> <fold>`` below ``root``."""
+    table = processes()
+    for pid, (_, argv) in table.items():
+        if "train" in argv and dataset in argv:
+            i = argv.index(dataset)
+            if argv[i + 2 : i + 3] == [fold] and "nnunet-core" in " ".join(argv[:2]):
+                ancestor = pid
+                while ancestor > 1 and ancestor != root:
+                    ancestor = table.get(ancestor, (1, []))[0]
+                if ancestor == root:
+                    return pid
+    return None

@@ -11,7 +11,6 @@ Without it: ``predict-from-modelfolder`` predicts upstream's tiny model
 from __future__ import annotations
 
 import os
-import subprocess
 import zipfile
 from pathlib import Path
 
@@ -19,11 +18,11 @@ import numpy as np
 import pytest
 import SimpleITK as sitk
 from model_sharing_helpers import DATASET, UPSTREAM_LAYOUT, files_under, make_results, members
+from peer_helpers import PEER_BIN, upstream
 from training_helpers import check, cli
 
 pytestmark = pytest.mark.slow
 
-PEER_BIN = Path.home() / ".cache" / "nnunet-peer" / "venv" / "bin"
 HAS_PEER = (PEER_BIN / "nnUNetv2_install_pretrained_model_from_zip").exists()
 UPSTREAM = Path(__file__).resolve().parents[1] / "data" / "upstream_model"
 EXPORTS = {
@@ -44,17 +43,6 @@ def roots(root: Path, results: Path) -> dict[str, str]:
         "nnUNet_preprocessed": str(root / "preprocessed"),
         "nnUNet_results": str(results),
     }
-
-
-def upstream(env: dict[str, str], command: str, *args: str) -> None:
-    """An upstream CLI of the peer venv, run as a user would (its own PATH first)."""
-    peer_env = {**env, "PATH": f"{PEER_BIN}:{env.get('PATH', '')}", "nnUNet_compile": "false"}
-    peer_env.pop("VIRTUAL_ENV", None)
-    result = subprocess.run(
-        [str(PEER_BIN / command), *args], env=peer_env, capture_output=True, text=True
-    )
-    if result.returncode != 0:
-        pytest.fail(f"{command} failed ({result.returncode}):\n{result.stderr[-3000:]}")
 
 
 @pytest.mark.skipif(not HAS_PEER, reason="no peer venv (upstream nnU-Net) here")

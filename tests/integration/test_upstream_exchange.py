@@ -15,13 +15,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import zipfile
 from pathlib import Path
 
 import numpy as np
 import pytest
 import SimpleITK as sitk
+from peer_helpers import PEER_BIN, upstream
 from training_helpers import CONFIG, DATASET, MODEL, check, cli
 
 pytestmark = pytest.mark.slow
@@ -31,7 +31,6 @@ FACTS = json.loads((UPSTREAM / "facts.json").read_text())
 UPSTREAM_MODEL = (
     f"{FACTS['dataset_name']}/{FACTS['trainer']}__{FACTS['plans']}__{FACTS['configuration']}"
 )
-PEER_BIN = Path.home() / ".cache" / "nnunet-peer" / "venv" / "bin"
 ARGMAX_AGREEMENT = 0.999
 PROBABILITY_TOLERANCE = 1e-4
 
@@ -112,17 +111,6 @@ def our_model(env) -> dict[str, str]:
     args = [DATASET, CONFIG, "0", "--epochs", "8", "--iterations", "10", "--val-iterations", "2"]
     check(cli(env, "train", *args, "--num-workers", "0", "-device", "cpu"))
     return env
-
-
-def upstream(env: dict[str, str], command: str, *args: str) -> None:
-    """An upstream CLI of the peer venv, run as a user would (its own PATH first)."""
-    peer_env = {**env, "PATH": f"{PEER_BIN}:{env.get('PATH', '')}", "nnUNet_compile": "false"}
-    peer_env.pop("VIRTUAL_ENV", None)
-    result = subprocess.run(
-        [str(PEER_BIN / command), *args], env=peer_env, capture_output=True, text=True
-    )
-    if result.returncode != 0:
-        pytest.fail(f"{command} failed ({result.returncode}):\n{result.stderr[-3000:]}")
 
 
 @pytest.mark.skipif(not (PEER_BIN / "nnUNetv2_predict").exists(), reason="no peer venv here")

@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 import SimpleITK as sitk
 import yaml
-from workflow_helpers import REPO, snakemake, tiny_config
+from workflow_helpers import REPO, snakemake, tiny_config, trainer_of_fold
 
 from nnunet_core.io.atomic import read_json, write_json
 
@@ -54,29 +54,6 @@ def small_schedule(config: dict, **training) -> dict:
     config["planning"]["configurations"] = ["3d_fullres"]
     config["training"].update(val_iterations_per_epoch=1, **training)
     return config
-
-
-def trainer_of_fold(dataset: str, fold: str, root: int) -> int | None:
-    """The pid of ``nnunet-core train <dataset> <configuration> <fold>`` below ``root``."""
-    table = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            argv = [a.decode() for a in (entry / "cmdline").read_bytes().split(b"\0") if a]
-            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        table[int(entry.name)] = (ppid, argv)
-    for pid, (_, argv) in table.items():
-        if "train" in argv and dataset in argv and "nnunet-core" in " ".join(argv[:2]):
-            if argv[argv.index(dataset) + 2 : argv.index(dataset) + 3] == [fold]:
-                ancestor = pid
-                while ancestor > 1 and ancestor != root:
-                    ancestor = table.get(ancestor, (1, []))[0]
-                if ancestor == root:
-                    return pid
-    return None
 
 
 def fold_logs(fold_folder: Path) -> str:

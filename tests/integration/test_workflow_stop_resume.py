@@ -16,42 +16,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-from workflow_helpers import DATASET, REPO, tiny_config
+from workflow_helpers import DATASET, REPO, processes, tiny_config, trainer_of_fold
 
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc"),
 ]
-
-
-def processes() -> dict[int, tuple[int, list[str]]]:
-    """pid -> (parent pid, argv) of every process we can read."""
-    table = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        table[int(entry.name)] = (ppid, [a.decode() for a in argv if a])
-    return table
-
-
-def trainer_of_fold(fold: str, root: int) -> int | None:
-    table = processes()
-    for pid, (_, argv) in table.items():
-        if "train" in argv and DATASET in argv:
-            i = argv.index(DATASET)
-            if argv[i + 2 : i + 3] == [fold] and "nnunet-core" in " ".join(argv[:2]):
-                ancestor = pid
-                while ancestor > 1 and ancestor != root:
-                    ancestor = table.get(ancestor, (1, []))[0]
-                if ancestor == root:
-                    return pid
-    return None
 
 
 def test_usr1_stops_one_fold_and_the_retry_continues(tmp_path: Path) -> None:
@@ -80,7 +50,7 @@ def test_usr1_stops_one_fold_and_the_retry_continues(tmp_path: Path) -> None:
     end, trainer = time.time() + 240, None
     while time.time() < end and run.poll() is None:
         if log.is_file() and ": Epoch 1" in log.read_text():
-            trainer = trainer_of_fold("0", run.pid)
+            trainer = trainer_of_fold(DATASET, "0", run.pid)
             if trainer is not None:
                 break
         time.sleep(0.05)
