@@ -42,7 +42,7 @@ from nnunet_core.training import provenance
 from nnunet_core.training.distributed import SINGLE_PROCESS, Topology
 from nnunet_core.training.fold_lock import FoldLock
 from nnunet_core.training.fold_setup import FoldSetup, copy_model_files, prepare_fold
-from nnunet_core.training.stop_conditions import StopConditions, parse_deadline, slurm_end_time
+from nnunet_core.training.stop_conditions import StopConditions, job_end_time, parse_deadline
 from nnunet_core.training.trainer import STOPPED, Trainer, TrainerSettings
 
 FAILED = "failed"
@@ -327,8 +327,9 @@ def clean_up_finished(trainer: Trainer, lock: FoldLock | None) -> None:
 
 # ------------------------------------------------------------------- stopping and provenance
 def stop_conditions(flags: FoldFlags) -> StopConditions:
-    """The stop signal's flag and the deadline (``--deadline``, else the SLURM job's end time)."""
-    deadline = parse_deadline(flags.deadline) if flags.deadline else slurm_end_time()
+    """The stop signal's flag and the deadline (``--deadline``, else the SLURM or LSF job's end
+    time)."""
+    deadline = parse_deadline(flags.deadline) if flags.deadline else job_end_time()
     return StopConditions(deadline, flags.stop_margin)
 
 
