@@ -1,25 +1,42 @@
-"""Local GPU assignment with file locks: parallel fold jobs on a workstation get different GPUs.
+"""Local GPU assignment with file locks: parallel fold jobs on a workstation get their own GPU, or
+share one GPU k at a time (``training.folds_per_gpu``).
 
 Snakemake's ``gpu`` resource only counts; it never sets ``CUDA_VISIBLE_DEVICES``, so without help
 every local fold would run on GPU 0. When no scheduler has set ``CUDA_VISIBLE_DEVICES``, the
-training command takes N free slots here: one lock file per GPU (``gpu_<i>.lock``) in a lock
-folder, each held with an exclusive ``flock`` by an open file. The kernel releases a lock when its
-process ends in any way (SIGKILL included), so a stale lock file never blocks a GPU. It must run
-before CUDA starts in this process (``CUDA_VISIBLE_DEVICES`` is read once, at CUDA's start).
+training command takes slots here and sets ``CUDA_VISIBLE_DEVICES`` to their GPUs. Every lock is a
+``flock`` held by an open file; the kernel releases it when its process ends in any way (SIGKILL
+included), so a stale lock file never blocks a GPU. It must run before CUDA starts in this
+process (``CUDA_VISIBLE_DEVICES`` is read once, at CUDA's start).
+
+A job with folds_per_gpu k claims 1/k of each GPU it uses; the claims on a GPU never add up to
+more than one GPU, whatever k each job (or workflow) sharing the lock folder has:
+- k = 1: an exclusive flock on ``gpu_<i>.lock`` (as before folds could share, so older versions
+  sharing the folder stay correct);
+- k > 1: a shared flock on ``gpu_<i>.lock`` (no exclusive holder can come in, and none is there)
+  and an exclusive flock on one share file ``gpu_<i>.<j>.lock`` holding ``folds_per_gpu=k``, taken
+  under the folder's mutex ``gpu_slots.mutex`` after summing the claims of the held share files.
+So k jobs of k share one GPU and a (k+1)-th waits; a k = 1 job waits for a GPU no share holds;
+a k = 2 fold and two k = 4 folds fit on one GPU. GPUs with the least claimed go first, so folds
+spread over the GPUs before they stack.
 
 Lock folder: ``--gpu-lock-dir``, else ``$nnUNet_gpu_lock_dir``, else
 ``<tmp>/nnunet_core_gpu_locks``.
 GPU count: ``$nnUNet_num_gpus`` (also for tests), else the entries of
 ``/proc/driver/nvidia/gpus``; without GPUs nothing is done.
+Folds per GPU: ``$nnUNet_folds_per_gpu`` (the workflow sets it from ``training.folds_per_gpu``),
+else 1.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 import sys
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from fractions import Fraction
 from pathlib import Path
 from typing import IO
 
@@ -27,7 +44,10 @@ from nnunet_core.errors import ConfigurationError
 
 LOCK_DIR_ENV = "nnUNet_gpu_lock_dir"
 NUM_GPUS_ENV = "nnUNet_num_gpus"
+FOLDS_PER_GPU_ENV = "nnUNet_folds_per_gpu"
+MUTEX_NAME = "gpu_slots.mutex"
 NVIDIA_PROC = Path("/proc/driver/nvidia/gpus")
+_CLAIM = re.compile(r"folds_per_gpu=(\d+)")
 _HELD: list[IO[str]] = []  # open lock files of this process (released at exit by the kernel)
 
 
@@ -49,33 +69,111 @@ def count_gpus(environ: Mapping[str, str] | None = None) -> int:
         return 0
 
 
-def _try_lock(path: Path) -> IO[str] | None:
-    import fcntl
+def folds_per_gpu_of(environ: Mapping[str, str] | None = None) -> int:
+    """``$nnUNet_folds_per_gpu`` (1 when unset); a wrong value is one clear line."""
+    env = os.environ if environ is None else environ
+    text = env.get(FOLDS_PER_GPU_ENV, "").strip()
+    if not text:
+        return 1
+    if not text.isdigit() or int(text) < 1:
+        msg = f"{FOLDS_PER_GPU_ENV} must be an integer >= 1, got {text!r}"
+        raise ConfigurationError(msg)
+    return int(text)
 
-    handle = open(path, "a+")  # noqa: SIM115 - held open for as long as the slot is ours
+
+def gpu_lock_path(folder: Path, gpu: int) -> Path:
+    return folder / f"gpu_{gpu}.lock"
+
+
+def share_lock_path(folder: Path, gpu: int, index: int) -> Path:
+    return folder / f"gpu_{gpu}.{index}.lock"
+
+
+def _open(path: Path) -> IO[str]:
+    handle = open(path, "a+")  # noqa: SIM115 - held open for as long as the lock is ours
     try:
         os.chmod(path, 0o666)  # other users' jobs share the slots
     except OSError:
         pass
-    try:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        handle.close()
-        return None
-    handle.seek(0)
-    handle.truncate()
-    handle.write(f"{os.getpid()}\n")
-    handle.flush()
     return handle
 
 
-def try_acquire(count: int, lock_dir: Path, num_gpus: int) -> list[int] | None:
-    """Lock ``count`` free slots (lowest ids first) or none at all; returns their ids."""
-    lock_dir.mkdir(parents=True, exist_ok=True)
+def _flock(handle: IO[str], operation: int) -> bool:
+    """A non-blocking flock; False when another open file holds a conflicting one."""
+    import fcntl
+
+    try:
+        fcntl.flock(handle.fileno(), operation | fcntl.LOCK_NB)
+    except OSError:
+        return False
+    return True
+
+
+def _lock(path: Path, *, shared: bool = False) -> IO[str] | None:
+    import fcntl
+
+    handle = _open(path)
+    if _flock(handle, fcntl.LOCK_SH if shared else fcntl.LOCK_EX):
+        return handle
+    handle.close()
+    return None
+
+
+def _write_owner(handle: IO[str], folds_per_gpu: int) -> None:
+    handle.seek(0)
+    handle.truncate()
+    handle.write(f"pid={os.getpid()} folds_per_gpu={folds_per_gpu}\n")
+    handle.flush()
+
+
+@contextlib.contextmanager
+def _folder_mutex(folder: Path) -> Iterator[None]:
+    """Only one process at a time sums a GPU's claims and takes a share (milliseconds)."""
+    import fcntl
+
+    with _open(folder / MUTEX_NAME) as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        yield
+
+
+def _share_indices(folder: Path, gpu: int) -> list[int]:
+    pattern = re.compile(rf"gpu_{gpu}\.(\d+)\.lock")
+    found = (pattern.fullmatch(p.name) for p in folder.glob(f"gpu_{gpu}.*.lock"))
+    return sorted(int(m.group(1)) for m in found if m)
+
+
+def claimed(folder: Path, gpu: int) -> Fraction:
+    """The part of a GPU that holders of its share files claim (call under the mutex)."""
+    total = Fraction(0)
+    for index in _share_indices(folder, gpu):
+        path = share_lock_path(folder, gpu, index)
+        probe = _lock(path)
+        if probe is not None:  # free: nobody holds it
+            probe.close()
+            continue
+        match = _CLAIM.search(path.read_text())
+        total += Fraction(1, int(match.group(1))) if match else Fraction(1)  # unreadable: all
+    return total
+
+
+def _take_share(folder: Path, gpu: int, folds_per_gpu: int) -> list[IO[str]] | None:
+    """Shared lock on the GPU and a free share file; None while a k = 1 job holds the GPU."""
+    shared = _lock(gpu_lock_path(folder, gpu), shared=True)
+    if shared is None:
+        return None
+    index = 0
+    while (share := _lock(share_lock_path(folder, gpu, index))) is None:
+        index += 1
+    _write_owner(share, folds_per_gpu)
+    return [shared, share]
+
+
+def _try_exclusive(count: int, folder: Path, num_gpus: int) -> list[int] | None:
     taken: list[tuple[int, IO[str]]] = []
     for gpu in range(num_gpus):
-        handle = _try_lock(lock_dir / f"gpu_{gpu}.lock")
+        handle = _lock(gpu_lock_path(folder, gpu))
         if handle is not None:
+            _write_owner(handle, 1)
             taken.append((gpu, handle))
             if len(taken) == count:
                 _HELD.extend(h for _, h in taken)
@@ -85,9 +183,43 @@ def try_acquire(count: int, lock_dir: Path, num_gpus: int) -> list[int] | None:
     return None
 
 
+def _try_shared(count: int, folder: Path, num_gpus: int, folds_per_gpu: int) -> list[int] | None:
+    claim = Fraction(1, folds_per_gpu)
+    with _folder_mutex(folder):
+        loads = {gpu: claimed(folder, gpu) for gpu in range(num_gpus)}
+        taken: dict[int, list[IO[str]]] = {}
+        for gpu in sorted(loads, key=lambda g: (loads[g], g)):  # least claimed first
+            if loads[gpu] + claim > 1:
+                continue
+            handles = _take_share(folder, gpu, folds_per_gpu)
+            if handles is not None:
+                taken[gpu] = handles
+                if len(taken) == count:
+                    _HELD.extend(h for hs in taken.values() for h in hs)
+                    return sorted(taken)
+        for handles in taken.values():  # not enough room: give back what we took
+            for handle in handles:
+                handle.close()
+    return None
+
+
+def try_acquire(
+    count: int, lock_dir: Path, num_gpus: int, folds_per_gpu: int = 1
+) -> list[int] | None:
+    """Lock one slot on each of ``count`` GPUs, or nothing at all; returns the GPU ids."""
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    if folds_per_gpu == 1:
+        return _try_exclusive(count, lock_dir, num_gpus)
+    return _try_shared(count, lock_dir, num_gpus, folds_per_gpu)
+
+
 def release_all() -> None:
     while _HELD:
         _HELD.pop().close()
+
+
+def _sharing_note(folds_per_gpu: int) -> str:
+    return "" if folds_per_gpu == 1 else f"; {folds_per_gpu} folds per GPU"
 
 
 def acquire_gpus(
@@ -97,11 +229,13 @@ def acquire_gpus(
     environ: dict[str, str] | None = None,
     poll_seconds: float = 10.0,
     timeout: float | None = None,
+    folds_per_gpu: int | None = None,
 ) -> list[int] | None:
-    """Take ``count`` free GPU slots and set ``CUDA_VISIBLE_DEVICES``; None when not applicable.
+    """Take a slot on ``count`` GPUs and set ``CUDA_VISIBLE_DEVICES``; None when not applicable.
 
     Not applicable: ``CUDA_VISIBLE_DEVICES`` is already set (a scheduler or the user chose), or
-    the machine has no GPU. Waits, with a message, while fewer than ``count`` slots are free.
+    the machine has no GPU. Waits, with a message, while fewer than ``count`` GPUs have room.
+    ``folds_per_gpu``: None reads ``$nnUNet_folds_per_gpu``.
     """
     env = os.environ if environ is None else environ
     if "CUDA_VISIBLE_DEVICES" in env:
@@ -112,27 +246,61 @@ def acquire_gpus(
     if count > num_gpus:
         msg = f"{count} GPUs requested but this machine has {num_gpus}"
         raise ConfigurationError(msg)
+    sharing = folds_per_gpu_of(env) if folds_per_gpu is None else folds_per_gpu
     folder = Path(lock_dir) if lock_dir else default_lock_dir(env)
+    where = f"locks in {folder}{_sharing_note(sharing)}"
     start = time.monotonic()
     announced = False
     while True:
-        gpus = try_acquire(count, folder, num_gpus)
+        gpus = try_acquire(count, folder, num_gpus, sharing)
         if gpus is not None:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in gpus)
             print(
-                f"using GPU slot(s) {env['CUDA_VISIBLE_DEVICES']} (locks in {folder})",
+                f"using GPU slot(s) {env['CUDA_VISIBLE_DEVICES']} ({where})",
                 file=sys.stderr,
                 flush=True,
             )
             return gpus
         if timeout is not None and time.monotonic() - start > timeout:
-            msg = f"no {count} free GPU slot(s) of {num_gpus} in {folder} after {timeout:.0f} s"
+            msg = f"no {count} free GPU slot(s) of {num_gpus} ({where}) after {timeout:.0f} s"
             raise ConfigurationError(msg)
         if not announced:
             print(
-                f"waiting for {count} free GPU slot(s) of {num_gpus} (locks in {folder}) ...",
+                f"waiting for {count} free GPU slot(s) of {num_gpus} ({where}) ...",
                 file=sys.stderr,
                 flush=True,
             )
             announced = True
         time.sleep(poll_seconds)
+
+
+# ------------------------------------------------------------------ the workflow's side
+def folds_per_gpu_of_run(setting: int, *, cluster: bool, gpus_per_job: int) -> int:
+    """``training.folds_per_gpu`` where the slot locks apply (local GPU jobs), else 1.
+
+    Under a cluster executor the scheduler gives every job its own GPUs (``CUDA_VISIBLE_DEVICES``)
+    and the locks are not used; sharing a GPU there is the site's business (SLURM shards, MPS).
+    """
+    return 1 if cluster or gpus_per_job == 0 else int(setting)
+
+
+def cluster_notice(setting: int, *, cluster: bool) -> str | None:
+    """The one line telling that ``training.folds_per_gpu`` does not apply to cluster jobs."""
+    if not cluster or setting == 1:
+        return None
+    return (
+        f"note: training.folds_per_gpu {setting} applies to local runs only (the GPU slot locks); "
+        "under a cluster executor each fold job gets its own GPU(s) from the scheduler. To pack "
+        "folds on one GPU there, ask the site's GPU sharing (SLURM shards, MPS) in the profile."
+    )
+
+
+def slot_notice(requested_gpus: int, folds_per_gpu: int) -> str | None:
+    """The line explaining why Snakemake shows ``gpu`` k times what the user gave."""
+    if folds_per_gpu == 1 or requested_gpus == 0:
+        return None
+    return (
+        f"training.folds_per_gpu {folds_per_gpu}: --resources gpu={requested_gpus} counts "
+        f"{requested_gpus * folds_per_gpu} GPU slots; a fold job takes 1 slot per GPU (up to "
+        f"{folds_per_gpu} folds share a GPU), a prediction job {folds_per_gpu} (a whole GPU)"
+    )

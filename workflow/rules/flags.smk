@@ -2,12 +2,20 @@
 # config. Included by common.smk.
 import json
 import shlex
+import sys
 
-from nnunet_core.cluster import launch
+from nnunet_core import workflow_devices
+from nnunet_core.cluster import gpu_slots, launch
 
 FOLDS_ARGS = " ".join(str(f) for f in FOLDS)
 MODEL_FLAGS = f"-p {PLANS_NAME} -tr {TRAINER}"
 ROOT_FLAGS = f"--raw {RAW_ROOT} --preprocessed {PRE_ROOT} --results {RESULTS_ROOT}"
+# Cluster executor, or a job inside a cluster allocation (the same test as GPUS_PER_JOB's).
+ON_CLUSTER = workflow.remote_exec or workflow.non_local_exec or bool(workflow.nodes)
+# training.folds_per_gpu where the GPU slot locks apply (local GPU jobs), else 1.
+FOLDS_PER_GPU = gpu_slots.folds_per_gpu_of_run(
+    config["training"]["folds_per_gpu"], cluster=ON_CLUSTER, gpus_per_job=GPUS_PER_JOB
+)
 
 
 def synthetic_options():
@@ -91,6 +99,38 @@ def training_launcher(wildcards, resources, threads):
         rdzv_id=f"{DATASET}_{wildcards.configuration}_{wildcards.fold}",
         rdzv_endpoint=config["training"].get("rdzv_endpoint"),
     )
+
+
+def count_gpu_slots():
+    """With folds sharing GPUs, make Snakemake's `gpu` resource count slots, k per GPU.
+
+    Resources are integers, so a fold cannot ask for 1/k GPU: the user's `--resources gpu=K`
+    (K GPUs, as always) becomes K*k slots; a fold job asks for gpus_per_job slots (one on each
+    of its GPUs), a prediction job for whole GPUs (prediction_gpu_resource). Printed once.
+    """
+    requested = workflow_devices.requested_gpus(workflow.resource_settings.resources)
+    notices = [
+        gpu_slots.cluster_notice(config["training"]["folds_per_gpu"], cluster=ON_CLUSTER),
+        gpu_slots.slot_notice(requested, FOLDS_PER_GPU),
+    ]
+    if workflow.is_main_process:
+        for notice in filter(None, notices):
+            print(notice, file=sys.stderr)
+    if FOLDS_PER_GPU > 1 and requested > 0:
+        workflow.register_resource("gpu", requested * FOLDS_PER_GPU)
+
+
+def folds_per_gpu_variable():
+    """`nnUNet_folds_per_gpu=k ` before the train command when folds share GPUs (the slot locks
+    read it), else nothing."""
+    if FOLDS_PER_GPU == 1:
+        return ""
+    return f"{gpu_slots.FOLDS_PER_GPU_ENV}={FOLDS_PER_GPU} "
+
+
+def prediction_gpu_resource():
+    """A prediction job's `gpu`: whole GPUs, which are FOLDS_PER_GPU slots each."""
+    return GPUS_PER_JOB * FOLDS_PER_GPU
 
 
 def training_job_resources():

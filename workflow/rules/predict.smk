@@ -20,7 +20,7 @@ rule predict:
         LOGS / "predict_{configuration}.log",
     threads: config["training"]["threads"]
     resources:
-        gpu=GPUS_PER_JOB,
+        gpu=prediction_gpu_resource(),
     params:
         staging=staging_folder,
         dataset=DATASET,

@@ -3,6 +3,11 @@
 # failure, and checkpoint_latest.pth must survive so that the retry continues with --c.
 # training.pretrained_weights (fine-tuning) is an input: `--c -pretrained_weights FILE` starts a
 # fold from it only while the fold has no checkpoint of its own.
+# training.folds_per_gpu k (local runs): k folds share a GPU through the slot locks
+# (nnunet_core.cluster.gpu_slots), and `--resources gpu=K` counts K*k slots (count_gpu_slots).
+
+
+count_gpu_slots()
 
 
 # A model zip's checkpoint, extracted once into work_dir/pretrained (written aside, renamed).
@@ -51,8 +56,9 @@ rule train:
         launcher=training_launcher,
         guard=launch.multi_node_guard(config["training"]["nodes"]),
         stopped=stop_signal.EXIT_STOPPED,
+        sharing=folds_per_gpu_variable(),
     shell:
-        "{params.guard}OMP_NUM_THREADS={threads} {params.launcher} {params.dataset} {wildcards.configuration} {wildcards.fold} "
+        "{params.guard}{params.sharing}OMP_NUM_THREADS={threads} {params.launcher} {params.dataset} {wildcards.configuration} {wildcards.fold} "
         "{params.options} --c{params.pretrained} {params.roots} >> {log} 2>&1\n"
         # A stop before the walltime exits 0 without checkpoint_final.pth: fail, so that
         # `retries:` starts the next attempt, which continues with --c.
