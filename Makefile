@@ -6,7 +6,7 @@ CORES ?= 2
 # CPU build of torch; GPU users: see README ("GPU machines").
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: install install-slurm install-profile demo test test-fast lint format clean
+.PHONY: install install-slurm install-lsf install-profile demo test test-fast lint format clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,10 @@ install: $(INSTALLED)
 # The SLURM executor plugins (the [slurm] extra) in the same venv.
 install-slurm: install
 	$(BIN)/pip install -q -e ".[slurm,dev]"
+
+# The LSF executor plugin (the [lsf] extra) in the same venv.
+install-lsf: install
+	$(BIN)/pip install -q -e ".[lsf,dev]"
 
 # `snakemake --profile slurm` from anywhere: links profiles/slurm into Snakemake's user profile
 # folder ($XDG_CONFIG_HOME/snakemake, default ~/.config/snakemake). Refuses to replace a profile
