@@ -110,7 +110,9 @@ def count_gpu_slots():
     """
     requested = workflow_devices.requested_gpus(workflow.resource_settings.resources)
     notices = [
-        gpu_slots.cluster_notice(config["training"]["folds_per_gpu"], cluster=ON_CLUSTER),
+        gpu_slots.cluster_notice(
+            config["training"]["folds_per_gpu"], cluster=ON_CLUSTER
+        ),
         gpu_slots.slot_notice(requested, FOLDS_PER_GPU),
     ]
     if workflow.is_main_process:
