@@ -1,0 +1,309 @@
+#!/usr/bin/env python
+"""Segmentation quality of N seeds of ours against N runs of upstream, same data and schedule.
+
+    nice -n 10 python benchmarks/quality.py --peer ~/.cache/nnunet-peer/venv --seeds 3 \
+        --sets 2d 3d --epochs 10 5 --iterations 10 10 --work /tmp/quality --out quality.json
+
+Data: one synthetic raw dataset per set (``nnunet-core synthesize``; ``2d`` with ``--2d``), organ
+(1) and a small lesion (2), with held-out imagesTs/labelsTs, written once under ``--work/raw``.
+Both sides plan and preprocess that same raw folder with their own planner
+(``nnunet-core plan-and-preprocess``, ``nnUNetv2_plan_and_preprocess``); the plan fields that
+shape training (patch, batch, spacing, normalisation, network) must be equal, else it stops.
+
+Training, fold 0, on the CPU: ours ``nnunet-core train D C 0 --epochs E --iterations I
+--val-iterations V --seed S`` with S = 0..N-1. Upstream has no seed flag: each
+``nnUNetv2_train D C 0 -tr nnUNetTrainer_QualityEExIIvV -device cpu`` process draws its own
+torch and numpy seeds from the OS (torch 2.13 seeds its default generator per process, and
+batchgenerators seeds the augmentation workers from numpy's global state), so N processes are
+N independent runs: initialisation, sampling and augmentation all differ. The trainer class,
+nnUNetTrainer with only the schedule changed, is written into the peer venv's
+training/nnUNetTrainer/ folder at run time (as ../shared/peer/setup.sh installs PeerTiny).
+Both sides run as a user would: torch's default threads (all cores), ``$nnUNet_n_proc_DA``
+augmentation workers (``--da-workers``, the same for both), one run at a time, alternating
+(ours seed 0, upstream run 0, ours seed 1, ...), so that machine load hits both alike.
+
+Quality: the fold-0 model of each run predicts imagesTs (``nnunet-core predict -f 0`` /
+``nnUNetv2_predict -f 0``, default mirroring), and our ``nnunet-core evaluate`` scores both
+against labelsTs, so only the models differ. Per class: test Dice mean, sd (ddof=1) and min per
+side, and the first epoch at which the pseudo Dice (the ``Pseudo dice`` line both logs print)
+passes 0.5. Records are written to ``--out`` after each run; a rerun with the same ``--out``
+skips the runs already there (same set and schedule).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from quality_stats import format_table, learned_epochs, read_pseudo_dice, summarise  # noqa: E402
+
+DATASETS = {"2d": (951, "QualitySynth2d", "2d"), "3d": (952, "QualitySynth3d", "3d_fullres")}
+PLAN_FIELDS = (
+    "patch_size",
+    "batch_size",
+    "spacing",
+    "normalization_schemes",
+    "use_mask_for_norm",
+    "architecture",
+    "resampling_fn_data_kwargs",
+    "resampling_fn_seg_kwargs",
+)
+PEER_TRAINER = '''import torch
+from nnunetv2.training.nnUNetTrainer.nnUNetTrainer import nnUNetTrainer
+
+
+class {name}(nnUNetTrainer):
+    """nnUNetTrainer with the quality benchmark's schedule (written by benchmarks/quality.py)."""
+
+    def __init__(self, plans: dict, configuration: str, fold: int, dataset_json: dict,
+                 device: torch.device = torch.device("cuda")):
+        super().__init__(plans, configuration, fold, dataset_json, device)
+        self.num_epochs = {epochs}
+        self.num_iterations_per_epoch = {iterations}
+        self.num_val_iterations_per_epoch = {val_iterations}
+
+    def perform_actual_validation(self, save_probabilities: bool = False):
+        """Skipped: the benchmark scores the test set; this costs minutes on a loaded CPU."""
+        self.print_to_log_file("final validation skipped (benchmarks/quality.py)")
+'''
+
+
+def run(command: list[str], env: dict[str, str], log: Path) -> None:
+    """Run a step, its output to ``log``; stop with the log's tail when it fails."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "w", encoding="utf-8") as handle:
+        done = subprocess.run(command, env=env, stdout=handle, stderr=subprocess.STDOUT)
+    if done.returncode != 0:
+        tail = log.read_text(encoding="utf-8", errors="replace")[-3000:]
+        sys.exit(f"failed ({done.returncode}): {' '.join(command)}\n{tail}")
+
+
+def base_env(args: argparse.Namespace) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(nnUNet_n_proc_DA=str(args.da_workers), nnUNet_compile="false")
+    env["nnUNet_def_n_proc"] = str(args.processes)
+    env["nnUNet_raw"] = str(args.work / "raw")
+    return env
+
+
+def side_env(args: argparse.Namespace, side: str, results: Path) -> dict[str, str]:
+    """nnU-Net's environment for one side; upstream's venv first on PATH."""
+    env = base_env(args)
+    env["nnUNet_preprocessed"] = str(args.work / side / "preprocessed")
+    env["nnUNet_results"] = str(results)
+    if side == "upstream":
+        env["PATH"] = f"{args.peer / 'bin'}{os.pathsep}{env['PATH']}"
+    return env
+
+
+def ours_cli() -> list[str]:
+    return [sys.executable, "-m", "nnunet_core"]
+
+
+def synthesize(args: argparse.Namespace, kind: str) -> Path:
+    """The set's raw dataset, written once (the same arrays for the same flags)."""
+    number, name, _ = DATASETS[kind]
+    raw = args.work / "raw" / f"Dataset{number}_{name}"
+    if (raw / "dataset.json").is_file():
+        return raw
+    command = [*ours_cli(), "synthesize", "--output", str(raw), "--seed", "0", "--num-training",
+               str(args.num_training), "--num-test", str(args.num_test)]  # fmt: skip
+    if kind == "2d":
+        command.append("--2d")
+    run(command, base_env(args), args.work / "logs" / f"synthesize_{kind}.txt")
+    return raw
+
+
+def preprocess(args: argparse.Namespace, kind: str, side: str) -> dict[str, Any]:
+    """Plan and preprocess the set with the side's own planner (once); returns its plans."""
+    number, name, configuration = DATASETS[kind]
+    folder = args.work / side / "preprocessed" / f"Dataset{number}_{name}"
+    plans = folder / "nnUNetPlans.json"
+    if not plans.is_file() or not any(folder.glob("nnUNetPlans_*")):
+        if side == "ours":
+            command = [*ours_cli(), "plan-and-preprocess", "-d", str(number), "-c", configuration,
+                       "-np", "2", "--no-pbar"]  # fmt: skip
+        else:
+            command = [str(args.peer / "bin" / "nnUNetv2_plan_and_preprocess"), "-d",
+                       str(number), "-c", configuration, "-np", "2"]  # fmt: skip
+        env = side_env(args, side, args.work / side / "results")
+        run(command, env, args.work / "logs" / f"preprocess_{kind}_{side}.txt")
+    return json.loads(plans.read_text())
+
+
+def check_plans(kind: str, ours: dict[str, Any], upstream: dict[str, Any]) -> None:
+    """Same plans on both sides: the fields that shape training must be equal."""
+    configuration = DATASETS[kind][2]
+    mine, theirs = ours["configurations"][configuration], upstream["configurations"][configuration]
+    different = [f for f in PLAN_FIELDS if mine.get(f) != theirs.get(f)]
+    if ours.get("transpose_forward") != upstream.get("transpose_forward"):
+        different.append("transpose_forward")
+    if different:
+        details = "; ".join(f"{f}: ours {mine.get(f)} upstream {theirs.get(f)}" for f in different)
+        sys.exit(f"{kind}: the plans differ: {details}")
+    print(f"{kind}: plans equal ({', '.join(PLAN_FIELDS)}, transpose_forward)", flush=True)
+
+
+def peer_trainer(args: argparse.Namespace, schedule: dict[str, int]) -> str:
+    """Install upstream's trainer class for this schedule into the peer venv; its name."""
+    name = "nnUNetTrainer_Quality{epochs}x{iterations}v{val_iterations}".format(**schedule)
+    found = subprocess.run(
+        [str(args.peer / "bin" / "python"), "-c",
+         "import nnunetv2, os; print(os.path.dirname(nnunetv2.__file__))"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    folder = Path(found.stdout.strip()) / "training" / "nnUNetTrainer"
+    (folder / f"{name}.py").write_text(PEER_TRAINER.format(name=name, **schedule))
+    return name
+
+
+def fold_folder(results: Path, configuration: str) -> Path:
+    """The one trained fold_0 of a results root (trainer names differ per side)."""
+    found = sorted(results.glob(f"Dataset*/*__{configuration}/fold_0"))
+    if len(found) != 1:
+        sys.exit(f"expected one fold_0 for {configuration} under {results}, found {found}")
+    return found[0]
+
+
+def train_and_predict(args, kind, side, index, schedule, trainer) -> dict[str, Any]:
+    """One run: train fold 0, predict imagesTs, evaluate with our code; the run's record."""
+    number, _, configuration = DATASETS[kind]
+    run_dir = args.work / side / f"{kind}_{schedule_key(schedule)}_run{index}"
+    results = run_dir / "results"
+    env = side_env(args, side, results)
+    logs = args.work / "logs" / f"{kind}_{side}_{index}"
+    dataset = str(number)
+    if side == "ours":
+        train = [*ours_cli(), "train", dataset, configuration, "0", "-device", "cpu", "--epochs",
+                 str(schedule["epochs"]), "--iterations", str(schedule["iterations"]), "--seed",
+                 str(index), "--val-iterations", str(schedule["val_iterations"])]  # fmt: skip
+        predict = [*ours_cli(), "predict", "-d", dataset, "-c", configuration, "-f", "0",
+                   "-device", "cpu", "--disable_progress_bar"]  # fmt: skip
+    else:
+        train = [str(args.peer / "bin" / "nnUNetv2_train"), dataset, configuration, "0",
+                 "-tr", trainer, "-device", "cpu"]  # fmt: skip
+        predict = [str(args.peer / "bin" / "nnUNetv2_predict"), "-d", dataset, "-c",
+                   configuration, "-f", "0", "-tr", trainer, "-device", "cpu",
+                   "--disable_progress_bar"]  # fmt: skip
+    start = time.time()
+    run(train, env, logs.with_name(logs.name + "_train.txt"))
+    train_s = time.time() - start
+    raw = args.work / "raw" / f"Dataset{number}_{DATASETS[kind][1]}"
+    predictions = run_dir / "test_predictions"
+    processes = ["-npp", str(args.processes), "-nps", str(args.processes)]
+    run([*predict, *processes, "-i", str(raw / "imagesTs"), "-o", str(predictions)], env,
+        logs.with_name(logs.name + "_predict.txt"))  # fmt: skip
+    summary = run_dir / "test_summary.json"
+    run([*ours_cli(), "evaluate", str(raw / "labelsTs"), str(predictions), "-djfile",
+         str(raw / "dataset.json"), "-o", str(summary), "-np", "1"], env,
+        logs.with_name(logs.name + "_evaluate.txt"))  # fmt: skip
+    means = json.loads(summary.read_text())["mean"]
+    curve = read_pseudo_dice(fold_folder(results, configuration))
+    return {
+        "set": kind,
+        "side": side,
+        "run": index,
+        "schedule": schedule,
+        "test_dice": {label: values["Dice"] for label, values in means.items()},
+        "pseudo_dice": curve,
+        "learned": learned_epochs(curve),
+        "train_s": round(train_s, 1),
+        "folder": str(run_dir),
+    }
+
+
+def schedule_key(schedule: dict[str, int]) -> str:
+    return "{epochs}x{iterations}v{val_iterations}".format(**schedule)
+
+
+def schedules(args: argparse.Namespace) -> dict[str, dict[str, int]]:
+    """Each set's schedule: one value for all sets, or one per set in ``--sets`` order."""
+    out = {}
+    for position, kind in enumerate(args.sets):
+        out[kind] = {
+            key: getattr(args, key)[min(position, len(getattr(args, key)) - 1)]
+            for key in ("epochs", "iterations", "val_iterations")
+        }
+    return out
+
+
+def load_records(path: Path) -> list[dict[str, Any]]:
+    if path.is_file():
+        return json.loads(path.read_text()).get("runs", [])
+    return []
+
+
+def write_out(path: Path, records: list[dict[str, Any]], args, tables: dict) -> None:
+    content = {
+        "command": " ".join(sys.argv),
+        "da_workers": args.da_workers,
+        "runs": records,
+        "summary": tables,
+    }
+    path.write_text(json.dumps(content, indent=1))
+
+
+def report(records, kind, schedule, raw: Path) -> tuple[str, list[dict[str, Any]]]:
+    labels = json.loads((raw / "dataset.json").read_text())["labels"]
+    names = {str(v): k for k, v in labels.items() if int(v) != 0}
+    mine = [r for r in records if r["set"] == kind and r["schedule"] == schedule]
+    rows = summarise(mine, names)
+    title = f"set {kind}, {schedule_key(schedule)} (epochs x iterations, val iterations)"
+    return format_table(title, rows), rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--peer", type=Path, help="upstream's venv; without it only ours runs")
+    parser.add_argument("--seeds", type=int, default=3, help="runs per side and set")
+    parser.add_argument("--sets", nargs="+", choices=sorted(DATASETS), default=["2d", "3d"])
+    parser.add_argument("--epochs", type=int, nargs="+", default=[10], help="one, or per set")
+    parser.add_argument("--iterations", type=int, nargs="+", default=[10], help="per epoch")
+    parser.add_argument("--val-iterations", type=int, nargs="+", default=[5], help="per epoch")
+    parser.add_argument("--num-training", type=int, default=20, help="synthetic training cases")
+    parser.add_argument("--num-test", type=int, default=8, help="synthetic test cases")
+    parser.add_argument("--da-workers", type=int, default=2, help="$nnUNet_n_proc_DA, both sides")
+    parser.add_argument(
+        "--processes", type=int, default=2, help="$nnUNet_def_n_proc, -npp/-nps of predict"
+    )
+    parser.add_argument("--work", type=Path, required=True, help="data, models and logs")
+    parser.add_argument("--out", type=Path, default=Path("quality.json"))
+    args = parser.parse_args()
+    args.work = args.work.resolve()
+    args.peer = args.peer.expanduser().resolve() if args.peer else None
+    sides = ["ours", "upstream"] if args.peer else ["ours"]
+    records = load_records(args.out)
+    tables: dict[str, Any] = {}
+    for kind, schedule in schedules(args).items():
+        raw = synthesize(args, kind)
+        plans = {side: preprocess(args, kind, side) for side in sides}
+        if args.peer:
+            check_plans(kind, plans["ours"], plans["upstream"])
+        trainer = peer_trainer(args, schedule) if args.peer else ""
+        for index in range(args.seeds):
+            for side in sides:
+                done = [r for r in records if (r["set"], r["side"], r["run"]) == (kind, side, index)
+                        and r["schedule"] == schedule]  # fmt: skip
+                if done:
+                    continue
+                print(f"{kind} {side} run {index} ({schedule_key(schedule)}) ...", flush=True)
+                record = train_and_predict(args, kind, side, index, schedule, trainer)
+                print(f"  test Dice {record['test_dice']}, learned at {record['learned']}, "
+                      f"train {record['train_s']} s", flush=True)  # fmt: skip
+                records.append(record)
+                write_out(args.out, records, args, tables)
+        table, rows = report(records, kind, schedule, raw)
+        tables[f"{kind}_{schedule_key(schedule)}"] = rows
+        print(table, flush=True)
+        write_out(args.out, records, args, tables)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,165 @@
+"""The pure parts of benchmarks/quality.py: log parsing, per-class statistics, the table.
+
+Kept free of subprocesses and torch so that tests/unit/test_quality_benchmark.py checks them in
+milliseconds on recorded log lines of both sides (tests/data/quality/).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import statistics
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+LEARNED_THRESHOLD = 0.5  # a class counts as learned once its pseudo Dice passes this
+MEAN_TOLERANCE = 0.01  # target: our mean >= upstream's mean - this
+
+EPOCH_LINE = re.compile(r":\s*Epoch (\d+)\s*$")
+PSEUDO_DICE = "Pseudo dice"
+# upstream prints numpy scalars with numpy >= 2: [np.float32(0.9123), np.float32(nan)]
+NUMPY_SCALAR = re.compile(r"np\.float\d+\(([^)]*)\)")
+
+
+def parse_pseudo_dice(lines: Iterable[str]) -> list[list[float]]:
+    """Per-epoch pseudo Dice per class from a training log (ours or upstream's, same lines).
+
+    Epochs come from the ``Epoch N`` lines, so a log continued after a restart keeps the
+    epoch numbers; an epoch logged twice keeps its last value.
+    """
+    by_epoch: dict[int, list[float]] = {}
+    epoch = -1
+    for line in lines:
+        found = EPOCH_LINE.search(line)
+        if found:
+            epoch = int(found.group(1))
+            continue
+        if PSEUDO_DICE in line and epoch >= 0:
+            by_epoch[epoch] = parse_dice_list(line.split(PSEUDO_DICE, 1)[1])
+    return [by_epoch[e] for e in sorted(by_epoch)]
+
+
+def parse_dice_list(text: str) -> list[float]:
+    """``[0.91, nan]`` or ``[np.float32(0.91), np.float32(nan)]`` -> floats."""
+    inner = NUMPY_SCALAR.sub(r"\1", text).strip().strip("[]")
+    return [float(part) for part in inner.split(",") if part.strip()]
+
+
+def read_pseudo_dice(fold_folder: Path) -> list[list[float]]:
+    """The pseudo Dice curve of a fold folder's newest training log."""
+    logs = sorted(fold_folder.glob("training_log_*.txt"), key=lambda p: p.stat().st_mtime)
+    if not logs:
+        return []
+    return parse_pseudo_dice(logs[-1].read_text(encoding="utf-8").splitlines())
+
+
+def learned_epochs(curve: Sequence[Sequence[float]], threshold: float = LEARNED_THRESHOLD):
+    """Per class, the first epoch whose pseudo Dice passes ``threshold``; None: never."""
+    classes = max((len(values) for values in curve), default=0)
+    first: list[int | None] = [None] * classes
+    for epoch, values in enumerate(curve):
+        for index, value in enumerate(values):
+            if first[index] is None and not math.isnan(value) and value > threshold:
+                first[index] = epoch
+    return first
+
+
+def describe(values: Sequence[float]) -> dict[str, Any]:
+    """Mean, sample standard deviation (ddof=1; None for one run), min and n, NaNs dropped."""
+    finite = [float(v) for v in values if v is not None and not math.isnan(v)]
+    if not finite:
+        return {"n": 0, "mean": None, "sd": None, "min": None, "values": list(values)}
+    sd = statistics.stdev(finite) if len(finite) > 1 else None
+    return {
+        "n": len(finite),
+        "mean": statistics.fmean(finite),
+        "sd": sd,
+        "min": min(finite),
+        "values": [round(v, 4) for v in finite],
+    }
+
+
+def describe_learned(epochs: Sequence[int | None]) -> dict[str, Any]:
+    """How many runs learned a class, and the median first epoch of those that did."""
+    done = [e for e in epochs if e is not None]
+    return {
+        "learned": len(done),
+        "runs": len(epochs),
+        "median_epoch": statistics.median(done) if done else None,
+        "epochs": list(epochs),
+    }
+
+
+def verdict(ours: dict[str, Any], upstream: dict[str, Any]) -> dict[str, Any]:
+    """The issue's targets: our mean >= upstream's mean - 0.01, our spread no wider."""
+    if ours["mean"] is None or upstream["mean"] is None:
+        return {"difference": None, "mean_ok": None, "sd_ok": None}
+    difference = ours["mean"] - upstream["mean"]
+    sd_ok = None
+    if ours["sd"] is not None and upstream["sd"] is not None:
+        sd_ok = ours["sd"] <= upstream["sd"]
+    return {
+        "difference": difference,
+        "mean_ok": difference >= -MEAN_TOLERANCE,
+        "sd_ok": sd_ok,
+    }
+
+
+def summarise(runs: Sequence[dict[str, Any]], labels: dict[str, str]) -> list[dict[str, Any]]:
+    """One row per foreground class: test Dice and learned epochs of each side, the verdict.
+
+    ``runs`` are the records of one set (``side``, ``test_dice`` {label: Dice},
+    ``learned`` [epoch or None per class]); ``labels`` maps label value -> class name.
+    """
+    rows = []
+    for position, (label, name) in enumerate(sorted(labels.items(), key=lambda x: int(x[0]))):
+        row: dict[str, Any] = {"label": label, "class": name}
+        for side in ("ours", "upstream"):
+            mine = [r for r in runs if r["side"] == side]
+            row[side] = describe([r["test_dice"].get(label, math.nan) for r in mine])
+            row[side]["learned"] = describe_learned([_at(r["learned"], position) for r in mine])
+        row.update(verdict(row["ours"], row["upstream"]))
+        rows.append(row)
+    return rows
+
+
+def _at(values: Sequence[int | None], index: int) -> int | None:
+    return values[index] if index < len(values) else None
+
+
+def _mean_sd(stats: dict[str, Any]) -> str:
+    if stats["mean"] is None:
+        return "-"
+    sd = "n/a" if stats["sd"] is None else f"{stats['sd']:.4f}"
+    return f"{stats['mean']:.4f} ± {sd} (min {stats['min']:.3f}, n={stats['n']})"
+
+
+def _learned(stats: dict[str, Any]) -> str:
+    median = stats["median_epoch"]
+    return f"{stats['learned']}/{stats['runs']} @ {'-' if median is None else median}"
+
+
+def _flag(value: bool | None) -> str:
+    return "n/a" if value is None else ("pass" if value else "FAIL")
+
+
+def format_table(title: str, rows: Sequence[dict[str, Any]]) -> str:
+    """The printed table of one set: per class both sides, the difference, pass/fail."""
+    header = (
+        f"{'class':<8} | {'ours test Dice':<36} | {'upstream test Dice':<36} | {'diff':>7} | "
+        f"mean | sd   | learned ours | learned upstream"
+    )
+    lines = [title, header, "-" * len(header)]
+    for row in rows:
+        diff = "-" if row["difference"] is None else f"{row['difference']:+.4f}"
+        lines.append(
+            f"{row['class']:<8} | {_mean_sd(row['ours']):<36} | {_mean_sd(row['upstream']):<36} | "
+            f"{diff:>7} | {_flag(row['mean_ok']):<4} | {_flag(row['sd_ok']):<4} | "
+            f"{_learned(row['ours']['learned']):<12} | {_learned(row['upstream']['learned'])}"
+        )
+    lines.append(
+        "learned: runs whose pseudo Dice passed 0.5 / runs @ median first epoch (0-based); "
+        "targets: mean >= upstream - 0.01, sd <= upstream's"
+    )
+    return "\n".join(lines)

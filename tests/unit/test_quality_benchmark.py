@@ -1,0 +1,100 @@
+"""The pure parts of benchmarks/quality.py: pseudo Dice parsing of both logs, statistics, verdicts.
+
+The logs in tests/data/quality/ are lines recorded from a 2-epoch run of each side on the same
+synthetic 2-D set (upstream's numpy >= 2 prints ``np.float32(...)`` and a trailing space).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT / "tests" / "data" / "quality"
+
+
+def _load_stats():
+    spec = importlib.util.spec_from_file_location(
+        "quality_stats", ROOT / "benchmarks" / "quality_stats.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["quality_stats"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+qs = _load_stats()
+
+
+def test_parses_upstream_log_with_numpy_scalars():
+    lines = (DATA / "upstream_training_log.txt").read_text().splitlines()
+    assert qs.parse_pseudo_dice(lines) == [[0.524, 0.0413], [0.666, 0.0531]]
+
+
+def test_parses_our_log_and_ignores_our_eta_lines():
+    lines = (DATA / "ours_training_log.txt").read_text().splitlines()
+    assert qs.parse_pseudo_dice(lines) == [[0.3509, 0.0403], [0.6353, 0.0257]]
+
+
+def test_nan_and_restarted_epochs():
+    lines = [
+        "2026-01-01 10:00:00: Epoch 0",
+        "2026-01-01 10:00:01: Pseudo dice [np.float32(0.2), np.float32(nan)]",
+        "2026-01-01 10:00:02: Epoch 1",
+        "2026-01-01 10:00:03: Pseudo dice [0.4, 0.1]",
+        "2026-01-01 11:00:00: Epoch 1",  # continued from checkpoint_latest: epoch 1 again
+        "2026-01-01 11:00:01: Pseudo dice [0.6, 0.7]",
+    ]
+    curve = qs.parse_pseudo_dice(lines)
+    assert curve[0][0] == 0.2 and math.isnan(curve[0][1])
+    assert curve[1] == [0.6, 0.7]
+
+
+def test_learned_epochs_first_pass_of_threshold_or_never():
+    curve = [[0.3, math.nan], [0.5, 0.2], [0.51, 0.4], [0.9, 0.45]]
+    assert qs.learned_epochs(curve) == [2, None]
+    assert qs.learned_epochs([]) == []
+
+
+def test_describe_uses_sample_sd_and_drops_nan():
+    stats = qs.describe([0.9, 0.8, math.nan, 1.0])
+    assert stats["n"] == 3
+    assert stats["mean"] == pytest.approx(0.9)
+    assert stats["sd"] == pytest.approx(0.1)  # ddof=1
+    assert stats["min"] == 0.8
+    assert qs.describe([0.5])["sd"] is None
+
+
+def test_verdict_targets():
+    upstream = {"mean": 0.90, "sd": 0.02}
+    assert qs.verdict({"mean": 0.891, "sd": 0.02}, upstream)["mean_ok"] is True
+    assert qs.verdict({"mean": 0.889, "sd": 0.01}, upstream)["mean_ok"] is False
+    assert qs.verdict({"mean": 0.95, "sd": 0.03}, upstream)["sd_ok"] is False
+    assert qs.verdict({"mean": 0.95, "sd": None}, upstream)["sd_ok"] is None
+
+
+def test_summarise_and_table():
+    runs = [
+        {"side": "ours", "test_dice": {"1": 0.98, "2": 0.9}, "learned": [1, 3]},
+        {"side": "ours", "test_dice": {"1": 0.97, "2": 0.0}, "learned": [1, None]},
+        {"side": "upstream", "test_dice": {"1": 0.98, "2": 0.92}, "learned": [2, 4]},
+        {"side": "upstream", "test_dice": {"1": 0.98, "2": 0.94}, "learned": [1, 5]},
+    ]
+    rows = qs.summarise(runs, {"2": "lesion", "1": "organ"})
+    assert [r["class"] for r in rows] == ["organ", "lesion"]
+    lesion = rows[1]
+    assert lesion["ours"]["mean"] == pytest.approx(0.45)
+    assert lesion["mean_ok"] is False and lesion["sd_ok"] is False
+    assert lesion["ours"]["learned"] == {
+        "learned": 1,
+        "runs": 2,
+        "median_epoch": 3,
+        "epochs": [3, None],
+    }
+    assert lesion["upstream"]["learned"]["median_epoch"] == 4.5
+    table = qs.format_table("set 2d", rows)
+    assert "lesion" in table and "FAIL" in table and "1/2 @ 3" in table
