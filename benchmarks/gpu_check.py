@@ -44,6 +44,9 @@ class Row:
     unit: str
     note: str = ""
 
+    def __post_init__(self) -> None:
+        self.note = " ".join(self.note.split())  # one line in the table, tracebacks included
+
 
 @dataclass(frozen=True)
 class Profile:
@@ -231,13 +234,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None, help="JSON table (default: see doc)")
     parser.add_argument("--peer", type=Path, help="a venv with upstream nnunetv2 (else this one)")
     parser.add_argument("--only", nargs="+", help="run these sections only")
-    parser.add_argument("--fold-worker", help=argparse.SUPPRESS)  # internal: one fold process
     args = parser.parse_args(argv)
     sys.modules.setdefault("gpu_check", sys.modules[__name__])  # one copy for the sections
-    if args.fold_worker:
-        from gpu_check_folds import fold_worker
-
-        return fold_worker(json.loads(args.fold_worker))
 
     import tempfile
 

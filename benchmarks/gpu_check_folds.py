@@ -1,18 +1,17 @@
 """Folds sharing one GPU: 1, 2 and 5 concurrent training processes, as five fold jobs would run.
 
-Each process is ``gpu_check.py --fold-worker SPEC``: it builds our trainer (3d_fullres of the
-plans), warms up, says it is ready and waits for the common start, then trains for the same wall
-time as the others. Total iterations/s is the sum over processes; peak memory is each process's
-``torch.cuda.max_memory_allocated`` (on the CPU: its maximum resident set size).
+Each process (spawned on CUDA, forked on the CPU) runs ``fold_worker``: it builds our trainer
+(3d_fullres of the plans), warms up, says it is ready and waits for the common start, then
+trains for the same wall time as the others. Total iterations/s is the sum over processes; peak
+memory is each process's ``torch.cuda.max_memory_allocated`` (on the CPU: its maximum RSS).
 """
 
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import resource
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -38,7 +37,7 @@ def peak_mib(device: Any) -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
 
 
-def fold_worker(spec: dict[str, Any]) -> int:
+def fold_worker(spec: dict[str, Any]) -> None:
     """One fold process: warm up, meet the others at the start, train for ``seconds``."""
     import torch
     from train_step import make_trainer, random_batch
@@ -62,15 +61,23 @@ def fold_worker(spec: dict[str, Any]) -> int:
     tmp = Path(spec["result"] + ".tmp")
     tmp.write_text(json.dumps(result))
     tmp.replace(spec["result"])
-    return 0
 
 
-def start_folds(ctx: Any, count: int, folder: Path) -> tuple[list[subprocess.Popen], list[dict]]:
+def start_method(device: str) -> str:
+    """Fresh interpreters where CUDA is used (a forked CUDA context is unusable); on the CPU a
+    fork, which costs no second import of torch on a busy CI machine ($GPU_CHECK_START: either)."""
+    forced = os.environ.get("GPU_CHECK_START")
+    if forced:
+        return forced
+    return "spawn" if device == "cuda" else "fork"
+
+
+def start_folds(ctx: Any, count: int, folder: Path) -> tuple[list[Any], list[dict]]:
     folder.mkdir(parents=True, exist_ok=True)
     plans = folder / "plans.json"
     plans.write_text(json.dumps(ctx.plans))
     threads = ctx.profile.threads or max(1, (os.cpu_count() or 1) // count)
-    script = str(Path(__file__).with_name("gpu_check.py"))
+    context = multiprocessing.get_context(start_method(ctx.profile.device))
     processes, specs = [], []
     for index in range(count):
         spec = {
@@ -80,21 +87,26 @@ def start_folds(ctx: Any, count: int, folder: Path) -> tuple[list[subprocess.Pop
             "ready": str(folder / f"ready_{index}"), "go": str(folder / "go"),
             "result": str(folder / f"result_{index}.json"), "wait_s": max(5.0, ctx.time_left()),
         }  # fmt: skip
-        command = [sys.executable, script, "--fold-worker", json.dumps(spec)]
-        processes.append(subprocess.Popen(command, stderr=subprocess.PIPE, text=True))
+        process = context.Process(target=fold_worker, args=(spec,), daemon=True)
+        process.start()
+        processes.append(process)
         specs.append(spec)
     return processes, specs
 
 
-def failure(processes: list[subprocess.Popen]) -> str | None:
+def failure(processes: list[Any]) -> str | None:
     for index, process in enumerate(processes):
-        if process.poll() not in (None, 0):
-            tail = process.stderr.read()[-300:] if process.stderr else ""
-            return f"fold process {index} exited {process.returncode}: {tail}"
+        if process.exitcode not in (None, 0):
+            return f"fold process {index} exited {process.exitcode} (its traceback: stderr)"
     return None
 
 
-def wait_ready(ctx: Any, processes: list[subprocess.Popen], specs: list[dict]) -> None:
+def unfinished(processes: list[Any]) -> str | None:
+    alive = [i for i, p in enumerate(processes) if p.is_alive()]
+    return f"fold processes {alive} still running at the end of the budget" if alive else None
+
+
+def wait_ready(ctx: Any, processes: list[Any], specs: list[dict]) -> None:
     """All warmed up (or raise: a dead process, or the section's budget spent)."""
     while not all(Path(s["ready"]).exists() for s in specs):
         problem = failure(processes)
@@ -113,16 +125,16 @@ def run_folds(ctx: Any, count: int) -> list[dict[str, float]]:
         wait_ready(ctx, processes, specs)
         (folder / "go").touch()
         for process in processes:
-            process.wait(timeout=max(1.0, ctx.time_left()))
-        problem = failure(processes)
+            process.join(timeout=max(1.0, ctx.time_left()))
+        problem = failure(processes) or unfinished(processes)
         if problem:
             raise RuntimeError(problem)
         return [json.loads(Path(s["result"]).read_text()) for s in specs]
     finally:
         for process in processes:  # ours: stop what is left after a failure or timeout
-            if process.poll() is None:
+            if process.is_alive():
                 process.kill()
-                process.wait()
+                process.join()
 
 
 def fold_rows(ctx: Any, count: int) -> list:
