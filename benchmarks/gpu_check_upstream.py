@@ -16,6 +16,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import torch
+
 SKIP_REASON = "skipped: nnunetv2 not importable here (carry upstream wheels, or --peer VENV)"
 
 # Runs in upstream's environment: only nnunetv2 and torch, nothing of ours.
@@ -24,6 +26,7 @@ import json, os, statistics, sys, time
 spec = json.loads(sys.argv[1])
 import torch
 import torch.nn.functional as F
+torch.set_num_threads(spec['threads'])  # as ours: a loaded CI machine punishes oversubscription
 from nnunetv2.training.nnUNetTrainer.nnUNetTrainer import nnUNetTrainer
 plans = json.load(open(spec['plans']))
 plans['continue_training'] = False  # 2.8's trainer pops this key (its run_training sets it)
@@ -102,6 +105,7 @@ def upstream_step(ctx: Any, configuration: str) -> dict[str, Any]:
     spec = {
         "plans": str(plans), "configuration": configuration, "dataset_json": dataset_json,
         "device": ctx.profile.device, "steps": ctx.profile.steps, "warmup": ctx.profile.warmup,
+        "threads": torch.get_num_threads(),
     }  # fmt: skip
     done = subprocess.run(
         [ctx.peer_python, "-c", UPSTREAM_STEP, json.dumps(spec)],
