@@ -231,6 +231,21 @@ def test_seg_labels_stay_in_input_label_set(patch):
         assert set(np.unique(tr(data, seg, rng)[1])) <= {0, 1, 2, 3}
 
 
+def test_background_only_patch_reaching_outside_the_input():
+    """A crop with one label (all background, no loader padding) whose spatial draw reaches past
+    the input: the border points compete with the padding label alone. Seed 3 of this 2-D patch
+    does so; it raised 'cannot reshape array of size 0' in a training data worker."""
+    patch = (56, 64)
+    cfg = configure_augmentation(patch)
+    tr = training_transforms(patch, cfg.rotation, cfg.do_dummy_2d, cfg.mirror_axes)
+    seg = np.zeros((1, *cfg.initial_patch_size), np.int16)
+    for seed in range(5):
+        rng = np.random.default_rng(seed)
+        data = rng.normal(size=(1, *cfg.initial_patch_size)).astype(np.float32)
+        x, s = tr(data, seg, np.random.default_rng(seed))[:2]
+        assert tuple(x.shape[-2:]) == patch and set(np.unique(np.asarray(s))) <= {0}
+
+
 def test_dummy_2d_never_mixes_slices():
     patch = (6, 24, 28)
     assert configure_augmentation(patch).do_dummy_2d

@@ -302,7 +302,8 @@ def _argmax_labels(
     border = np.flatnonzero(inside.reshape(-1) < 1)
     if border.size:
         idx = (np.arange(groups)[:, None] * per_group + border).reshape(-1)
-        sub = scores.reshape(len(explicit), -1)[:, idx][:, None]
+        # explicit row count, not -1: a single-label seg has no explicit rows (size 0)
+        sub = scores.reshape(len(explicit), groups * per_group)[:, idx][:, None]
         weight = np.tile(inside.reshape(-1)[border], groups)
         result[idx] = _argmax_general(sub, implicit, explicit, weight, lambda t: nearest(idx[t]))
     return result
