@@ -241,8 +241,11 @@ def load_records(path: Path) -> list[dict[str, Any]]:
 
 
 def write_out(path: Path, records: list[dict[str, Any]], args, tables: dict) -> None:
+    """Runs and tables; the command is the one that made runs (a --report keeps it)."""
+    old = json.loads(path.read_text()) if path.is_file() else {}
+    command = old.get("command") if args.report and old.get("command") else " ".join(sys.argv)
     content = {
-        "command": " ".join(sys.argv),
+        "command": command,
         "da_workers": args.da_workers,
         "runs": records,
         "summary": tables,
@@ -257,6 +260,27 @@ def report(records, kind, schedule, raw: Path) -> tuple[str, list[dict[str, Any]
     rows = summarise(mine, names)
     title = f"set {kind}, {schedule_key(schedule)} (epochs x iterations, val iterations)"
     return format_table(title, rows), rows
+
+
+def run_set(args, kind, schedule, sides, records, tables) -> None:
+    """Data, plans and the alternating runs of one set; records are saved after each run."""
+    synthesize(args, kind)
+    plans = {side: preprocess(args, kind, side) for side in sides}
+    if args.peer:
+        check_plans(kind, plans["ours"], plans["upstream"])
+    trainer = peer_trainer(args, schedule) if args.peer else ""
+    for index in range(args.seeds):
+        for side in sides:
+            done = [r for r in records if (r["set"], r["side"], r["run"]) == (kind, side, index)
+                    and r["schedule"] == schedule]  # fmt: skip
+            if done:
+                continue
+            print(f"{kind} {side} run {index} ({schedule_key(schedule)}) ...", flush=True)
+            record = train_and_predict(args, kind, side, index, schedule, trainer)
+            print(f"  test Dice {record['test_dice']}, learned at {record['learned']}, "
+                  f"train {record['train_s']} s", flush=True)  # fmt: skip
+            records.append(record)
+            write_out(args.out, records, args, tables)
 
 
 def main() -> None:
@@ -275,6 +299,9 @@ def main() -> None:
     )
     parser.add_argument("--work", type=Path, required=True, help="data, models and logs")
     parser.add_argument("--out", type=Path, default=Path("quality.json"))
+    parser.add_argument(
+        "--report", action="store_true", help="only print the tables of the runs in --out"
+    )
     args = parser.parse_args()
     args.work = args.work.resolve()
     args.peer = args.peer.expanduser().resolve() if args.peer else None
@@ -282,23 +309,9 @@ def main() -> None:
     records = load_records(args.out)
     tables: dict[str, Any] = {}
     for kind, schedule in schedules(args).items():
-        raw = synthesize(args, kind)
-        plans = {side: preprocess(args, kind, side) for side in sides}
-        if args.peer:
-            check_plans(kind, plans["ours"], plans["upstream"])
-        trainer = peer_trainer(args, schedule) if args.peer else ""
-        for index in range(args.seeds):
-            for side in sides:
-                done = [r for r in records if (r["set"], r["side"], r["run"]) == (kind, side, index)
-                        and r["schedule"] == schedule]  # fmt: skip
-                if done:
-                    continue
-                print(f"{kind} {side} run {index} ({schedule_key(schedule)}) ...", flush=True)
-                record = train_and_predict(args, kind, side, index, schedule, trainer)
-                print(f"  test Dice {record['test_dice']}, learned at {record['learned']}, "
-                      f"train {record['train_s']} s", flush=True)  # fmt: skip
-                records.append(record)
-                write_out(args.out, records, args, tables)
+        raw = args.work / "raw" / "Dataset{}_{}".format(*DATASETS[kind][:2])
+        if not args.report:
+            run_set(args, kind, schedule, sides, records, tables)
         table, rows = report(records, kind, schedule, raw)
         tables[f"{kind}_{schedule_key(schedule)}"] = rows
         print(table, flush=True)
