@@ -5,7 +5,7 @@ import shlex
 import sys
 
 from nnunet_core import workflow_devices
-from nnunet_core.cluster import gpu_slots, launch
+from nnunet_core.cluster import gpu_slots, launch, lsf
 
 FOLDS_ARGS = " ".join(str(f) for f in FOLDS)
 MODEL_FLAGS = f"-p {PLANS_NAME} -tr {TRAINER}"
@@ -138,6 +138,15 @@ def prediction_gpu_resource():
 def training_job_resources():
     """`gpu`, and for training.nodes > 1 the SLURM job shape (nodes, tasks, gres, mpi)."""
     return launch.job_resources(int(config["training"]["nodes"]), GPUS_PER_JOB)
+
+
+def lsf_options(resumable):
+    """The `lsf_extra` resource of a GPU rule: its bsub options, from the config, because the
+    LSF plugin maps no `gpu` resource and a profile cannot read gpus_per_job; `resumable` (train)
+    adds LSF's warning action with the configured stop signal. Other executors ignore it.
+    """
+    signal_name = stop_signal.configured_name() if resumable else None
+    return lsf.bsub_extra(GPUS_PER_JOB, signal_name)
 
 
 def chosen_configurations_argument(wildcards):

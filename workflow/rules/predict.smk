@@ -21,6 +21,7 @@ rule predict:
     threads: config["training"]["threads"]
     resources:
         gpu=prediction_gpu_resource(),
+        lsf_extra=lsf_options(resumable=False),
     params:
         staging=staging_folder,
         dataset=DATASET,
