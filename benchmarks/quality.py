@@ -12,22 +12,27 @@ shape training (patch, batch, spacing, normalisation, network) must be equal, el
 
 Training, fold 0, on the CPU: ours ``nnunet-core train D C 0 --epochs E --iterations I
 --val-iterations V --seed S`` with S = 0..N-1. Upstream has no seed flag: each
-``nnUNetv2_train D C 0 -tr nnUNetTrainer_QualityEExIIvV -device cpu`` process draws its own
+``nnUNetv2_train D C 0 -tr nnUNetTrainer_QualityExIvV -device cpu`` process draws its own
 torch and numpy seeds from the OS (torch 2.13 seeds its default generator per process, and
 batchgenerators seeds the augmentation workers from numpy's global state), so N processes are
 N independent runs: initialisation, sampling and augmentation all differ. The trainer class,
-nnUNetTrainer with only the schedule changed, is written into the peer venv's
-training/nnUNetTrainer/ folder at run time (as ../shared/peer/setup.sh installs PeerTiny).
-Both sides run as a user would: torch's default threads (all cores), ``$nnUNet_n_proc_DA``
-augmentation workers (``--da-workers``, the same for both), one run at a time, alternating
-(ours seed 0, upstream run 0, ours seed 1, ...), so that machine load hits both alike.
+nnUNetTrainer with only the schedule changed and its final validation skipped (unused here; it
+costs minutes per run on a loaded CPU), is written into the peer venv's training/nnUNetTrainer/
+folder at run time (as ../shared/peer/setup.sh installs PeerTiny). Ours still runs its final
+validation (it has no switch for it); it cannot change the trained weights.
+Both sides run as a user would: torch's default threads (all cores), the same
+``$nnUNet_n_proc_DA`` augmentation workers (``--da-workers``) and ``$nnUNet_def_n_proc`` /
+``-npp``/``-nps`` (``--processes``), one run at a time, alternating (ours seed 0, upstream run 0,
+ours seed 1, ...), so that machine load hits both alike. Dice does not depend on speed: one
+invocation per set may run beside another, and the whole under ``nice -n 10``.
 
 Quality: the fold-0 model of each run predicts imagesTs (``nnunet-core predict -f 0`` /
 ``nnUNetv2_predict -f 0``, default mirroring), and our ``nnunet-core evaluate`` scores both
 against labelsTs, so only the models differ. Per class: test Dice mean, sd (ddof=1) and min per
-side, and the first epoch at which the pseudo Dice (the ``Pseudo dice`` line both logs print)
-passes 0.5. Records are written to ``--out`` after each run; a rerun with the same ``--out``
-skips the runs already there (same set and schedule).
+side, and the first epoch (0-based, as both logs count) at which the pseudo Dice (the ``Pseudo
+dice`` line both logs print) passes 0.5. Records are written to ``--out`` after each run; a rerun
+with the same ``--out`` skips the runs already there (same set and schedule), and ``--report``
+only prints the tables. The pure parts live in quality_stats.py.
 """
 
 from __future__ import annotations
