@@ -10,6 +10,7 @@ the same string. Functions take any ``str`` for a configuration or fold, so the 
     results/<Dataset>/<trainer>__<plans>__<configuration>/   plans.json, dataset.json
         fold_<k>/checkpoint_final.pth, validation/summary.json
         crossval_results_folds_<0_1_2_3_4>/summary.json, postprocessing.json
+        predicted_next_stage/<next configuration>/<case>.b2nd   (3d_lowres: the cascade's input)
     results/<Dataset>/ensembles/ensemble___<model>___<model>___<0_1_2_3_4>/summary.json
     results/<Dataset>/inference_information.json, inference_instructions.txt, report/
     predictions/<Dataset>/<configuration>/, ensemble/, final/, test_summary.json  (workflow only)
@@ -49,6 +50,10 @@ POSTPROCESSING_PKL = "postprocessing.pkl"
 # inference_instructions.txt instead, so upstream's archives never hold this file).
 INFERENCE_INFORMATION_TXT = "inference_information.txt"
 VALIDATION_FOLDER = "validation"
+# A 3d_lowres model folder's segmentations for the cascade's next stage (next to the folds, as
+# upstream: every fold writes its validation cases there, so the folder covers the training set).
+PREDICTED_NEXT_STAGE_FOLDER = "predicted_next_stage"
+NEXT_STAGE_SUFFIX = ".b2nd"
 ENSEMBLES_FOLDER = "ensembles"
 REPORT_FOLDER = "report"
 REPORT_PAGE_MD = "report.md"  # the report's page, written last (report/build.py)
@@ -140,6 +145,29 @@ def fold_of_folder(folder: Path) -> str:
 def validation_dir(fold_folder: Path) -> Path:
     """A fold's validation predictions and their ``summary.json``."""
     return fold_folder / VALIDATION_FOLDER
+
+
+def next_stage_dir(model_dir: Path, next_configuration: str) -> Path:
+    """``<model folder>/predicted_next_stage/<next configuration>`` (upstream's place)."""
+    return model_dir / PREDICTED_NEXT_STAGE_FOLDER / next_configuration
+
+
+def next_stage_file(model_dir: Path, next_configuration: str, case_id: str) -> Path:
+    """One case's segmentation for the next stage, in that stage's preprocessed geometry."""
+    return next_stage_dir(model_dir, next_configuration) / f"{case_id}{NEXT_STAGE_SUFFIX}"
+
+
+def previous_stage_dir(
+    results_dir: Path,
+    previous_configuration: str,
+    configuration: str,
+    plans_name: str = DEFAULT_PLANS_NAME,
+    trainer: str = DEFAULT_TRAINER,
+) -> Path:
+    """Where a cascade stage reads its previous stage's segmentations (upstream: the same
+    trainer and plans, the previous configuration's model folder)."""
+    model_dir = trained_model_dir(results_dir, previous_configuration, plans_name, trainer)
+    return next_stage_dir(model_dir, configuration)
 
 
 def folds_tag(folds: Sequence[int | str]) -> str:

@@ -1,0 +1,174 @@
+"""The cascade's handover: a 3d_lowres fold's validation segmentations for the next stage.
+
+The cascade's full-resolution stage trains on the low-resolution stage's predictions of cases it
+never saw in training, so every cross-validation fold of ``3d_lowres`` writes its validation cases
+to ``<model folder>/predicted_next_stage/<next configuration>/<case>.b2nd``; together the folds
+cover the training set. As upstream's ``resample_and_save`` (called by its final validation):
+
+- the target is the next stage's preprocessed shape of the case (read from its preprocessed
+  ``.b2nd`` when it exists, else computed from the case's properties as preprocessing does);
+- the logits are resampled with *this* configuration's probability resampling, with its spacing
+  as both the current and the target spacing (that only decides the separate-z path);
+  float16 logits (upstream's sliding window) are resampled in float64 and stored as float16;
+- argmax (labels) or regions, stored 3-D (no channel axis) as uint8 (uint16 from 255 foreground
+  labels on), chunked for the producing configuration's patch size, written atomically.
+
+Unlike upstream, fold ``all`` writes none: it validates on its own training cases, and its
+predictions would silently replace the held-out ones of the cross-validation folds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from nnunet_core.inference.export import logits_to_segmentation, probability_resampling_kwargs
+from nnunet_core.io.blosc2_store import DATA_SUFFIX, comp_blosc2_params, open_array, save_array
+from nnunet_core.io.dataset_json import LabelSpec
+from nnunet_core.planning.plans import resolve_configuration
+from nnunet_core.preprocessing.resampling import (
+    ANISO_THRESHOLD,
+    compute_new_shape,
+    plan_resampling,
+    resample,
+)
+from nnunet_core.results_tree import next_stage_file
+
+NOT_A_SOURCE_FOLD = "all"
+
+
+def next_stage_names(configuration: dict[str, Any]) -> list[str]:
+    """The configuration's ``next_stage`` as a list (upstream accepts one name or a list)."""
+    value = configuration.get("next_stage")
+    if value is None:
+        return []
+    return [value] if isinstance(value, str) else [str(v) for v in value]
+
+
+def exports_next_stage(configuration: dict[str, Any], fold: int | str) -> bool:
+    """A cross-validation fold of a configuration with a next stage (fold 'all' is not one)."""
+    return bool(next_stage_names(configuration)) and str(fold) != NOT_A_SOURCE_FOLD
+
+
+def segmentation_dtype(label_spec: LabelSpec) -> type:
+    """Upstream's rule for next-stage files: uint8 below 255 foreground labels, else uint16."""
+    return np.uint8 if len(label_spec.foreground_labels) < 255 else np.uint16
+
+
+def _spacing_in_network_order(
+    properties: dict[str, Any], plans: dict[str, Any], spacing: Sequence[float]
+) -> list[float]:
+    """A configuration's spacing over all axes (2-D: the case's own slice spacing first)."""
+    shape = properties["shape_after_cropping_and_before_resampling"]
+    if len(spacing) >= len(shape):
+        return [float(s) for s in spacing]
+    axes = [int(a) for a in plans.get("transpose_forward", range(len(shape)))]
+    return [float(properties["spacing"][axes[0]]), *(float(s) for s in spacing)]
+
+
+def computed_next_stage_shape(
+    properties: dict[str, Any], plans: dict[str, Any], next_configuration: dict[str, Any]
+) -> tuple[int, ...]:
+    """The case's shape after the next stage's resampling (what its preprocessing writes)."""
+    shape = [int(s) for s in properties["shape_after_cropping_and_before_resampling"]]
+    axes = [int(a) for a in plans.get("transpose_forward", range(len(shape)))]
+    original = [float(properties["spacing"][a]) for a in axes]
+    target = _spacing_in_network_order(properties, plans, next_configuration["spacing"])
+    return compute_new_shape(shape, original, target)
+
+
+def next_stage_shape(
+    properties: dict[str, Any],
+    plans: dict[str, Any],
+    next_configuration: dict[str, Any],
+    preprocessed_dir: Path,
+    case_id: str,
+) -> tuple[int, ...]:
+    """The next stage's preprocessed shape: its stored case if preprocessed, else computed."""
+    stored = preprocessed_dir / next_configuration["data_identifier"] / f"{case_id}{DATA_SUFFIX}"
+    if stored.is_file():
+        return tuple(int(s) for s in open_array(stored).shape[1:])
+    return computed_next_stage_shape(properties, plans, next_configuration)
+
+
+def resample_logits_to_shape(
+    logits: torch.Tensor | np.ndarray,
+    properties: dict[str, Any],
+    plans: dict[str, Any],
+    configuration: dict[str, Any],
+    target_shape: Sequence[int],
+    where: str = "next stage",
+) -> np.ndarray:
+    """``(C, *target_shape)`` logits in the input's dtype (float16 stays float16, as upstream)."""
+    if isinstance(logits, torch.Tensor):
+        logits = logits.detach().cpu().numpy()
+    half = logits.dtype == np.float16
+    array = np.asarray(logits, dtype=np.float64 if half else np.float32)
+    spacing = _spacing_in_network_order(properties, plans, configuration["spacing"])
+    kwargs = probability_resampling_kwargs(configuration, where)
+    plan = plan_resampling(
+        target_shape,
+        spacing,
+        spacing,
+        kwargs.get("force_separate_z"),
+        kwargs.get("separate_z_anisotropy_threshold", ANISO_THRESHOLD),
+    )
+    resampled = resample(array, plan, False, kwargs["order"], kwargs["order_z"])
+    return resampled.astype(np.float16) if half else resampled
+
+
+def next_stage_segmentation(
+    logits: torch.Tensor | np.ndarray,
+    properties: dict[str, Any],
+    plans: dict[str, Any],
+    configuration: dict[str, Any],
+    label_spec: LabelSpec,
+    target_shape: Sequence[int],
+    where: str = "next stage",
+) -> np.ndarray:
+    """The 3-D segmentation (uint8/uint16) the next stage reads, from this stage's logits."""
+    resampled = resample_logits_to_shape(
+        logits, properties, plans, configuration, target_shape, where
+    )
+    # float16 -> float32 is exact, so argmax (and its ties) are those of the float16 values
+    segmentation = logits_to_segmentation(resampled.astype(np.float32, copy=False), label_spec)
+    return segmentation.astype(segmentation_dtype(label_spec), copy=False)
+
+
+def save_next_stage(
+    segmentation: np.ndarray, path: Path, patch_size: Sequence[int], label_spec: LabelSpec
+) -> Path:
+    """Write one segmentation atomically, chunked as upstream chunks it (producer's patch)."""
+    blocks, chunks = comp_blosc2_params(
+        (1, *segmentation.shape), patch_size, np.dtype(segmentation_dtype(label_spec)).itemsize
+    )
+    save_array(segmentation, path, chunks[1:], blocks[1:])
+    return path
+
+
+def export_next_stage(
+    logits: torch.Tensor | np.ndarray,
+    properties: dict[str, Any],
+    plans: dict[str, Any],
+    configuration: dict[str, Any],
+    label_spec: LabelSpec,
+    model_dir: Path,
+    preprocessed_dir: Path,
+    case_id: str,
+) -> list[Path]:
+    """Every next stage's file for one validation case; returns the paths written."""
+    written = []
+    for name in next_stage_names(configuration):
+        next_configuration = resolve_configuration(plans, name)
+        shape = next_stage_shape(properties, plans, next_configuration, preprocessed_dir, case_id)
+        where = f"case {case_id}: next stage {name}"
+        segmentation = next_stage_segmentation(
+            logits, properties, plans, configuration, label_spec, shape, where
+        )
+        path = next_stage_file(model_dir, name, case_id)
+        written.append(save_next_stage(segmentation, path, configuration["patch_size"], label_spec))
+    return written
