@@ -117,9 +117,10 @@ def test_export_writes_upstreams_file(tmp_path: Path) -> None:
 def test_the_cascade_reads_where_the_lowres_stage_writes(tmp_path: Path) -> None:
     results = tmp_path / "results"
     model_dir = trained_model_dir(results, "3d_lowres")
-    assert previous_stage_dir(results, "3d_lowres", NEXT) == next_stage_file(
-        model_dir, NEXT, "x"
-    ).parent
+    assert (
+        previous_stage_dir(results, "3d_lowres", NEXT)
+        == next_stage_file(model_dir, NEXT, "x").parent
+    )
 
 
 def test_fold_all_and_plain_configurations_export_nothing() -> None:

@@ -56,8 +56,15 @@ def upstream_next_stage(plans: dict, dataset_json: dict, logits: torch.Tensor, s
     with tempfile.TemporaryDirectory() as tmp:
         target = str(Path(tmp) / "case")
         resample_and_save(
-            logits, list(shape), target, manager, manager.get_configuration("3d_lowres"),
-            props, dataset_json, 1, nnUNetDatasetBlosc2,
+            logits,
+            list(shape),
+            target,
+            manager,
+            manager.get_configuration("3d_lowres"),
+            props,
+            dataset_json,
+            1,
+            nnUNetDatasetBlosc2,
         )
         array = blosc2.open(target + ".b2nd", mode="r")
         return array[:], {"chunks": list(array.chunks), "blocks": list(array.blocks)}
@@ -113,7 +120,9 @@ def main(preprocessed: Path, out: Path) -> None:
     seg = outputs["A"][6:16, 10:22, 8:22]
     data = rng.standard_normal((2, *seg.shape)).astype(np.float32)
     foreground = PlansManager(plans).get_label_manager(dataset_json).foreground_labels
-    stacked = np.vstack((data, convert_labelmap_to_one_hot(seg, foreground, output_dtype=data.dtype)))
+    stacked = np.vstack(
+        (data, convert_labelmap_to_one_hot(seg, foreground, output_dtype=data.dtype))
+    )
     batch = {
         "image": torch.from_numpy(data.copy()),
         "segmentation": torch.from_numpy(np.stack([np.zeros_like(seg), seg]).astype(np.int16)),
