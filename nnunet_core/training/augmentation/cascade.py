@@ -86,9 +86,7 @@ def dilation(mask: np.ndarray, strel: np.ndarray) -> np.ndarray:
         return np.zeros(mask.shape, dtype=bool)
     flipped = np.flip(strel).astype(np.float64)
     counts = fftconvolve(mask.astype(np.float64), flipped, mode="full")
-    window = tuple(
-        slice(k // 2, k // 2 + n) for k, n in zip(strel.shape, mask.shape, strict=True)
-    )
+    window = tuple(slice(k // 2, k // 2 + n) for k, n in zip(strel.shape, mask.shape, strict=True))
     return np.rint(counts[window]) > 0
 
 

@@ -5,7 +5,8 @@ pipeline.
 ``configure_rotation_dummyDA_mirroring_and_inital_patch_size`` (including ``get_patch_size`` for the
 larger patch the loader crops); ``training_transforms`` builds the per-sample callable with
 upstream's order and probabilities. Callables are plain classes so that loader worker processes can
-pickle them.
+pickle them. With ``cascade_labels`` (a cascade stage's foreground labels) both pipelines end with
+upstream's cascade steps (``cascade``): seg channel 1, the previous stage, becomes one-hot input.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import numpy as np
 import torch
 
 from nnunet_core.training.augmentation import intensity
+from nnunet_core.training.augmentation.cascade import CascadeTraining, CascadeValidation
 from nnunet_core.training.augmentation.mirror import draw_mirror_axes, mirror
 from nnunet_core.training.augmentation.spatial import PAD_SEG, Range, SpatialTransform
 
@@ -101,6 +103,8 @@ class TrainingTransforms:
 
     data (c, *spatial) float, seg (k, *spatial) ints, both the initial (larger) patch; returns the
     final patch as new contiguous arrays (torch tensors when ``data`` was one), seg -1 -> 0.
+    With ``cascade_labels`` seg channel 1 (the previous stage) leaves seg and is appended to data
+    as one channel per label, then perturbed (``cascade.CascadeTraining``).
     """
 
     def __init__(
@@ -112,6 +116,7 @@ class TrainingTransforms:
         mask_channels: Sequence[int] = (),
         p_elastic: float = 0.0,
         random_crop: bool = False,
+        cascade_labels: Sequence[int] | None = None,
     ) -> None:
         self.spatial = SpatialTransform(
             patch_size,
@@ -123,6 +128,7 @@ class TrainingTransforms:
         self.low_res_ignore_axes = (0,) if do_dummy_2d else ()
         self.mirror_axes = tuple(mirror_axes or ())
         self.mask_channels = tuple(mask_channels)
+        self.cascade = None if cascade_labels is None else CascadeTraining(cascade_labels)
 
     def __call__(
         self,
@@ -153,11 +159,17 @@ class TrainingTransforms:
                 x[c][outside] = 0
         s[s == PAD_SEG] = 0  # upstream RemoveLabelTansform(-1, 0)
         x, s = mirror(x, s, flips)
+        if self.cascade is not None:  # upstream: after RemoveLabel, the cascade's rng draws last
+            x, s = self.cascade(x, s, rng)
         return _output(np.ascontiguousarray(x), np.ascontiguousarray(s), as_torch)
 
 
 class ValidationTransforms:
-    """Upstream's validation pipeline for one sample: only seg -1 -> 0 (rng unused)."""
+    """Upstream's validation pipeline for one sample: seg -1 -> 0, then with ``cascade_labels``
+    the previous stage's one-hot (rng unused)."""
+
+    def __init__(self, cascade_labels: Sequence[int] | None = None) -> None:
+        self.cascade = None if cascade_labels is None else CascadeValidation(cascade_labels)
 
     def __call__(
         self,
@@ -168,7 +180,10 @@ class ValidationTransforms:
         as_torch = isinstance(data, torch.Tensor)
         s = _signed(seg).copy()
         s[s == PAD_SEG] = 0
-        return _output(_float32(data), s, as_torch)
+        x = _float32(data)
+        if self.cascade is not None:
+            x, s = self.cascade(x, s)
+        return _output(x, s, as_torch)
 
 
 def training_transforms(
@@ -179,10 +194,19 @@ def training_transforms(
     mask_channels: Sequence[int] = (),
     p_elastic: float = 0.0,
     random_crop: bool = False,
+    cascade_labels: Sequence[int] | None = None,
 ) -> TrainingTransforms:
-    """The training pipeline; ``mask_channels`` are the channels with use_mask_for_norm."""
+    """The training pipeline; ``mask_channels`` are the channels with use_mask_for_norm,
+    ``cascade_labels`` the foreground labels of a cascade stage (None: not a cascade)."""
     return TrainingTransforms(
-        patch_size, rotation_ranges, do_dummy_2d, mirror_axes, mask_channels, p_elastic, random_crop
+        patch_size,
+        rotation_ranges,
+        do_dummy_2d,
+        mirror_axes,
+        mask_channels,
+        p_elastic,
+        random_crop,
+        cascade_labels,
     )
 
 
