@@ -81,11 +81,12 @@ def dilation(mask: np.ndarray, strel: np.ndarray) -> np.ndarray:
     Upstream correlates with the element, padded (k-1)//2 before each axis (torch 'same'), and
     keeps counts that round above 0. Correlation is convolution with the flipped element (which
     matters: skimage's fractional-radius elements are not always symmetric); the same window is
-    cut from an FFT convolution, which stays fast for radius-8 balls."""
+    cut from an FFT convolution, which stays fast for radius-8 balls. float32 as upstream: twice
+    as fast as float64, and the counts' error (~5e-4 at 128^3, radius 8) is far below 0.5."""
     if not mask.any():
         return np.zeros(mask.shape, dtype=bool)
-    flipped = np.flip(strel).astype(np.float64)
-    counts = fftconvolve(mask.astype(np.float64), flipped, mode="full")
+    flipped = np.flip(strel).astype(np.float32)
+    counts = fftconvolve(mask.astype(np.float32), flipped, mode="full")
     window = tuple(slice(k // 2, k // 2 + n) for k, n in zip(strel.shape, mask.shape, strict=True))
     return np.rint(counts[window]) > 0
 
@@ -120,7 +121,9 @@ class BinaryOperation:
     radius: float
 
 
-def _draw_labels(channels: Sequence[int], p_per_label: float, rng: np.random.Generator) -> list:
+def _draw_labels(
+    channels: Sequence[int], p_per_label: float, rng: np.random.Generator
+) -> list[int]:
     """Channels in random order, each kept with ``p_per_label`` (upstream shuffles, then tests)."""
     order = [channels[i] for i in rng.permutation(len(channels))]
     keep = rng.random(len(order)) < p_per_label
