@@ -4,7 +4,8 @@ Cases are read from the preprocessed folder (as upstream: no second preprocessin
 with the sliding window (step 0.5, Gaussian weighting, mirroring over the training's mirror axes)
 and exported to ``fold_k/validation/{case}{file_ending}`` in the raw image's geometry, plus
 ``{case}.npz``/``{case}.json`` with probabilities when asked (model selection needs them).
-``summary.json`` compares them with ``$preprocessed/D/gt_segmentations``.
+``summary.json`` compares them with ``$preprocessed/D/gt_segmentations``. A configuration with a
+next stage (3d_lowres) also writes each case for the cascade (``training.next_stage``).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from nnunet_core.io.dataset_json import parse_dataset_json
 from nnunet_core.results_tree import SUMMARY_JSON, VALIDATION_FOLDER
 from nnunet_core.training.distributed import barrier
 from nnunet_core.training.fold_setup import FoldSetup
+from nnunet_core.training.next_stage import export_next_stage, exports_next_stage, next_stage_names
 from nnunet_core.training.optimizer import unwrap
 
 STEP_SIZE = 0.5
@@ -99,6 +101,9 @@ def validate_fold(
             log(f"removed stale validation file {path.name}")
     if world_size > 1:
         barrier()  # the cleanup is done before any rank writes (it would delete their temporaries)
+    next_stage = exports_next_stage(setup.configuration, setup.fold)
+    if rank == 0 and next_stage_names(setup.configuration) and not next_stage:
+        log(f"fold {setup.fold}: no predicted_next_stage (only cross-validation folds write it)")
     plain = unwrap(network)
     plain.deep_supervision = False
     plain.eval()
@@ -117,6 +122,17 @@ def validate_fold(
                 file_ending,
                 save_probabilities=save_probabilities,
             )
+            if next_stage:
+                export_next_stage(
+                    logits,
+                    properties,
+                    setup.plans,
+                    setup.configuration,
+                    setup.label_spec,
+                    setup.output_folder.parent,
+                    setup.data_folder.parent,
+                    case_id,
+                )
             seconds = time.time() - start
             shape = list(logits.shape[1:])
             log(f"validation: case {index}/{len(mine)} ({case_id}) {seconds:.1f} s, shape {shape}")
