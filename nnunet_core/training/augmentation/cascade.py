@@ -30,6 +30,8 @@ from scipy import ndimage as ndi
 from scipy.signal import fftconvolve
 from skimage.morphology import ball, disk
 
+from nnunet_core.training.cascade_input import one_hot_foreground
+
 SOURCE_SEG_CHANNEL = 1  # upstream source_channel_idx: the previous stage travels as seg channel 1
 P_BINARY_OPERATOR = 0.4  # upstream RandomTransform apply_probability
 P_REMOVE_COMPONENT = 0.2
@@ -57,13 +59,9 @@ def move_seg_as_one_hot(
             f"cascade needs the previous stage as seg channel {source_channel}, "
             f"got {seg.shape[0]} seg channel(s)"
         )
-    source = seg[source_channel]
-    out = np.zeros((data.shape[0] + len(labels), *source.shape), dtype=data.dtype)
-    out[: data.shape[0]] = data
-    for i, label in enumerate(labels):
-        out[data.shape[0] + i][source == label] = 1
+    one_hot = one_hot_foreground(seg[source_channel], labels, data.dtype)
     keep = [c for c in range(seg.shape[0]) if c != source_channel]
-    return out, seg[keep]
+    return np.concatenate((data, one_hot), axis=0), seg[keep]
 
 
 # --- morphology ---------------------------------------------------------------------------------
