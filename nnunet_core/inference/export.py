@@ -11,12 +11,12 @@ atomically.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 from scipy.special import expit
 
 from nnunet_core.errors import ConfigurationError
@@ -31,18 +31,28 @@ from nnunet_core.preprocessing.resampling import (
     resampling_kwargs,
 )
 
+if TYPE_CHECKING:
+    import torch
+
 # upstream's planner always writes these; a plans file without them gets the same defaults
 PROBABILITY_KWARGS_DEFAULT = {"is_seg": False, "order": 1, "order_z": 0, "force_separate_z": None}
 
 
+def _is_tensor(value: Any) -> bool:
+    """A torch tensor? Without importing torch (seconds per process): the ensembling and
+    postprocessing jobs export numpy arrays only, and a tensor exists only where torch is loaded."""
+    torch_module = sys.modules.get("torch")
+    return torch_module is not None and isinstance(value, torch_module.Tensor)
+
+
 def _as_float32_numpy(logits: torch.Tensor | np.ndarray) -> np.ndarray:
-    if isinstance(logits, torch.Tensor):
+    if _is_tensor(logits):
         return logits.detach().cpu().float().numpy()
     return np.asarray(logits, dtype=np.float32)
 
 
 def _dtype_of(logits: torch.Tensor | np.ndarray) -> np.dtype:
-    if isinstance(logits, torch.Tensor):
+    if _is_tensor(logits):
         return np.dtype(str(logits.dtype).removeprefix("torch."))
     return np.asarray(logits).dtype
 

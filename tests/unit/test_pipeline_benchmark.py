@@ -145,3 +145,18 @@ def test_monitor_sees_the_child_memory_and_cpu(tmp_path):
     (job,) = [j for j in sampler.jobs.values() if j.label == "tree"]
     assert 0.6 <= job.cpu < 3
     assert job.end - job.start >= 0.8
+
+
+def test_small_jobs_import_neither_torch_nor_skimage():
+    """Ensembling, postprocessing, evaluation and the dataset checks run as separate jobs, each
+    paying its imports: torch (~2 s CPU) and skimage (~0.3 s) load only where they are used."""
+    import subprocess
+
+    code = (
+        "import sys, nnunet_core.inference.export, nnunet_core.evaluation.ensemble, "
+        "nnunet_core.dataset.discovery, nnunet_core.io.readers.registry; "
+        "print(sorted({'torch', 'skimage', 'tifffile'} & set(sys.modules)))"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"

@@ -15,8 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import tifffile
-from skimage import io as skio
 
 from nnunet_core.errors import DatasetError
 from nnunet_core.io.atomic import read_json, write_json
@@ -43,6 +41,8 @@ class NaturalImage2DIO(ImageReader):
         path = Path(path)
         if not path.is_file():
             raise missing_file(path)
+        from skimage import io as skio  # here: a second per process, png datasets only
+
         try:
             pixels = skio.imread(str(path))
         except Exception as exc:  # imageio/PIL raise many types for broken files
@@ -60,6 +60,8 @@ class NaturalImage2DIO(ImageReader):
         return FileImage(array, {"spacing": list(NATURAL_SPACING)}, 2, {})
 
     def write_file(self, seg: np.ndarray, path: Path, _properties: dict[str, Any]) -> None:
+        from skimage import io as skio
+
         array = np.asarray(seg)[0]
         skio.imsave(str(path), array.astype(label_dtype(array), copy=False), check_contrast=False)
 
@@ -105,6 +107,8 @@ class Tiff3DIO(ImageReader):
             raise DatasetError(msg)
         if not path.is_file():
             raise missing_file(path)
+        import tifffile  # here: only tiff datasets pay its import
+
         try:
             pixels = tifffile.imread(str(path))
         except Exception as exc:  # tifffile raises TiffFileError, ValueError, OSError
@@ -132,6 +136,8 @@ class Tiff3DIO(ImageReader):
         return FileImage(pixels, {"spacing": _spacing(_spacing_file(path, 0), [path])}, 3, {})
 
     def write_file(self, seg: np.ndarray, path: Path, _properties: dict[str, Any]) -> None:
+        import tifffile
+
         array = np.asarray(seg)
         tifffile.imwrite(
             str(path), data=array.astype(label_dtype(array), copy=False), compression="zlib"
