@@ -279,16 +279,21 @@ def open_case(
 
 
 def read_patch(
-    array: blosc2.NDArray | np.ndarray, slices: Sequence[slice], pad_value: float = 0
+    array: blosc2.NDArray | np.ndarray,
+    slices: Sequence[slice],
+    pad_value: float = 0,
+    dtype: np.dtype | type | None = None,
 ) -> np.ndarray:
     """Read ``array[slices]`` as numpy, padding with ``pad_value`` where the box leaves the array.
 
     ``slices`` hold explicit ``start``/``stop`` in array coordinates (a negative start means
     *before* the array, not Python's from-the-end), leading axes first; missing trailing axes are
     read whole. Only the in-bounds part is sliced, so blosc2 decompresses just the chunks (and
-    blocks) that intersect the box.
+    blocks) that intersect the box. ``dtype`` (default: the array's) must hold ``pad_value``
+    (a uint8 segmentation padded with -1 is read as int16).
     """
     shape = array.shape
+    dtype = array.dtype if dtype is None else np.dtype(dtype)
     if len(slices) > len(shape):
         msg = f"read_patch: {len(slices)} slices for a {len(shape)}-D array"
         raise ConfigurationError(msg)
@@ -302,10 +307,8 @@ def read_patch(
         hi.append(size if s.stop is None else int(s.stop))
     inner = tuple(slice(max(a, 0), min(b, size)) for a, b, size in zip(lo, hi, shape, strict=False))
     if all(a >= 0 and b <= size for a, b, size in zip(lo, hi, shape, strict=False)):
-        return np.asarray(array[inner])
-    out = np.full(
-        [max(b - a, 0) for a, b in zip(lo, hi, strict=False)], pad_value, dtype=array.dtype
-    )
+        return np.asarray(array[inner], dtype=dtype)
+    out = np.full([max(b - a, 0) for a, b in zip(lo, hi, strict=False)], pad_value, dtype=dtype)
     if all(s.stop > s.start for s in inner):
         where = tuple(slice(s.start - a, s.stop - a) for s, a in zip(inner, lo, strict=False))
         out[where] = array[inner]

@@ -4,7 +4,8 @@ A training run touches a few cases per batch out of possibly thousands, so nothi
 front: a case's arrays are opened memory-mapped on first use (a patch read then decompresses only
 the chunks it touches) and its class locations are parsed once into compact arrays. Opened cases
 sit in a small per-process LRU cache; a forked worker starts with an empty one, so no blosc2
-handle is ever shared across processes.
+handle is ever shared across processes. A cascade stage's store also opens each case's previous
+stage segmentation (``previous_stage_folder/<case>.b2nd``, 3-D, the data's spatial shape).
 """
 
 from __future__ import annotations
@@ -20,7 +21,13 @@ import blosc2
 import numpy as np
 
 from nnunet_core.errors import DatasetError
-from nnunet_core.io.blosc2_store import SEG_SUFFIX, load_properties, open_case
+from nnunet_core.io.blosc2_store import (
+    DATA_SUFFIX,
+    SEG_SUFFIX,
+    load_properties,
+    open_array,
+    open_case,
+)
 
 ClassKey = int | tuple[int, ...]
 DEFAULT_CACHE_SIZE = 128  # open cases per process: bounds file handles and location memory
@@ -49,12 +56,14 @@ def compact_locations(raw: dict[str, Any], ndim: int) -> dict[ClassKey, np.ndarr
 
 @dataclass(frozen=True)
 class Case:
-    """One opened case: lazy ``data`` (c, z, y, x) float32, ``seg`` (1, z, y, x) int16."""
+    """One opened case: lazy ``data`` (c, z, y, x) float32, ``seg`` (1, z, y, x) int16 and, for
+    a cascade stage, ``previous`` (z, y, x) uint8/uint16, the previous stage's segmentation."""
 
     case_id: str
     data: blosc2.NDArray
     seg: blosc2.NDArray
     class_locations: dict[ClassKey, np.ndarray]
+    previous: blosc2.NDArray | None = None
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -79,8 +88,12 @@ class CaseStore:
         folder: str | os.PathLike,
         case_ids: Sequence[str] | None = None,
         cache_size: int = DEFAULT_CACHE_SIZE,
+        previous_stage_folder: str | os.PathLike | None = None,
     ) -> None:
         self.folder = Path(folder)
+        self.previous_stage_folder = (
+            None if previous_stage_folder is None else Path(previous_stage_folder)
+        )
         available = list_case_ids(self.folder)
         if case_ids is None:
             chosen = available
@@ -128,11 +141,26 @@ class CaseStore:
                 f"case {case_id}: properties have no class_locations (preprocessed without labels?)"
             )
             raise DatasetError(msg)
-        case = Case(case_id, data, seg, compact_locations(raw, data.ndim - 1))
+        previous = self._open_previous(case_id, data.shape[1:])
+        case = Case(case_id, data, seg, compact_locations(raw, data.ndim - 1), previous)
         self._cache[case_id] = case
         if len(self._cache) > self.cache_size:
             self._cache.popitem(last=False)
         return case
+
+    def _open_previous(self, case_id: str, shape: tuple[int, ...]) -> blosc2.NDArray | None:
+        """The previous stage's segmentation, checked against the data's spatial shape."""
+        if self.previous_stage_folder is None:
+            return None
+        path = self.previous_stage_folder / f"{case_id}{DATA_SUFFIX}"
+        previous = open_array(path)
+        if tuple(previous.shape) != tuple(shape):
+            msg = (
+                f"case {case_id}: {path} has shape {list(previous.shape)}, the data "
+                f"{list(shape)} (the previous stage predicted another geometry)"
+            )
+            raise DatasetError(msg)
+        return previous
 
     def properties(self, case_id: str) -> dict[str, Any]:
         """The full properties JSON of a case (not cached: export and validation need it once)."""

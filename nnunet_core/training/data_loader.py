@@ -24,6 +24,7 @@ from nnunet_core.training.sampling import (
     VAL_STREAM,
     choose_box,
     crop_and_pad,
+    crop_and_pad_previous_stage,
     forced_mask,
     sample_rng,
     sampling_patch,
@@ -121,7 +122,9 @@ class PatchLoader:
     ) -> tuple[str, np.ndarray, np.ndarray, np.random.Generator]:
         """``(case_id, data, seg, augmentation_rng)``: the padded initial-patch crop, untransformed.
 
-        data is float32 ``(c, *initial)`` padded with 0, seg int16 ``(1, *initial)`` with -1.
+        data is float32 ``(c, *initial)`` padded with 0, seg int16 ``(1, *initial)`` with -1; a
+        cascade stage's seg has a second channel, the previous stage cropped and padded alike
+        (the transform moves it into the data as one-hot).
         """
         rng, aug_rng = self.rngs(epoch, iteration, j)
         case_id = self.store.case_ids[int(rng.integers(len(self.store.case_ids)))]
@@ -133,6 +136,9 @@ class PatchLoader:
             )
             data = crop_and_pad(case.data, lower, self._box, PAD_DATA)
             seg = crop_and_pad(case.seg, lower, self._box, PAD_SEG)
+            if case.previous is not None:
+                previous = crop_and_pad_previous_stage(case.previous, lower, self._box, PAD_SEG)
+                seg = np.concatenate((seg.astype(np.int16, copy=False), previous))
         except Exception as exc:
             raise _sample_error(exc, case_id, epoch, iteration, j) from exc
         if self.is_2d:
@@ -210,8 +216,11 @@ def validation_loader(
     forced_positions: Sequence[bool] | None = None,
     ds_scales: Sequence[Sequence[float]] | None = None,
     sample_offset: int = 0,
+    transform: Transform | None = None,
 ) -> PatchLoader:
-    """The validation sampler: same rules, no augmentation, final patch cropped directly."""
+    """The validation sampler: same rules, no augmentation, final patch cropped directly;
+    ``transform`` is upstream's validation pipeline where it does more than seg -1 -> 0 (the
+    cascade's one-hot)."""
     return PatchLoader(
         store,
         batch_size,
@@ -223,4 +232,5 @@ def validation_loader(
         forced_positions=forced_positions,
         ds_scales=ds_scales,
         sample_offset=sample_offset,
+        transform=transform,
     )

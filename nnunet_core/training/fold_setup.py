@@ -28,7 +28,9 @@ from nnunet_core.paths import (
 )
 from nnunet_core.planning.plans import load_plans, resolve_configuration
 from nnunet_core.planning.splits import DEFAULT_SEED, kfold_splits
-from nnunet_core.results_tree import PLANS_JSON, fold_dir, trained_model_dir
+from nnunet_core.results_tree import PLANS_JSON, TrainedModel, fold_dir, trained_model_dir
+from nnunet_core.training.cascade_input import num_input_channels
+from nnunet_core.training.previous_stage import check_previous_stage, previous_stage_folder
 
 
 @dataclass(frozen=True)
@@ -40,13 +42,15 @@ class FoldSetup:
     configuration: dict[str, Any]  # resolved (inheritance applied)
     dataset_json: dict[str, Any]
     label_spec: LabelSpec
-    num_input_channels: int
+    num_input_channels: int  # image channels (+ one-hot previous stage for a cascade stage)
     fold: int | str
     data_folder: Path  # preprocessed/D/<data_identifier>
     gt_folder: Path  # preprocessed/D/gt_segmentations
     output_folder: Path  # results/D/<trainer>__<plans>__<config>/fold_k
     train_keys: list[str]
     val_keys: list[str]
+    # a cascade stage's previous-stage segmentations (<case>.b2nd); None for other configurations
+    previous_stage_folder: Path | None = None
 
 
 # Opt-in to upstream's random 80:20 split for a fold beyond splits_final.json (any value but
@@ -110,15 +114,13 @@ def prepare_fold(
     plans_name: str,
     trainer: str,
 ) -> FoldSetup:
-    """Resolve plans, dataset.json, data folder, split and output folder of one fold."""
+    """Resolve plans, dataset.json, data folder, split and output folder of one fold; a cascade
+    stage's previous-stage files are checked here, before anything is written."""
     from nnunet_core.training.case_store import list_case_ids
 
     pre = preprocessed_dataset_dir(roots, dataset_name)
     plans = load_plans(plans_file(pre, plans_name))
     resolved = resolve_configuration(plans, configuration)
-    if "previous_stage" in resolved:
-        msg = f"configuration {configuration!r} is a cascade stage; cascades are not implemented"
-        raise ConfigurationError(msg)
     dataset_json = load_dataset_json(pre / DATASET_JSON)
     data_folder = pre / resolved["data_identifier"]
     if not data_folder.is_dir():
@@ -128,22 +130,28 @@ def prepare_fold(
         )
         raise ConfigurationError(msg)
     train, val = fold_keys(pre, fold, list_case_ids(data_folder))
-    model_dir = trained_model_dir(
-        results_dataset_dir(roots, dataset_name), configuration, plans_name, trainer
-    )
+    results_dir = results_dataset_dir(roots, dataset_name)
+    model_dir = trained_model_dir(results_dir, configuration, plans_name, trainer)
+    previous = previous_stage_folder(results_dir, configuration, resolved, plans_name, trainer)
+    if previous is not None:
+        producer = TrainedModel(str(resolved["previous_stage"]), plans_name, trainer)
+        check_previous_stage(previous, train + val, pre / SPLITS_JSON, producer, dataset_name, fold)
     return FoldSetup(
         plans=plans,
         configuration_name=configuration,
         configuration=resolved,
         dataset_json=dataset_json.raw,
         label_spec=dataset_json.label_spec,
-        num_input_channels=dataset_json.num_channels,
+        num_input_channels=num_input_channels(
+            resolved, dataset_json.num_channels, dataset_json.label_spec
+        ),
         fold=fold,
         data_folder=data_folder,
         gt_folder=pre / GT_FOLDER,
         output_folder=fold_dir(model_dir, fold),
         train_keys=train,
         val_keys=val,
+        previous_stage_folder=previous,
     )
 
 

@@ -181,3 +181,12 @@ def crop_and_pad(
     """
     slices = [slice(None), *(slice(lo, lo + s) for lo, s in zip(lower, size, strict=True))]
     return read_patch(array, slices, pad_value)  # type: ignore[arg-type]
+
+
+def crop_and_pad_previous_stage(
+    array: object, lower: Sequence[int], size: Sequence[int], pad_value: int
+) -> np.ndarray:
+    """``(1, *box)`` int16 of a 3-D previous-stage segmentation (no channel axis), cropped with
+    the target's box and padded like it (upstream pads both with -1 as int16)."""
+    slices = [slice(lo, lo + s) for lo, s in zip(lower, size, strict=True)]
+    return read_patch(array, slices, pad_value, dtype=np.int16)[None]  # type: ignore[arg-type]

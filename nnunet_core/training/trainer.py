@@ -27,9 +27,8 @@ import torch
 from nnunet_core.errors import ConfigurationError
 from nnunet_core.model import build_network, count_parameters
 from nnunet_core.training import checkpoint as ckpt
-from nnunet_core.training.augmentation import configure_augmentation, training_transforms
-from nnunet_core.training.case_store import CaseStore
-from nnunet_core.training.data_loader import PatchLoader, validation_loader
+from nnunet_core.training.augmentation import configure_augmentation
+from nnunet_core.training.data_loader import PatchLoader
 from nnunet_core.training.deep_supervision import deep_supervision_scales
 from nnunet_core.training.distributed import (
     SINGLE_PROCESS,
@@ -39,6 +38,7 @@ from nnunet_core.training.distributed import (
     split_batch,
     sum_over_ranks,
 )
+from nnunet_core.training.fold_loaders import fold_loaders
 from nnunet_core.training.fold_setup import FoldSetup
 from nnunet_core.training.loss import build_loss
 from nnunet_core.training.optimizer import (
@@ -198,39 +198,15 @@ class Trainer:
 
     # ----------------------------------------------------------------------- data
     def _loaders(self) -> tuple[PatchLoader, PatchLoader]:
-        setup, config = self.setup, self.setup.configuration
-        mask_channels = [i for i, m in enumerate(config.get("use_mask_for_norm") or []) if m]
-        transform = training_transforms(
+        return fold_loaders(
+            self.setup,
+            self.augmentation,
             self.patch_size,
-            self.augmentation.rotation,
-            self.augmentation.do_dummy_2d,
             self.mirror_axes,
-            mask_channels,
+            self.rank_batch,  # this rank's global positions: seeds and forced foreground
+            self.settings.seed,
+            self.ds_scales,
         )
-        share = self.rank_batch  # this rank's global positions: seeds and forced foreground
-        train = PatchLoader(
-            CaseStore(setup.data_folder, setup.train_keys),
-            share.size,
-            self.patch_size,
-            self.augmentation.initial_patch_size,
-            seed=self.settings.seed,
-            fold=setup.fold,
-            transform=transform,
-            ds_scales=self.ds_scales,
-            forced_positions=share.forced,
-            sample_offset=share.offset,
-        )
-        val = validation_loader(
-            CaseStore(setup.data_folder, setup.val_keys),
-            share.size,
-            self.patch_size,
-            seed=self.settings.seed,
-            fold=setup.fold,
-            forced_positions=share.forced,
-            sample_offset=share.offset,
-            ds_scales=self.ds_scales,
-        )
-        return train, val
 
     @contextmanager
     def _streams(self) -> Iterator[tuple[BatchStream, BatchStream]]:

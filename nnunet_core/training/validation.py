@@ -5,7 +5,9 @@ with the sliding window (step 0.5, Gaussian weighting, mirroring over the traini
 and exported to ``fold_k/validation/{case}{file_ending}`` in the raw image's geometry, plus
 ``{case}.npz``/``{case}.json`` with probabilities when asked (model selection needs them).
 ``summary.json`` compares them with ``$preprocessed/D/gt_segmentations``. A configuration with a
-next stage (3d_lowres) also writes each case for the cascade (``training.next_stage``).
+next stage (3d_lowres) also writes each case for the cascade (``training.next_stage``); a cascade
+stage stacks its previous stage's one-hot onto each case before the sliding window (upstream's
+``perform_actual_validation``).
 """
 
 from __future__ import annotations
@@ -26,9 +28,10 @@ from nnunet_core.evaluation.metrics import (
 )
 from nnunet_core.inference.export import export_prediction
 from nnunet_core.inference.sliding_window import sliding_window_logits
-from nnunet_core.io.blosc2_store import open_case
+from nnunet_core.io.blosc2_store import open_array, open_case
 from nnunet_core.io.dataset_json import parse_dataset_json
-from nnunet_core.results_tree import SUMMARY_JSON, VALIDATION_FOLDER
+from nnunet_core.results_tree import NEXT_STAGE_SUFFIX, SUMMARY_JSON, VALIDATION_FOLDER
+from nnunet_core.training.cascade_input import cascade_input
 from nnunet_core.training.distributed import barrier
 from nnunet_core.training.fold_setup import FoldSetup
 from nnunet_core.training.next_stage import export_next_stage, exports_next_stage, next_stage_names
@@ -53,6 +56,15 @@ def remove_stale_predictions(folder: Path, keep: Sequence[str], file_ending: str
     return stale
 
 
+def network_input(setup: FoldSetup, case_id: str, data: np.ndarray) -> np.ndarray:
+    """The case's float32 data, with a cascade stage's previous-stage one-hot stacked on."""
+    data = np.ascontiguousarray(data, dtype=np.float32)
+    if setup.previous_stage_folder is None:
+        return data
+    previous = open_array(setup.previous_stage_folder / f"{case_id}{NEXT_STAGE_SUFFIX}")
+    return cascade_input(data, previous[:], setup.label_spec, case_id)
+
+
 def predict_case(
     network: nn.Module,
     setup: FoldSetup,
@@ -62,7 +74,7 @@ def predict_case(
 ) -> tuple[torch.Tensor, dict[str, Any]]:
     """Logits ``(heads, *preprocessed shape)`` and the properties of one preprocessed case."""
     data, _seg, properties = open_case(setup.data_folder, case_id)
-    tensor = torch.from_numpy(np.ascontiguousarray(data[:], dtype=np.float32))
+    tensor = torch.from_numpy(network_input(setup, case_id, data[:]))
     logits = sliding_window_logits(
         network,
         tensor,

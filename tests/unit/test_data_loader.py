@@ -14,8 +14,14 @@ import torch
 
 from nnunet_core import cli
 from nnunet_core.errors import ConfigurationError
+from nnunet_core.io.blosc2_store import save_array
+from nnunet_core.io.dataset_json import load_dataset_json
 from nnunet_core.planning.plans import resolve_configuration
-from nnunet_core.training.augmentation.pipeline import configure_augmentation, training_transforms
+from nnunet_core.training.augmentation.pipeline import (
+    ValidationTransforms,
+    configure_augmentation,
+    training_transforms,
+)
 from nnunet_core.training.case_store import CaseStore, parse_class_key
 from nnunet_core.training.data_loader import PatchLoader, SampleError, validation_loader
 from nnunet_core.training.deep_supervision import deep_supervision_scales
@@ -278,3 +284,66 @@ def test_default_num_workers(monkeypatch: pytest.MonkeyPatch) -> None:
     assert default_num_workers() == 3
     monkeypatch.delenv("nnUNet_n_proc_DA")
     assert 1 <= default_num_workers() <= 12
+
+
+# ----------------------------------------------------------------- a cascade stage's previous seg
+@pytest.fixture(scope="module")
+def cascade_store(preprocessed: Path, store3d: CaseStore, tmp_path_factory) -> CaseStore:
+    """The 3d_fullres cases with random previous-stage segmentations (uint8, 3-D, the data's
+    shape), as a 3d_lowres fold's validation writes them."""
+    folder = tmp_path_factory.mktemp("predicted_next_stage")
+    rng = np.random.default_rng(0)
+    labels = _foreground_labels(preprocessed)
+    for case_id in store3d.case_ids:
+        shape = store3d.case(case_id).shape
+        previous = rng.choice([0, *labels], size=shape).astype(np.uint8)
+        save_array(previous, folder / f"{case_id}.b2nd", shape, shape)
+    return CaseStore(store3d.folder, previous_stage_folder=folder)
+
+
+def _foreground_labels(preprocessed: Path) -> list[int]:
+    return list(load_dataset_json(preprocessed / "dataset.json").label_spec.foreground_labels)
+
+
+def test_cascade_crop_stacks_the_previous_stage_padded_like_the_seg(
+    preprocessed: Path, cascade_store: CaseStore
+) -> None:
+    patch = _config(preprocessed, "3d_fullres")["patch_size"]
+    big = [p + 20 for p in patch]  # larger than the case: padding on every side
+    loader = PatchLoader(cascade_store, 2, big)
+    case_id, data, seg, _ = loader.crop_sample(0, 0, 0)
+    case = cascade_store.case(case_id)
+    assert seg.shape == (2, *big) and seg.dtype == np.int16 and data.shape[0] == 1
+    lower = [int(v) for v in np.argwhere(data[0] != 0).min(axis=0)]  # data is nonzero inside
+    inside = tuple(slice(lo, lo + s) for lo, s in zip(lower, case.shape, strict=True))
+    assert np.array_equal(data[0][inside], case.data[0])  # the box found from the data is right
+    assert np.array_equal(seg[1][inside], case.previous[:])  # the same box as the target
+    outside = np.ones(big, dtype=bool)
+    outside[inside] = False
+    assert (seg[1][outside] == -1).all()  # upstream pads the previous stage with -1 too
+
+
+def test_cascade_batches_have_image_plus_foreground_channels(
+    preprocessed: Path, cascade_store: CaseStore
+) -> None:
+    conf = _config(preprocessed, "3d_fullres")
+    patch, labels = conf["patch_size"], _foreground_labels(preprocessed)
+    aug = configure_augmentation(patch)
+    transform = training_transforms(
+        patch, aug.rotation, aug.do_dummy_2d, aug.mirror_axes, cascade_labels=labels
+    )
+    train = PatchLoader(cascade_store, 2, patch, aug.initial_patch_size, transform=transform)
+    batch = train(0, 0)
+    assert batch["data"].shape == (2, 1 + len(labels), *patch) and batch["target"].shape[1] == 1
+    assert set(np.unique(batch["data"][:, 1:].numpy())) <= {0.0, 1.0}
+    assert _equal(batch, train(0, 0))  # the cascade's perturbations draw from the sample's rng
+
+    val = validation_loader(cascade_store, 2, patch, transform=ValidationTransforms(labels))
+    batch = val(3, 1)
+    for j in range(2):  # one-hot of exactly the cropped previous stage (-1 padding: none)
+        _, _, seg, _ = val.crop_sample(3, 1, j)
+        for channel, label in enumerate(labels, 1):
+            expected = (seg[1] == label).astype(np.float32)
+            assert np.array_equal(batch["data"][j, channel].numpy(), expected)
+        target = np.where(seg[:1] == -1, 0, seg[:1])
+        assert np.array_equal(batch["target"][j].numpy(), target)

@@ -1,0 +1,84 @@
+"""A fold's training and validation batch makers, from its setup and the trainer's choices.
+
+Both read the fold's cases from its preprocessed folder; a cascade stage's stores also open the
+previous stage's segmentations, and both pipelines then end with upstream's cascade steps (the
+previous stage becomes one-hot input channels; perturbed in training only).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from nnunet_core.training.augmentation import (
+    AugmentationConfig,
+    ValidationTransforms,
+    training_transforms,
+)
+from nnunet_core.training.case_store import CaseStore
+from nnunet_core.training.data_loader import PatchLoader, validation_loader
+from nnunet_core.training.distributed import RankBatch
+from nnunet_core.training.fold_setup import FoldSetup
+
+
+def cascade_labels(setup: FoldSetup) -> list[int] | None:
+    """The foreground labels one-hot encoded for a cascade stage; None for other stages."""
+    if setup.previous_stage_folder is None:
+        return None
+    return list(setup.label_spec.foreground_labels)
+
+
+def fold_stores(setup: FoldSetup) -> tuple[CaseStore, CaseStore]:
+    """The training and validation cases (with their previous-stage files for a cascade)."""
+    folder, previous = setup.data_folder, setup.previous_stage_folder
+    return (
+        CaseStore(folder, setup.train_keys, previous_stage_folder=previous),
+        CaseStore(folder, setup.val_keys, previous_stage_folder=previous),
+    )
+
+
+def fold_loaders(
+    setup: FoldSetup,
+    augmentation: AugmentationConfig,
+    patch_size: Sequence[int],
+    mirror_axes: Sequence[int] | None,
+    share: RankBatch,
+    seed: int,
+    ds_scales: Sequence[Sequence[float]] | None,
+) -> tuple[PatchLoader, PatchLoader]:
+    """``(training, validation)`` loaders of this rank's share of the global batch."""
+    config = setup.configuration
+    mask_channels = [i for i, m in enumerate(config.get("use_mask_for_norm") or []) if m]
+    labels = cascade_labels(setup)
+    transform = training_transforms(
+        patch_size,
+        augmentation.rotation,
+        augmentation.do_dummy_2d,
+        mirror_axes,
+        mask_channels,
+        cascade_labels=labels,
+    )
+    train_store, val_store = fold_stores(setup)
+    train = PatchLoader(
+        train_store,
+        share.size,
+        patch_size,
+        augmentation.initial_patch_size,
+        seed=seed,
+        fold=setup.fold,
+        transform=transform,
+        ds_scales=ds_scales,
+        forced_positions=share.forced,
+        sample_offset=share.offset,
+    )
+    val = validation_loader(
+        val_store,
+        share.size,
+        patch_size,
+        seed=seed,
+        fold=setup.fold,
+        forced_positions=share.forced,
+        sample_offset=share.offset,
+        ds_scales=ds_scales,
+        transform=None if labels is None else ValidationTransforms(labels),
+    )
+    return train, val
