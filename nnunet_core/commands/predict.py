@@ -15,9 +15,11 @@ import argparse
 from pathlib import Path
 
 from nnunet_core.commands.common import add_root_flags, dataset_from_args
+from nnunet_core.dataset.discovery import RawCase
 from nnunet_core.devices import resolve_device as resolve_torch_device
 from nnunet_core.errors import ConfigurationError
-from nnunet_core.inference.model_folder import load_trained_model, parse_fold
+from nnunet_core.inference.cascade import PREVIOUS_STAGE_FOLDER, with_previous_stage
+from nnunet_core.inference.model_folder import LoadedModel, load_trained_model, parse_fold
 from nnunet_core.inference.predictor import PredictionSettings, predict_cases, prepare_inputs
 from nnunet_core.io.atomic import write_json
 from nnunet_core.paths import DEFAULT_PLANS_NAME, DEFAULT_TRAINER, results_dataset_dir
@@ -73,7 +75,13 @@ def add_prediction_flags(parser: argparse.ArgumentParser) -> None:
         "--continue_prediction", "--c", action="store_true", help="skip cases already predicted"
     )
     parser.add_argument(
-        "-prev_stage_predictions", help="previous stage of a cascade (not supported yet)"
+        "-prev_stage_predictions",
+        "--prev_stage_predictions",
+        "--prev-stage-predictions",
+        dest="prev_stage_predictions",
+        metavar="DIR",
+        help="a cascade stage's input: the previous stage's predictions (<case><file ending>); "
+        "without it the previous stage is predicted first into -o/prediction_<stage>",
     )
     parser.add_argument("-num_parts", type=int, default=1, help="split the cases into N parts")
     parser.add_argument("-part_id", type=int, default=0, help="which part this process predicts")
@@ -112,9 +120,6 @@ def check_flags(args: argparse.Namespace) -> None:
     elif not (args.dataset and args.configuration):
         msg = "name the model with -d DATASET -c CONFIGURATION (or -m MODEL_FOLDER)"
         raise ConfigurationError(msg)
-    if args.prev_stage_predictions:
-        msg = "-prev_stage_predictions: cascades are not supported yet"
-        raise ConfigurationError(msg)
     if not 0 < args.step_size <= 1:
         msg = f"-step_size must be in (0, 1], got {args.step_size}"
         raise ConfigurationError(msg)
@@ -150,7 +155,27 @@ def run(args: argparse.Namespace) -> int:
     check_output_folder(output)
     model_dir = model_dir_from_args(args)
     folds = [parse_fold(f) for f in args.folds]
-    settings = PredictionSettings(
+    cases = prepare_inputs(
+        model_dir, args.input, output, folds, args.checkpoint, args.num_parts, args.part_id
+    )
+    # the model first: a broken checkpoint leaves -o as it was (no folder, no args json)
+    model = load_trained_model(model_dir, folds, args.checkpoint)
+    cases, previous = cascade_cases(args, model, cases, output)
+    try:
+        output.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        msg = f"-o {output}: cannot create the folder ({exc.strerror or exc})"
+        raise ConfigurationError(msg) from None
+    record = {k: v for k, v in vars(args).items() if not k.startswith("_")}
+    record["prev_stage_predictions"] = None if previous is None else str(previous)
+    write_json(output / ARGS_JSON, {**record, "model_dir": str(model_dir)})
+    written = predict_cases(model, cases, output, settings_from_args(args))
+    print(f"wrote {len(written)} prediction(s) to {output}")
+    return 0
+
+
+def settings_from_args(args: argparse.Namespace) -> PredictionSettings:
+    return PredictionSettings(
         step_size=args.step_size,
         use_mirroring=not args.disable_tta,
         save_probabilities=args.save_probabilities,
@@ -161,18 +186,52 @@ def run(args: argparse.Namespace) -> int:
         progress=False if args.disable_progress_bar or args.verbose else None,
         fp16_accumulation=args.fp16_accumulation,
     )
-    cases = prepare_inputs(
-        model_dir, args.input, output, folds, args.checkpoint, args.num_parts, args.part_id
+
+
+def cascade_cases(
+    args: argparse.Namespace, model: LoadedModel, cases: list[RawCase], output: Path
+) -> tuple[list[RawCase], Path | None]:
+    """A cascade stage's cases with their previous-stage files (predicted first when
+    ``-prev_stage_predictions`` is not given) and their folder; other models' cases as they
+    are."""
+    folder = args.prev_stage_predictions
+    if model.previous_stage is None:
+        if folder is not None:
+            msg = (
+                f"-prev_stage_predictions: {model.configuration_name} is not a cascade stage "
+                "(only a configuration with a previous_stage reads one)"
+            )
+            raise ConfigurationError(msg)
+        return cases, None
+    if folder is None:
+        folder = predict_previous_stage(args, model, output)
+    return with_previous_stage(cases, folder, model.dataset_json.file_ending), Path(folder)
+
+
+def predict_previous_stage(args: argparse.Namespace, model: LoadedModel, output: Path) -> Path:
+    """Predict the previous stage into ``output/prediction_<stage>`` with the same folds,
+    checkpoint and settings (segmentations only). Upstream's predictor refuses a cascade stage
+    without ``-prev_stage_predictions``; this runs the first of the two commands for the user."""
+    stage = model.previous_stage
+    assert stage is not None
+    model_dir = model.sibling(stage)
+    if not model_dir.is_dir():
+        msg = (
+            f"{model.configuration_name} is a cascade stage: its previous stage {stage} has no "
+            f"model folder {model_dir}; give its predictions with -prev_stage_predictions DIR"
+        )
+        raise ConfigurationError(msg)
+    folder = output / PREVIOUS_STAGE_FOLDER.format(stage=stage)
+    print(
+        f"{model.configuration_name} is a cascade stage: predicting its previous stage {stage} "
+        f"first into {folder} (-prev_stage_predictions DIR reuses existing predictions)",
+        flush=True,
     )
-    # the model first: a broken checkpoint leaves -o as it was (no folder, no args json)
-    model = load_trained_model(model_dir, folds, args.checkpoint)
-    try:
-        output.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        msg = f"-o {output}: cannot create the folder ({exc.strerror or exc})"
-        raise ConfigurationError(msg) from None
-    record = {k: v for k, v in vars(args).items() if not k.startswith("_")}
-    write_json(output / ARGS_JSON, {**record, "model_dir": str(model_dir)})
-    written = predict_cases(model, cases, output, settings)
-    print(f"wrote {len(written)} prediction(s) to {output}")
-    return 0
+    previous = argparse.Namespace(**vars(args))
+    previous.model_folder, previous.dataset, previous.configuration = str(model_dir), None, None
+    previous.output, previous.prev_stage_predictions = str(folder), None
+    previous.save_probabilities = False
+    if run(previous) != 0:
+        msg = f"predicting the previous stage {stage} into {folder} failed"
+        raise ConfigurationError(msg)
+    return folder

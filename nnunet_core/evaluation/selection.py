@@ -175,8 +175,8 @@ def predict_command(
     previous = _previous_stage(dirs, model)
     if previous is not None:
         lines.append(
-            f"# {model.configuration} is a cascade stage: nnunet-core predict refuses "
-            "-prev_stage_predictions for now (cascade inference is not implemented yet)"
+            f"# {model.configuration} is a cascade stage: predict {previous} into "
+            "OUTPUT_FOLDER_PREV_STAGE first, then the cascade reads those segmentations"
         )
         lines.append(
             predict_command(

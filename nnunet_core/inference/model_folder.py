@@ -7,6 +7,7 @@ file and the ``nnunet-core train`` call that produces it.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -28,6 +29,7 @@ from nnunet_core.results_tree import (
     fold_of_folder,
 )
 from nnunet_core.training import checkpoint as ckpt
+from nnunet_core.training.cascade_input import num_input_channels
 
 Fold = int | str
 
@@ -53,6 +55,23 @@ class LoadedModel:
     @property
     def num_outputs(self) -> int:
         return self.dataset_json.label_spec.num_segmentation_heads
+
+    @property
+    def previous_stage(self) -> str | None:
+        """The configuration whose predictions a cascade stage reads; None for other models."""
+        previous = self.configuration.get("previous_stage")
+        return None if previous is None else str(previous)
+
+    def sibling(self, configuration: str) -> Path:
+        """The model folder of ``configuration`` with this model's trainer and plans (where
+        training puts it: ``<trainer>__<plans>__<configuration>`` next to this folder)."""
+        plans_name = str(self.plans.get("plans_name") or "")
+        if self.trainer_name and plans_name:
+            model = TrainedModel(configuration, plans_name, self.trainer_name)
+        else:
+            named = TrainedModel.from_identifier(self.folder.name)
+            model = dataclasses.replace(named, configuration=configuration)
+        return self.folder.parent / model.identifier
 
 
 def train_command(model_dir: Path, fold: Fold) -> str:
@@ -118,8 +137,9 @@ def checkpoint_paths(
 def _network(
     configuration: dict[str, Any], dataset_json: DatasetJson, state: dict[str, Any], path: Path
 ) -> nn.Module:
-    heads = dataset_json.label_spec.num_segmentation_heads
-    network = build_network(configuration, dataset_json.num_channels, heads, False)
+    spec = dataset_json.label_spec
+    channels = num_input_channels(configuration, dataset_json.num_channels, spec)
+    network = build_network(configuration, channels, spec.num_segmentation_heads, False)
     ckpt.load_network_weights(network, state["network_weights"], path, ckpt.InputCheckpointError)
     return network.eval()
 
@@ -150,12 +170,6 @@ def load_trained_model(
             first = {k: v for k, v in state.items() if k != "network_weights"}
             name = _checkpoint_configuration(first, model_dir)
             configuration = resolve_configuration(plans, name)
-            if "previous_stage" in configuration:
-                msg = (
-                    f"{model_dir}: configuration {name!r} is a cascade stage; cascades are not "
-                    "supported yet"
-                )
-                raise ConfigurationError(msg)
         networks.append(_network(configuration, dataset_json, state, path))
         del state
     axes = first.get("inference_allowed_mirroring_axes")

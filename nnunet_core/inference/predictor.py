@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
 from nnunet_core.case_progress import CaseProgress, wants_bar
@@ -37,6 +36,7 @@ from nnunet_core.dataset.discovery import (
     several_channels_per_file,
 )
 from nnunet_core.errors import ConfigurationError, DatasetError, NnunetCoreError
+from nnunet_core.inference.cascade import preprocess_case
 from nnunet_core.inference.export import export_prediction
 from nnunet_core.inference.input_check import check_inputs
 from nnunet_core.inference.model_folder import (
@@ -49,7 +49,6 @@ from nnunet_core.inference.sliding_window import predict_logits_from_folds
 from nnunet_core.io.atomic import write_json
 from nnunet_core.io.dataset_json import DatasetJson, load_dataset_json
 from nnunet_core.paths import DATASET_JSON
-from nnunet_core.preprocessing.preprocessor import run_case
 from nnunet_core.results_tree import PLANS_JSON
 from nnunet_core.training import checkpoint as ckpt
 
@@ -122,13 +121,6 @@ def prediction_exists(output_dir: Path, identifier: str, ending: str, probabilit
     return seg and (not probabilities or base.with_name(base.name + ".npz").is_file())
 
 
-def _preprocess(
-    case: RawCase, plans: dict[str, Any], configuration: str, dataset_json: DatasetJson
-) -> tuple[np.ndarray, dict[str, Any]]:
-    data, _, properties = run_case(case, plans, configuration, dataset_json)
-    return data, properties
-
-
 class _Stage:
     """One pipeline stage: ``processes`` forked workers, or inline calls when 0."""
 
@@ -171,6 +163,24 @@ def _result(future: Future, identifier: str, stage: str) -> Any:
         raise
 
 
+def _check_previous_stage(model: LoadedModel, cases: Sequence[RawCase]) -> None:
+    """A cascade stage needs every case's previous-stage file; other models take none."""
+    previous = model.previous_stage
+    for case in cases:
+        if previous is not None and case.label is None:
+            msg = (
+                f"case {case.identifier}: {model.configuration_name} is a cascade stage and needs "
+                f"the {previous} segmentation (-prev_stage_predictions DIR)"
+            )
+            raise ConfigurationError(msg)
+        if previous is None and case.label is not None:
+            msg = (
+                f"case {case.identifier}: {model.configuration_name} is no cascade stage; it takes "
+                "no previous-stage segmentation"
+            )
+            raise ConfigurationError(msg)
+
+
 def _write_model_files(model: LoadedModel, output_dir: Path) -> None:
     """dataset.json and plans.json next to the predictions (ensembling reads them there)."""
     write_json(output_dir / DATASET_JSON, model.dataset_json.raw)
@@ -184,7 +194,9 @@ def predict_cases(
     settings: PredictionSettings = PredictionSettings(),
 ) -> list[Path]:
     """Predict ``cases`` into ``output_dir/{case}{file_ending}``; returns the written
-    segmentations."""
+    segmentations. A cascade stage's cases carry their previous-stage file as ``label``
+    (``cascade.with_previous_stage``)."""
+    _check_previous_stage(model, cases)
     output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     _write_model_files(model, output_dir)
@@ -240,7 +252,7 @@ def _run(
         for _ in cases:
             while submitted < len(cases) and len(queue) < ahead:
                 upcoming = cases[submitted]
-                queue.append((upcoming, preprocessing.submit(_preprocess, upcoming, *pre_args)))
+                queue.append((upcoming, preprocessing.submit(preprocess_case, upcoming, *pre_args)))
                 submitted += 1
             case, future = queue.popleft()
             start = time.perf_counter()

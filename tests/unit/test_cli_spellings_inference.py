@@ -99,6 +99,9 @@ def test_predict_parses_every_upstream_flag() -> None:
         "x",
     )
     assert args.plans == "nnUNetPlans" and args.prev_stage_predictions == "x"
+    for spelling in ("--prev_stage_predictions", "--prev-stage-predictions"):
+        args = parse("predict", "-i", "a", "-o", "b", "-m", "model", spelling, "y")
+        assert args.prev_stage_predictions == "y"
     assert parse("predict", "-i", "a", "-o", "b", "-m", "model", "--c").continue_prediction
 
 
@@ -108,7 +111,6 @@ def test_predict_parses_every_upstream_flag() -> None:
         (["-m", "model", "-d", "900"], "-m names the model; -d"),
         (["-d", "900"], "name the model with -d DATASET -c CONFIGURATION"),
         ([], "name the model with -d DATASET -c CONFIGURATION"),
-        (["-m", "model", "-prev_stage_predictions", "x"], "cascades are not supported"),
     ],
 )
 def test_predict_model_flags_must_name_one_model(extra, message) -> None:

@@ -200,3 +200,9 @@ def test_predict_command_sees_an_inherited_previous_stage(tmp_path: Path) -> Non
     command = predict_command(dirs, model, [0], "OUT", False)
     assert "-prev_stage_predictions OUTPUT_FOLDER_PREV_STAGE" in command
     assert "-c 3d_lowres" in command
+    # two runnable steps: the previous stage into the folder, then the cascade reading it
+    comment, first, second = command.splitlines()
+    assert comment.startswith("# 3d_cascade_custom is a cascade stage: predict 3d_lowres")
+    assert "-o OUTPUT_FOLDER_PREV_STAGE" in first and "-c 3d_lowres" in first
+    assert "-prev_stage" not in first
+    assert "-c 3d_cascade_custom" in second and "-o OUT " in second
