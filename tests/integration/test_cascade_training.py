@@ -1,0 +1,166 @@
+"""A 3d_cascade_fullres fold trains, validates and continues like any other fold.
+
+A tiny synthetic dataset planned with a small GPU memory target gets 3d_lowres and the cascade.
+Both data folders are preprocessed once; a 2-fold ``splits_final.json`` lets two tiny 3d_lowres
+folds write every case's previous-stage file. Cascade fold 0 then trains (2 epochs x 2
+iterations, in process) uninterrupted, and again stopped by a deadline after epoch 0 and continued
+with ``--c`` in a second results root holding the same previous-stage files: the final weights are
+bitwise equal (CPU, one thread, batches a pure function of seed, fold, epoch and iteration).
+A missing previous-stage file is one line naming the case and the 3d_lowres fold, exit 2.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+from training_helpers import check, cli, roots_env
+
+from nnunet_core.paths import Roots
+from nnunet_core.results_tree import PREDICTED_NEXT_STAGE_FOLDER, trained_model_dir
+from nnunet_core.training import checkpoint as ckpt
+from nnunet_core.training.fold_run import FoldFlags, FoldRequest, run_fold
+from nnunet_core.training.trainer import TrainerSettings
+
+pytestmark = pytest.mark.slow
+
+DATASET = "Dataset992_CascTrain"
+LOWRES, CASCADE = "3d_lowres", "3d_cascade_fullres"
+# no test-time mirroring: the final validations' sliding windows are 8x cheaper on this CPU
+TRAINER = "nnUNetTrainerNoMirroring"
+LOWRES_SETTINGS = TrainerSettings(
+    num_epochs=1, num_iterations=1, num_val_iterations=1, num_workers=0, trainer_name=TRAINER
+)
+SETTINGS = TrainerSettings(
+    num_epochs=2, num_iterations=2, num_val_iterations=1, num_workers=0, trainer_name=TRAINER
+)
+STOP_AFTER_FIRST_EPOCH = {"deadline": "3600", "stop_margin": 1e7}
+
+
+def run(results: Path, env: dict[str, str], configuration: str, fold: int, **flags) -> str:
+    """One fold in process (one torch thread), stdout captured."""
+    roots = Roots.from_env(env["nnUNet_raw"], env["nnUNet_preprocessed"], str(results))
+    settings = LOWRES_SETTINGS if configuration == LOWRES else SETTINGS
+    request = FoldRequest(
+        roots=roots,
+        dataset=DATASET,
+        configuration=configuration,
+        fold=fold,
+        plans="nnUNetPlans",
+        settings=settings,
+        device=torch.device("cpu"),
+        flags=FoldFlags(**flags),
+    )
+    out = io.StringIO()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with contextlib.redirect_stdout(out):
+            assert run_fold(request) == 0
+    finally:
+        torch.set_num_threads(threads)
+    return out.getvalue()
+
+
+def model_dir(results: Path, configuration: str) -> Path:
+    return trained_model_dir(results / DATASET, configuration, "nnUNetPlans", TRAINER)
+
+
+def copy_previous_stage(results: Path, target: Path) -> Path:
+    """The 3d_lowres folds' next-stage files in another results root; returns their folder."""
+    source = model_dir(results, LOWRES) / PREDICTED_NEXT_STAGE_FOLDER
+    destination = model_dir(target, LOWRES) / PREDICTED_NEXT_STAGE_FOLDER
+    shutil.copytree(source, destination)
+    return destination / CASCADE
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory: pytest.TempPathFactory, make_raw_dataset) -> dict:
+    """Preprocessed 3d_lowres + 3d_fullres, 2 folds, both 3d_lowres folds trained."""
+    root = tmp_path_factory.mktemp("cascade_training")
+    raw = make_raw_dataset(
+        root / "raw" / DATASET, num_training=4, num_test=0, shape=(40, 48, 48), spacing=(1, 1, 1)
+    )
+    environment = roots_env(root)
+    check(cli(environment, "fingerprint", "-d", "992", "-np", "1"))
+    check(cli(environment, "plan", "-d", "992", "-gpu_memory_target", "0.02"))
+    for configuration in (LOWRES, "3d_fullres"):
+        check(
+            cli(
+                environment, "preprocess", "-d", "992", "-c", configuration, "-np", "1", "--no-pbar"
+            )
+        )
+    preprocessed = Path(environment["nnUNet_preprocessed"]) / DATASET
+    plans = json.loads((preprocessed / "nnUNetPlans.json").read_text())
+    assert plans["configurations"][CASCADE]["previous_stage"] == LOWRES
+    cases = sorted(p.name.removesuffix("_0000.nii.gz") for p in (raw / "imagesTr").iterdir())
+    splits = [
+        {"train": cases[2:], "val": cases[:2]},
+        {"train": cases[:2], "val": cases[2:]},
+    ]
+    (preprocessed / "splits_final.json").write_text(json.dumps(splits))
+    results = Path(environment["nnUNet_results"])
+    for fold in (0, 1):
+        run(results, environment, LOWRES, fold)
+    return {"env": environment, "results": results, "splits": splits, "root": root}
+
+
+@pytest.fixture(scope="module")
+def straight(env: dict) -> dict:
+    """Cascade fold 0 trained without interruption."""
+    output = run(env["results"], env["env"], CASCADE, 0)
+    return {"output": output, "folder": model_dir(env["results"], CASCADE) / "fold_0"}
+
+
+def test_cascade_fold_trains_with_one_hot_inputs_and_validates(env: dict, straight: dict) -> None:
+    folder = straight["folder"]
+    final = torch.load(folder / ckpt.FINAL, weights_only=False)
+    first_conv = next(v for k, v in final["network_weights"].items() if v.ndim == 5)
+    dataset = json.loads((Path(env["env"]["nnUNet_raw"]) / DATASET / "dataset.json").read_text())
+    foreground = [v for v in dataset["labels"].values() if v != 0]
+    assert first_conv.shape[1] == len(dataset["channel_names"]) + len(foreground)
+    summary = json.loads((folder / "validation" / "summary.json").read_text())
+    validated = {c["prediction_file"].rsplit("/", 1)[-1] for c in summary["metric_per_case"]}
+    assert len(validated) == len(env["splits"][0]["val"])
+    assert final["init_args"]["configuration"] == CASCADE
+
+
+def test_deadline_stop_then_continue_equals_the_uninterrupted_run(
+    env: dict, straight: dict, tmp_path: Path
+) -> None:
+    results = tmp_path / "results"
+    copy_previous_stage(env["results"], results)
+    stopped = run(results, env["env"], CASCADE, 0, **STOP_AFTER_FIRST_EPOCH)
+    folder = model_dir(results, CASCADE) / "fold_0"
+    assert "stopped at epoch 0 by deadline" in stopped
+    assert (folder / ckpt.LATEST).is_file() and not (folder / ckpt.FINAL).exists()
+    run(results, env["env"], CASCADE, 0, resume=True)
+    assert (folder / "validation" / "summary.json").is_file()
+    resumed = torch.load(folder / ckpt.FINAL, weights_only=False)["network_weights"]
+    reference = torch.load(straight["folder"] / ckpt.FINAL, weights_only=False)["network_weights"]
+    assert resumed.keys() == reference.keys()
+    for key, value in reference.items():
+        assert torch.equal(resumed[key], value), key
+
+
+def test_missing_previous_stage_file_is_one_line_and_writes_nothing(
+    env: dict, tmp_path: Path
+) -> None:
+    results = tmp_path / "results"
+    previous = copy_previous_stage(env["results"], results)
+    missing = env["splits"][1]["val"][0]  # a training case of cascade fold 0, from lowres fold 1
+    (previous / f"{missing}.b2nd").unlink()
+    environment = {**env["env"], "nnUNet_results": str(results)}
+    schedule = ["--epochs", "1", "--iterations", "1", "--val-iterations", "1", "-device", "cpu"]
+    result = cli(environment, "train", "992", CASCADE, "0", "-tr", TRAINER, *schedule)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert missing in lines[0] and "3d_lowres fold 1" in lines[0]
+    assert f"nnunet-core train Dataset992_CascTrain 3d_lowres 1 -tr {TRAINER}" in lines[0]
+    assert not model_dir(results, CASCADE).exists()
