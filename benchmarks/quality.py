@@ -81,10 +81,16 @@ class {name}(nnUNetTrainer):
 
 
 def run(command: list[str], env: dict[str, str], log: Path) -> None:
-    """Run a step, its output to ``log``; stop with the log's tail when it fails."""
+    """Run a step, its output to ``log``; stop with the log's tail when it fails.
+
+    The working directory is our code snapshot (``$PYTHONPATH``), so ``python -m nnunet_core``
+    imports it and not the live checkout.
+    """
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "w", encoding="utf-8") as handle:
-        done = subprocess.run(command, env=env, stdout=handle, stderr=subprocess.STDOUT)
+        done = subprocess.run(
+            command, env=env, stdout=handle, stderr=subprocess.STDOUT, cwd=env["PYTHONPATH"]
+        )
     if done.returncode != 0:
         tail = log.read_text(encoding="utf-8", errors="replace")[-3000:]
         sys.exit(f"failed ({done.returncode}): {' '.join(command)}\n{tail}")
@@ -95,6 +101,7 @@ def base_env(args: argparse.Namespace) -> dict[str, str]:
     env.update(nnUNet_n_proc_DA=str(args.da_workers), nnUNet_compile="false")
     env["nnUNet_def_n_proc"] = str(args.processes)
     env["nnUNet_raw"] = str(args.work / "raw")
+    env["PYTHONPATH"] = str(args.code)
     return env
 
 
@@ -110,6 +117,22 @@ def side_env(args: argparse.Namespace, side: str, results: Path) -> dict[str, st
 
 def ours_cli() -> list[str]:
     return [sys.executable, "-m", "nnunet_core"]
+
+
+def snapshot_code(work: Path) -> tuple[Path, str]:
+    """nnunet_core as committed at HEAD, copied under ``work``: all our runs use one version
+    even while others edit the working tree (the package is installed in editable mode)."""
+    repo = Path(__file__).resolve().parents[1]
+    git = ["git", "-C", str(repo)]
+    commit = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True,
+                            check=True).stdout.strip()  # fmt: skip
+    target = work / f"code_{commit[:12]}"
+    if not (target / "nnunet_core" / "__init__.py").is_file():
+        target.mkdir(parents=True, exist_ok=True)
+        archive = subprocess.run([*git, "archive", "HEAD", "nnunet_core"], capture_output=True,
+                                 check=True).stdout  # fmt: skip
+        subprocess.run(["tar", "-x", "-C", str(target)], input=archive, check=True)
+    return target, commit
 
 
 def synthesize(args: argparse.Namespace, kind: str) -> Path:
@@ -216,6 +239,7 @@ def train_and_predict(args, kind, side, index, schedule, trainer) -> dict[str, A
         "side": side,
         "run": index,
         "schedule": schedule,
+        "code": args.commit if side == "ours" else "nnunetv2 2.8.1",
         "test_dice": {label: values["Dice"] for label, values in means.items()},
         "pseudo_dice": curve,
         "learned": learned_epochs(curve),
@@ -311,6 +335,8 @@ def main() -> None:
     args.work = args.work.resolve()
     args.peer = args.peer.expanduser().resolve() if args.peer else None
     sides = ["ours", "upstream"] if args.peer else ["ours"]
+    args.code, args.commit = snapshot_code(args.work)
+    print(f"our code: {args.commit} (copy in {args.code})", flush=True)
     records = load_records(args.out)
     tables: dict[str, Any] = {}
     for kind, schedule in schedules(args).items():
