@@ -7,6 +7,11 @@ input's geometry; ``--save_probabilities`` adds ``{case}.npz`` + ``{case}.json``
 from ``$nnUNet_results/D/<tr>__<p>__<c>/``, or from ``-m MODEL_FOLDER`` (upstream's
 ``nnUNetv2_predict_from_modelfolder``). Test-time mirroring uses the axes the trainer stored
 (``inference_allowed_mirroring_axes``): none for a ``NoMirroring`` trainer.
+
+A cascade stage (3d_cascade_fullres) reads the previous stage's segmentations from
+``-prev_stage_predictions DIR`` (``<case><file ending>``, as its prediction wrote them). Without
+it, the previous stage is predicted first into ``-o/prediction_<stage>`` from the sibling model
+folder ``<trainer>__<plans>__<stage>`` with the same flags; upstream refuses instead.
 """
 
 from __future__ import annotations

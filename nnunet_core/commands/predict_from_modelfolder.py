@@ -3,7 +3,9 @@
 Upstream's ``nnUNetv2_predict_from_modelfolder``: ``predict`` with ``-m`` required, so no
 ``nnUNet_*`` variable is needed; ``-d``/``-c`` are refused. It is ``predict``'s own parser pieces
 and run function (``nnunet_core.commands.predict``); ``-num_parts``/``-part_id`` and
-``--fp16_accumulation`` come along from there (upstream's command has no ``-num_parts``).
+``--fp16_accumulation`` come along from there (upstream's command has no ``-num_parts``). A
+cascade model folder without ``-prev_stage_predictions`` predicts its previous stage first from
+the sibling folder ``<trainer>__<plans>__<previous stage>``.
 """
 
 from __future__ import annotations
