@@ -1,4 +1,6 @@
 # blosc2 preprocessing, one job per data identifier (configurations sharing data run once).
+# Before any fold: a preprocess job takes all its `threads`, so behind a running fold job it
+# would wait for a whole free machine while a core idles (and its configuration's folds with it).
 
 
 rule preprocess:
@@ -9,6 +11,7 @@ rule preprocess:
         paths.preprocess_summary_file(PRE, "{data_identifier}"),
     log:
         LOGS / "preprocess_{data_identifier}.log",
+    priority: 10
     threads: NUM_PROCESSES
     params:
         dataset=DATASET,
