@@ -29,6 +29,9 @@ _BOOLEAN_WORDS = {"true": True, "false": False}
 # 3d_cascade_fullres only for large images); planning.overrides add their own names.
 PLANNER_CONFIGURATIONS = ("2d", "3d_fullres", "3d_lowres", "3d_cascade_fullres")
 ALL_FOLDS = "all"
+LOWRES, CASCADE = "3d_lowres", "3d_cascade_fullres"
+# The planner's cascade entry (nnunet_core.planning.planner), for the checks before the plans exist.
+_PLANNER_CASCADE = {CASCADE: {"previous_stage": LOWRES}}
 
 
 def _allowed_types(schema: dict[str, Any] | None) -> list[str]:
@@ -205,6 +208,15 @@ def check_config(config: dict[str, Any], execution: Execution | None = None) -> 
                 f"or planning.overrides defines (possible: {', '.join(possible)})"
             )
             raise ConfigurationError(msg)
+    requested = planning.get("configurations")
+    if requested and CASCADE in requested:
+        # the plans check it again for overrides inheriting from a cascade (configurations_of_run)
+        configurations_of_run(
+            {"configurations": {name: {} for name in requested} | _PLANNER_CASCADE},
+            [name for name in requested if name in (CASCADE, LOWRES)],
+            training.get("folds", []),
+            fold_count(config)[0],
+        )
 
 
 def check_work_dir_writable(work_dir: str | Path) -> None:
@@ -264,11 +276,46 @@ def check_folds(folds: list[Any], num_folds: int, origin: str) -> None:
         seen.add(fold)
 
 
-def selected_configurations(plans: dict[str, Any], requested: list[str] | None) -> list[str]:
-    """The requested configurations (each must be in the plans), or every trainable one."""
+def previous_stage_of(plans: dict[str, Any], name: str) -> str | None:
+    """The configuration whose predictions a cascade stage trains on (None: not a cascade)."""
+    return resolve_configuration(plans, name).get("previous_stage")
+
+
+def numbered_folds(folds: list[Any]) -> set[int]:
+    """The numbered folds of ``training.folds`` (``'all'`` left out)."""
+    return {int(f) for f in folds if isinstance(f, int) or str(f).isdigit()}
+
+
+def configurations_of_run(
+    plans: dict[str, Any],
+    requested: list[str] | None,
+    folds: list[Any],
+    num_folds: int,
+) -> tuple[list[str], list[str]]:
+    """The configurations a run trains (``planning.configurations``) and notices to print.
+
+    ``None``: every configuration in the plans, cascade stages included (upstream's
+    find_best_configuration compares 3d_lowres and 3d_cascade_fullres like the others). A cascade
+    stage trains on its previous stage's predictions of every training case, which the previous
+    stage's folds write for their validation cases: it needs every fold 0..num_folds-1 of the
+    splits in ``training.folds``. Without them an automatic choice leaves the cascade out with a
+    notice; a requested cascade is an error, and so is one requested without its previous stage.
+    """
     available = list(plans["configurations"])
+    missing_folds = sorted(set(range(num_folds)) - numbered_folds(folds))
     if requested is None:
-        return [name for name in available if is_trainable(plans, name)]
+        chosen, notices = [], []
+        for name in available:
+            previous = previous_stage_of(plans, name)
+            if previous is not None and (previous not in available or missing_folds):
+                notices.append(
+                    f"{name} left out: it trains on {previous}'s predictions of every training "
+                    f"case, which needs every fold 0-{num_folds - 1} in training.folds (missing: "
+                    f"{', '.join(map(str, missing_folds))})"
+                )
+                continue
+            chosen.append(name)
+        return chosen, notices
     missing = [name for name in requested if name not in available]
     if missing:
         msg = (
@@ -276,7 +323,37 @@ def selected_configurations(plans: dict[str, Any], requested: list[str] | None) 
             f"{plans.get('plans_name', '')} of this dataset (planned: {', '.join(available)})"
         )
         raise ConfigurationError(msg)
-    return list(requested)
+    for name in requested:
+        previous = previous_stage_of(plans, name)
+        if previous is None:
+            continue
+        if previous not in requested:
+            msg = (
+                f"config planning.configurations: {name} trains on the predictions of its "
+                f"previous stage {previous}: list {previous} too"
+            )
+            raise ConfigurationError(msg)
+        if missing_folds:
+            msg = (
+                f"config training.folds: {name} trains on {previous}'s predictions of every "
+                f"training case, written by {previous}'s folds 0-{num_folds - 1}: add fold(s) "
+                f"{', '.join(map(str, missing_folds))} (or leave {name} out)"
+            )
+            raise ConfigurationError(msg)
+    return list(requested), []
+
+
+def preprocessing_configuration(plans: dict[str, Any], name: str) -> str:
+    """The configuration to preprocess ``name``'s data with: itself, or for a cascade stage
+    (no data of its own; upstream preprocesses none) a trainable configuration with the same
+    data identifier (3d_cascade_fullres: 3d_fullres)."""
+    if is_trainable(plans, name):
+        return name
+    identifier = data_identifier_of(plans, name)
+    for other in plans["configurations"]:
+        if is_trainable(plans, other) and data_identifier_of(plans, other) == identifier:
+            return other
+    return name
 
 
 def data_identifier_of(plans: dict[str, Any], name: str) -> str:

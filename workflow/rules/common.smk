@@ -14,6 +14,7 @@ from nnunet_core.workflow_config import (
     Execution,
     check_config,
     coerce_command_line_values,
+    fold_count,
     validate_config,
 )
 from nnunet_core import stop_signal, work_lock, workflow_devices
@@ -39,6 +40,8 @@ work_lock.lock_when_started(workflow, config["work_dir"])
 SYNTHETIC = config["dataset"]["synthetic"].get("enabled", False)
 TRAINER = config["training"]["trainer"]
 FOLDS = config["training"]["folds"]
+# Folds of the splits (0..n-1): a cascade fold reads the previous stage's exports of them all.
+NUM_SPLIT_FOLDS = fold_count(config)[0]
 NUM_PROCESSES = config["processes"]["default"]
 # The `gpu` resource of each fold (and prediction) job; null: one GPU per job where GPUs exist.
 GPUS_PER_JOB = workflow_devices.gpus_per_fold_job(

@@ -162,3 +162,10 @@ def test_summary_flag(wildcards):
 def staging_folder(wildcards, output):
     """Where a rule writing a folder writes it before the rename onto its output (predict.smk)."""
     return f"{output[0]}.partial"
+
+
+def previous_stage_flag(wildcards, input):
+    """`-prev_stage_predictions DIR ` for a cascade stage's prediction (predict.smk), else nothing."""
+    if not input.previous_stage:
+        return ""
+    return f"-prev_stage_predictions {input.previous_stage} "

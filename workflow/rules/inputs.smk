@@ -6,7 +6,12 @@ import json
 from snakemake.logging import logger
 
 from nnunet_core.errors import ConfigurationError
-from nnunet_core.workflow_config import data_identifier_of, selected_configurations
+from nnunet_core.workflow_config import (
+    configurations_of_run,
+    data_identifier_of,
+    preprocessing_configuration,
+    previous_stage_of,
+)
 
 
 def raw_training_files(wildcards):
@@ -32,20 +37,32 @@ def planned():
     with open(checkpoints.plan.get().output.plans) as handle:
         plans = json.load(handle)
     try:
-        return plans, selected_configurations(
-            plans, config["planning"]["configurations"]
+        chosen, notices = configurations_of_run(
+            plans, config["planning"]["configurations"], FOLDS, NUM_SPLIT_FOLDS
         )
     except ConfigurationError as exc:
         logger.error(f"ConfigurationError: {exc}")
         raise SystemExit(2) from None
+    for notice in notices:
+        if notice not in _NOTICES_SHOWN:
+            _NOTICES_SHOWN.add(notice)
+            logger.warning(notice)
+    return plans, chosen
+
+
+_NOTICES_SHOWN = set()
 
 
 def configuration_per_identifier():
-    """Data identifier -> first chosen configuration using it (shared data preprocess once)."""
+    """Data identifier -> the configuration that preprocesses it, for the first chosen one using
+    it (shared data preprocess once; a cascade stage's data is its parent's, e.g. 3d_fullres).
+    """
     plans, chosen = planned()
     first = {}
     for name in chosen:
-        first.setdefault(data_identifier_of(plans, name), name)
+        first.setdefault(
+            data_identifier_of(plans, name), preprocessing_configuration(plans, name)
+        )
     return first
 
 
@@ -65,6 +82,28 @@ def preprocessed_data_of_configuration(wildcards):
     plans, _ = planned()
     identifier = data_identifier_of(plans, wildcards.configuration)
     return paths.preprocess_summary_file(PRE, identifier)
+
+
+def previous_stage_summaries(wildcards):
+    """A cascade fold's previous stage (3d_lowres): the validation summaries of all its folds,
+    each written after the fold's predicted_next_stage files, which the cascade reads for every
+    training case (none for other configurations). Not checkpoint_final.pth: the export comes
+    after it."""
+    plans, _ = planned()
+    previous = previous_stage_of(plans, wildcards.configuration)
+    if previous is None:
+        return []
+    return [model_path(FOLD_SUMMARY, previous, f) for f in range(NUM_SPLIT_FOLDS)]
+
+
+def previous_stage_predictions(wildcards):
+    """A cascade's test-set prediction reads its previous stage's predictions (none for others);
+    the previous stage is predicted even where the selection did not pick it."""
+    plans, _ = planned()
+    previous = previous_stage_of(plans, wildcards.configuration)
+    if previous is None:
+        return []
+    return [results_tree.configuration_predictions_dir(PREDICTIONS, previous)]
 
 
 def training_targets(wildcards):

@@ -8,12 +8,15 @@
 # missing, found only by evaluate_test where there are test labels). A killed job's `.partial`
 # folder is removed when the job runs again (`staging_folder` in flags.smk). (Within the folder,
 # predict_from_raw_data_args.json names the `.partial` folder that predict wrote.)
+# A cascade stage (3d_cascade_fullres) reads its previous stage's test predictions, made by this
+# rule for 3d_lowres (also when the selection did not pick 3d_lowres), via -prev_stage_predictions.
 
 
 rule predict:
     input:
         selection=INFERENCE_INFORMATION,
         checkpoints=fold_checkpoints,
+        previous_stage=previous_stage_predictions,
     output:
         directory(CONFIGURATION_PREDICTIONS),
     log:
@@ -30,10 +33,12 @@ rule predict:
         model=MODEL_FLAGS,
         folds=FOLDS_ARGS,
         device=DEVICE,
+        previous_stage=previous_stage_flag,
     shell:
         "rm -rf {params.staging}\n"
         "OMP_NUM_THREADS={threads} nnunet-core predict -i {params.images} "
         "-o {params.staging} -d {params.dataset} -c {wildcards.configuration} {params.model} "
+        "{params.previous_stage}"
         "-f {params.folds} --save_probabilities -device {params.device} -npp 0 -nps 0 "
         "--disable_progress_bar {params.roots} > {log} 2>&1\n"
         "mv {params.staging} {output}"

@@ -3,6 +3,8 @@
 # failure, and checkpoint_latest.pth must survive so that the retry continues with --c.
 # training.pretrained_weights (fine-tuning) is an input: `--c -pretrained_weights FILE` starts a
 # fold from it only while the fold has no checkpoint of its own.
+# A cascade fold (3d_cascade_fullres) needs every 3d_lowres fold's predicted_next_stage export,
+# written before that fold's validation summary: the summaries of all lowres folds are inputs.
 # training.folds_per_gpu k (local runs): k folds share a GPU through the slot locks
 # (nnunet_core.cluster.gpu_slots), and `--resources gpu=K` counts K*k slots (count_gpu_slots).
 
@@ -35,6 +37,7 @@ rule train:
         splits=SPLITS,
         data=preprocessed_data_of_configuration,
         pretrained=[] if PRETRAINED is None else [PRETRAINED.checkpoint],
+        previous_stage=previous_stage_summaries,
     output:
         final=FINAL_CHECKPOINT,
         summary=FOLD_SUMMARY,
