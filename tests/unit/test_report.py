@@ -289,3 +289,67 @@ def test_nan_class_is_empty_in_csv_and_dash_in_markdown(tree, tmp_path) -> None:
     read_back = pd.read_csv(tmp_path / "per_class.csv").set_index("label")
     assert read_back.loc["2"].iloc[1:4].isna().all()
     assert "| 2 | b | - | - | - |" in to_markdown(table)
+
+
+CASCADE_CONFIGS = ("3d_fullres", "3d_lowres", "3d_cascade_fullres")
+
+
+@pytest.fixture(scope="module")
+def cascade_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[DatasetDirs, dict]:
+    """Fake results for 3d_fullres, 3d_lowres and the cascade (plans as the planner writes them),
+    selection over every configuration and pair run for real, then the report."""
+    root = tmp_path_factory.mktemp("cascade_report")
+    predictors = {"3d_fullres": stray_voxel, "3d_lowres": misses, "3d_cascade_fullres": one_hot_gt}
+    dirs = make_tree(root, predictors)
+    plans = json.loads((dirs.preprocessed / "nnUNetPlans.json").read_text())
+    plans["configurations"]["3d_lowres"]["next_stage"] = "3d_cascade_fullres"
+    plans["configurations"]["3d_cascade_fullres"] = {
+        "inherits_from": "3d_fullres",
+        "previous_stage": "3d_lowres",
+    }
+    for path in [dirs.preprocessed / "nnUNetPlans.json"] + [
+        dirs.model_dir(TrainedModel(c)) / "plans.json" for c in CASCADE_CONFIGS
+    ]:
+        path.write_text(json.dumps(plans))
+    dataset_json = load_dataset_json(dirs.preprocessed / "dataset.json")
+    for config in CASCADE_CONFIGS:
+        for fold in range(len(SPLITS)):
+            validation = dirs.model_dir(TrainedModel(config)) / f"fold_{fold}" / "validation"
+            compute_metrics_on_folder(
+                dirs.gt_dir, validation, ".nii.gz", dataset_json.label_spec,
+                output_file=validation / "summary.json", chill=True,
+            )  # fmt: skip
+            write_training_records(dirs, config, fold)
+    info = find_best_configuration(dirs, [TrainedModel(c) for c in CASCADE_CONFIGS])
+    build_report(dirs.results)
+    return dirs, info
+
+
+def one_hot_gt(_index: int, gt: np.ndarray) -> np.ndarray:
+    return one_hot(gt, confidence=0.7)
+
+
+def test_report_shows_the_cascade_like_any_configuration(cascade_report) -> None:
+    """3d_lowres and 3d_cascade_fullres: CV bars and table rows (singles and every pair), the
+    per-class columns, training curves and the selection (the exact cascade wins)."""
+    dirs, info = cascade_report
+    data = collect(dirs.results)
+    pairs = ["3d_fullres + 3d_lowres", "3d_fullres + 3d_cascade_fullres"]
+    pairs.append("3d_lowres + 3d_cascade_fullres")
+    assert list(data.candidates["label"]) == [*CASCADE_CONFIGS, *pairs]
+    bars = data.candidates.set_index("label")["cv_foreground_dice"]
+    assert bars["3d_cascade_fullres"] == pytest.approx(1.0)
+    assert bars["3d_lowres"] < bars["3d_fullres"] < 1.0
+    assert set(data.cv_fold_dice["identifier"]) == set(data.candidates["identifier"])
+    assert info["winner"] == "nnUNetTrainer__nnUNetPlans__3d_cascade_fullres"
+    assert data.candidates.set_index("label")["selected"].to_dict() == {
+        label: label == "3d_cascade_fullres" for label in [*CASCADE_CONFIGS, *pairs]
+    }
+    folder = dirs.results / "report"
+    table = pd.read_csv(folder / "summary.csv")
+    assert list(table["name"]) == [c["identifier"] for c in info["candidates"]]
+    assert table.loc[table["selected"], "name"].tolist() == [info["winner"]]
+    assert {"3d_lowres", "3d_cascade_fullres"} <= set(pd.read_csv(folder / "per_class.csv"))
+    assert set(data.curves["configuration"]) == set(CASCADE_CONFIGS)
+    for config in CASCADE_CONFIGS:
+        assert (folder / "training_curves" / f"training_curves_{config}.png").is_file()
