@@ -178,7 +178,15 @@ def test_deleting_one_lowres_checkpoint_reruns_it_and_every_cascade_fold_only(
     saved = checkpoint.read_bytes()
     checkpoint.unlink()
     try:
-        output = snakemake(workdir, config, "-n", "--rerun-triggers", "mtime").stdout
+        output = snakemake(
+            workdir,
+            config,
+            "all",
+            str(cascade_predictions(work)),  # targets first: --rerun-triggers takes several words
+            "-n",
+            "--rerun-triggers",
+            "mtime",
+        ).stdout
     finally:
         checkpoint.write_bytes(saved)
     listed = jobs(output)
@@ -189,3 +197,7 @@ def test_deleting_one_lowres_checkpoint_reruns_it_and_every_cascade_fold_only(
     )
     assert rules.count("ensemble_cv") == 1 and rules.count("select") == 1
     assert "report" in rules
+    predicts = {w["configuration"]: inputs for rule, w, inputs in listed if rule == "predict"}
+    assert set(predicts) == {LOWRES, CASCADE}
+    lowres_predictions = str(work / "predictions" / DATASET / LOWRES)
+    assert lowres_predictions in predicts[CASCADE].split(", ")
