@@ -6,6 +6,9 @@ folds write every case's previous-stage file. Cascade fold 0 then trains (2 epoc
 iterations, in process) uninterrupted, and again stopped by a deadline after epoch 0 and continued
 with ``--c`` in a second results root holding the same previous-stage files: the final weights are
 bitwise equal (CPU, one thread, batches a pure function of seed, fold, epoch and iteration).
+A real ``nnunet-core train`` process of cascade fold 0 stopped by SIGUSR1 after epoch 0 exits 0
+(the train rule, not the CLI, turns a stop into ``EXIT_STOPPED``) with checkpoint_latest and no
+final; ``--c`` continues at the next epoch and finishes and validates.
 A missing previous-stage file is one line naming the case and the 3d_lowres fold, exit 2.
 """
 
@@ -14,13 +17,19 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import re
 import shutil
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 import torch
 from training_helpers import check, cli, roots_env
 
+from nnunet_core import stop_signal
 from nnunet_core.paths import Roots
 from nnunet_core.results_tree import PREDICTED_NEXT_STAGE_FOLDER, trained_model_dir
 from nnunet_core.training import checkpoint as ckpt
@@ -164,3 +173,48 @@ def test_missing_previous_stage_file_is_one_line_and_writes_nothing(
     assert missing in lines[0] and "3d_lowres fold 1" in lines[0]
     assert f"nnunet-core train Dataset992_CascTrain 3d_lowres 1 -tr {TRAINER}" in lines[0]
     assert not model_dir(results, CASCADE).exists()
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGUSR1"), reason="no SIGUSR1 on this platform")
+def test_usr1_stops_a_cascade_fold_process_and_continue_finishes(env: dict, tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    copy_previous_stage(env["results"], results)
+    environment = {**env["env"], "nnUNet_results": str(results), stop_signal.ENV_VAR: "USR1"}
+    schedule = ["--epochs", "3", "--iterations", "2", "--val-iterations", "1"]
+    command = ["train", "992", CASCADE, "0", "-tr", TRAINER, "-device", "cpu", "--num-workers"]
+    command += ["0", *schedule]
+    out = tmp_path / "out.txt"
+    with open(out, "w") as handle:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "nnunet_core", *command],
+            env=environment,
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            end = time.time() + 120
+            while not re.search(r": Epoch 1$", out.read_text(), re.MULTILINE):  # 0 finished
+                assert process.poll() is None, out.read_text()[-3000:]
+                assert time.time() < end, "epoch 1 did not start in 120 s"
+                time.sleep(0.02)
+            process.send_signal(signal.SIGUSR1)
+            status = process.wait(timeout=120)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+    text = out.read_text()
+    # a stop is exit 0 from the CLI; only the train rule turns it into EXIT_STOPPED (75)
+    assert status == 0, text[-3000:]
+    stopped = re.search(r"stopped at epoch (\d+) by SIGUSR1", text)
+    assert stopped, text[-3000:]
+    k = int(stopped.group(1))
+    assert k == max(int(e) for e in re.findall(r": Epoch (\d+)$", text, re.MULTILINE)) == 1
+    folder = model_dir(results, CASCADE) / "fold_0"
+    assert ckpt.load_checkpoint(folder / ckpt.LATEST)["current_epoch"] == k + 1
+    assert not (folder / ckpt.FINAL).exists()
+    continued = check(cli(environment, *command, "--c"))
+    pattern = rf"continuing from \S*{re.escape(ckpt.LATEST)} at epoch {k + 1}$"
+    assert re.search(pattern, continued.stdout, re.MULTILINE), continued.stdout[-3000:]
+    assert torch.load(folder / ckpt.FINAL, weights_only=False)["current_epoch"] == 3
+    assert (folder / "validation" / "summary.json").is_file()
