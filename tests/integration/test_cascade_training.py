@@ -128,7 +128,7 @@ def straight(env: dict) -> dict:
 
 def test_cascade_fold_trains_with_one_hot_inputs_and_validates(env: dict, straight: dict) -> None:
     folder = straight["folder"]
-    final = torch.load(folder / ckpt.FINAL, weights_only=False)
+    final = ckpt.load_checkpoint(folder / ckpt.FINAL)
     first_conv = next(v for k, v in final["network_weights"].items() if v.ndim == 5)
     dataset = json.loads((Path(env["env"]["nnUNet_raw"]) / DATASET / "dataset.json").read_text())
     foreground = [v for v in dataset["labels"].values() if v != 0]
@@ -150,8 +150,8 @@ def test_deadline_stop_then_continue_equals_the_uninterrupted_run(
     assert (folder / ckpt.LATEST).is_file() and not (folder / ckpt.FINAL).exists()
     run(results, env["env"], CASCADE, 0, resume=True)
     assert (folder / "validation" / "summary.json").is_file()
-    resumed = torch.load(folder / ckpt.FINAL, weights_only=False)["network_weights"]
-    reference = torch.load(straight["folder"] / ckpt.FINAL, weights_only=False)["network_weights"]
+    resumed = ckpt.load_checkpoint(folder / ckpt.FINAL)["network_weights"]
+    reference = ckpt.load_checkpoint(straight["folder"] / ckpt.FINAL)["network_weights"]
     assert resumed.keys() == reference.keys()
     for key, value in reference.items():
         assert torch.equal(resumed[key], value), key
@@ -180,7 +180,7 @@ def test_usr1_stops_a_cascade_fold_process_and_continue_finishes(env: dict, tmp_
     results = tmp_path / "results"
     copy_previous_stage(env["results"], results)
     environment = {**env["env"], "nnUNet_results": str(results), stop_signal.ENV_VAR: "USR1"}
-    schedule = ["--epochs", "3", "--iterations", "2", "--val-iterations", "1"]
+    schedule = ["--epochs", "4", "--iterations", "2", "--val-iterations", "1"]
     command = ["train", "992", CASCADE, "0", "-tr", TRAINER, "-device", "cpu", "--num-workers"]
     command += ["0", *schedule]
     out = tmp_path / "out.txt"
@@ -209,12 +209,13 @@ def test_usr1_stops_a_cascade_fold_process_and_continue_finishes(env: dict, tmp_
     stopped = re.search(r"stopped at epoch (\d+) by SIGUSR1", text)
     assert stopped, text[-3000:]
     k = int(stopped.group(1))
-    assert k == max(int(e) for e in re.findall(r": Epoch (\d+)$", text, re.MULTILINE)) == 1
+    # the epoch running when the signal came (1, or 2 when a loaded machine delayed the signal)
+    assert k == max(int(e) for e in re.findall(r": Epoch (\d+)$", text, re.MULTILINE)) < 3
     folder = model_dir(results, CASCADE) / "fold_0"
     assert ckpt.load_checkpoint(folder / ckpt.LATEST)["current_epoch"] == k + 1
     assert not (folder / ckpt.FINAL).exists()
     continued = check(cli(environment, *command, "--c"))
     pattern = rf"continuing from \S*{re.escape(ckpt.LATEST)} at epoch {k + 1}$"
     assert re.search(pattern, continued.stdout, re.MULTILINE), continued.stdout[-3000:]
-    assert torch.load(folder / ckpt.FINAL, weights_only=False)["current_epoch"] == 3
+    assert ckpt.load_checkpoint(folder / ckpt.FINAL)["current_epoch"] == 4
     assert (folder / "validation" / "summary.json").is_file()
