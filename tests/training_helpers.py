@@ -13,8 +13,12 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from nnunet_core.training.trainer import TrainerSettings
 
 DATASET = "Dataset900_Synth"
 CONFIG = "3d_tiny"
@@ -75,3 +79,44 @@ def prepare_tiny_training(root: Path, make_raw_dataset: Callable[..., Path]) -> 
     check(cli(environment, "preprocess", "-d", "900", "-c", CONFIG, "-np", "2", "--no-pbar"))
     check(cli(environment, "splits", "-d", "900"))
     return environment
+
+
+def run_fold_in_process(
+    roots_env_vars: dict[str, str],
+    results: Path | str,
+    dataset: str,
+    configuration: str,
+    fold: int,
+    settings: TrainerSettings,
+    **flags,
+) -> str:
+    """One fold through ``run_fold`` in this process on the CPU with one torch thread (restored
+    after), stdout captured: cheaper than the CLI where the test needs no real process."""
+    import contextlib
+    import io
+
+    import torch
+
+    from nnunet_core.paths import Roots
+    from nnunet_core.training.fold_run import FoldFlags, FoldRequest, run_fold
+
+    env = roots_env_vars
+    request = FoldRequest(
+        roots=Roots.from_env(env["nnUNet_raw"], env["nnUNet_preprocessed"], str(results)),
+        dataset=dataset,
+        configuration=configuration,
+        fold=fold,
+        plans="nnUNetPlans",
+        settings=settings,
+        device=torch.device("cpu"),
+        flags=FoldFlags(**flags),
+    )
+    out = io.StringIO()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with contextlib.redirect_stdout(out):
+            assert run_fold(request) == 0
+    finally:
+        torch.set_num_threads(threads)
+    return out.getvalue()

@@ -14,8 +14,6 @@ A missing previous-stage file is one line naming the case and the 3d_lowres fold
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import re
 import shutil
@@ -27,13 +25,11 @@ from pathlib import Path
 
 import pytest
 import torch
-from training_helpers import check, cli, roots_env
+from training_helpers import check, cli, roots_env, run_fold_in_process
 
 from nnunet_core import stop_signal
-from nnunet_core.paths import Roots
 from nnunet_core.results_tree import PREDICTED_NEXT_STAGE_FOLDER, trained_model_dir
 from nnunet_core.training import checkpoint as ckpt
-from nnunet_core.training.fold_run import FoldFlags, FoldRequest, run_fold
 from nnunet_core.training.trainer import TrainerSettings
 
 pytestmark = pytest.mark.slow
@@ -52,28 +48,9 @@ STOP_AFTER_FIRST_EPOCH = {"deadline": "3600", "stop_margin": 1e7}
 
 
 def run(results: Path, env: dict[str, str], configuration: str, fold: int, **flags) -> str:
-    """One fold in process (one torch thread), stdout captured."""
-    roots = Roots.from_env(env["nnUNet_raw"], env["nnUNet_preprocessed"], str(results))
+    """One fold in process, stdout captured (the lowres stage with its own schedule)."""
     settings = LOWRES_SETTINGS if configuration == LOWRES else SETTINGS
-    request = FoldRequest(
-        roots=roots,
-        dataset=DATASET,
-        configuration=configuration,
-        fold=fold,
-        plans="nnUNetPlans",
-        settings=settings,
-        device=torch.device("cpu"),
-        flags=FoldFlags(**flags),
-    )
-    out = io.StringIO()
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        with contextlib.redirect_stdout(out):
-            assert run_fold(request) == 0
-    finally:
-        torch.set_num_threads(threads)
-    return out.getvalue()
+    return run_fold_in_process(env, results, DATASET, configuration, fold, settings, **flags)
 
 
 def model_dir(results: Path, configuration: str) -> Path:

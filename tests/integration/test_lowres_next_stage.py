@@ -9,20 +9,15 @@ shape of that case's 3d_fullres data (what the cascade stage will read it agains
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 from pathlib import Path
 
 import blosc2
 import numpy as np
 import pytest
-import torch
-from training_helpers import check, cli, roots_env
+from training_helpers import check, cli, roots_env, run_fold_in_process
 
-from nnunet_core.paths import Roots
 from nnunet_core.results_tree import next_stage_file, trained_model_dir
-from nnunet_core.training.fold_run import FoldFlags, FoldRequest, run_fold
 from nnunet_core.training.trainer import TrainerSettings
 
 pytestmark = pytest.mark.slow
@@ -50,26 +45,10 @@ def env(tmp_path_factory: pytest.TempPathFactory, make_raw_dataset) -> dict[str,
 
 
 def run(env: dict[str, str], **flags) -> str:
-    roots = Roots.from_env(env["nnUNet_raw"], env["nnUNet_preprocessed"], env["nnUNet_results"])
-    request = FoldRequest(
-        roots=roots,
-        dataset=DATASET,
-        configuration="3d_lowres",
-        fold=0,
-        plans="nnUNetPlans",
-        settings=SETTINGS,
-        device=torch.device("cpu"),
-        flags=FoldFlags(**flags),
+    """Fold 0 of 3d_lowres in process, stdout captured."""
+    return run_fold_in_process(
+        env, env["nnUNet_results"], DATASET, "3d_lowres", 0, SETTINGS, **flags
     )
-    out = io.StringIO()
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        with contextlib.redirect_stdout(out):
-            assert run_fold(request) == 0
-    finally:
-        torch.set_num_threads(threads)
-    return out.getvalue()
 
 
 def test_lowres_fold_writes_and_val_rewrites_next_stage(env: dict[str, str]) -> None:
