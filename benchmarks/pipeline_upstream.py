@@ -16,22 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from monitor import RunResult, TreeSampler, run_parallel
+from peer_trainer import install_trainer_source, trainer_source
 from pipeline_stages import StageFigures, fold_log_phases, upstream_stage
-
-TRAINER_TEMPLATE = '''"""Written by nnunet-core's benchmarks/pipeline.py: {epochs} epochs x
-{iterations} iterations, {val_iterations} validation iterations per epoch; else nnUNetTrainer."""
-import torch
-from nnunetv2.training.nnUNetTrainer.nnUNetTrainer import nnUNetTrainer
-
-
-class {name}(nnUNetTrainer):
-    def __init__(self, plans: dict, configuration: str, fold: int, dataset_json: dict,
-                 device: torch.device = torch.device("cuda")):
-        super().__init__(plans, configuration, fold, dataset_json, device)
-        self.num_epochs = {epochs}
-        self.num_iterations_per_epoch = {iterations}
-        self.num_val_iterations_per_epoch = {val_iterations}
-'''
 
 
 @dataclass(frozen=True)
@@ -79,19 +65,14 @@ class UpstreamRun:
 
 def install_trainer(peer: Path, schedule: Schedule) -> Path:
     """Write the schedule's trainer class into the peer venv's trainer package."""
-    packages = sorted(peer.glob("lib/python*/site-packages/nnunetv2/training/nnUNetTrainer"))
-    if not packages:
-        raise SystemExit(f"--peer {peer}: no nnunetv2 installed there")
-    target = packages[-1] / f"{schedule.trainer_name}.py"
-    source = TRAINER_TEMPLATE.format(
-        name=schedule.trainer_name,
-        epochs=schedule.epochs,
-        iterations=schedule.iterations,
-        val_iterations=schedule.val_iterations,
+    source = trainer_source(
+        schedule.trainer_name,
+        schedule.epochs,
+        schedule.iterations,
+        schedule.val_iterations,
+        writer="benchmarks/pipeline.py",
     )
-    if not target.exists() or target.read_text() != source:
-        target.write_text(source)
-    return target
+    return install_trainer_source(peer, schedule.trainer_name, source)
 
 
 def peer_environment(run: UpstreamRun) -> dict[str, str]:

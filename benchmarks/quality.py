@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from peer_trainer import install_trainer_source, trainer_source  # noqa: E402
 from quality_stats import format_table, learned_epochs, read_pseudo_dice, summarise  # noqa: E402
 
 DATASETS = {"2d": (951, "QualitySynth2d", "2d"), "3d": (952, "QualitySynth3d", "3d_fullres")}
@@ -60,24 +61,6 @@ PLAN_FIELDS = (
     "resampling_fn_data_kwargs",
     "resampling_fn_seg_kwargs",
 )
-PEER_TRAINER = '''import torch
-from nnunetv2.training.nnUNetTrainer.nnUNetTrainer import nnUNetTrainer
-
-
-class {name}(nnUNetTrainer):
-    """nnUNetTrainer with the quality benchmark's schedule (written by benchmarks/quality.py)."""
-
-    def __init__(self, plans: dict, configuration: str, fold: int, dataset_json: dict,
-                 device: torch.device = torch.device("cuda")):
-        super().__init__(plans, configuration, fold, dataset_json, device)
-        self.num_epochs = {epochs}
-        self.num_iterations_per_epoch = {iterations}
-        self.num_val_iterations_per_epoch = {val_iterations}
-
-    def perform_actual_validation(self, save_probabilities: bool = False):
-        """Skipped: the benchmark scores the test set; this costs minutes on a loaded CPU."""
-        self.print_to_log_file("final validation skipped (benchmarks/quality.py)")
-'''
 
 
 def run(command: list[str], env: dict[str, str], log: Path) -> None:
@@ -180,15 +163,13 @@ def check_plans(kind: str, ours: dict[str, Any], upstream: dict[str, Any]) -> No
 
 
 def peer_trainer(args: argparse.Namespace, schedule: dict[str, int]) -> str:
-    """Install upstream's trainer class for this schedule into the peer venv; its name."""
+    """Install upstream's trainer class for this schedule into the peer venv; its name.
+    Its final validation is skipped: the benchmark scores the test set."""
     name = "nnUNetTrainer_Quality{epochs}x{iterations}v{val_iterations}".format(**schedule)
-    found = subprocess.run(
-        [str(args.peer / "bin" / "python"), "-c",
-         "import nnunetv2, os; print(os.path.dirname(nnunetv2.__file__))"],
-        capture_output=True, text=True, check=True,
-    )  # fmt: skip
-    folder = Path(found.stdout.strip()) / "training" / "nnUNetTrainer"
-    (folder / f"{name}.py").write_text(PEER_TRAINER.format(name=name, **schedule))
+    source = trainer_source(
+        name, **schedule, writer="benchmarks/quality.py", skip_final_validation=True
+    )
+    install_trainer_source(args.peer, name, source)
     return name
 
 
