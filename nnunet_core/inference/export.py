@@ -64,6 +64,27 @@ def probability_resampling_kwargs(configuration: dict[str, Any], where: str) -> 
     return resampling_kwargs(conf, "probabilities", where)
 
 
+def resample_probabilities(
+    array: np.ndarray,
+    target_shape: Sequence[int],
+    current_spacing: Sequence[float],
+    target_spacing: Sequence[float],
+    configuration: dict[str, Any],
+    where: str,
+) -> np.ndarray:
+    """``array`` (C, ...) resampled to ``target_shape`` with the configuration's probability
+    resampling (its order, order_z and separate-z rule): export and the next-stage files alike."""
+    kwargs = probability_resampling_kwargs(configuration, where)
+    plan = plan_resampling(
+        target_shape,
+        current_spacing,
+        target_spacing,
+        kwargs.get("force_separate_z"),
+        kwargs.get("separate_z_anisotropy_threshold", ANISO_THRESHOLD),
+    )
+    return resample(array, plan, False, kwargs["order"], kwargs["order_z"])
+
+
 def resample_logits_to_original(
     logits: torch.Tensor | np.ndarray,
     properties: dict[str, Any],
@@ -89,15 +110,9 @@ def resample_logits_to_original(
     network_spacing = [float(s) for s in configuration["spacing"]]
     if len(network_spacing) < len(target_shape):
         network_spacing = [original_spacing[0], *network_spacing]
-    kwargs = probability_resampling_kwargs(configuration, where)
-    plan = plan_resampling(
-        target_shape,
-        network_spacing,
-        original_spacing,
-        kwargs.get("force_separate_z"),
-        kwargs.get("separate_z_anisotropy_threshold", ANISO_THRESHOLD),
+    resampled = resample_probabilities(
+        array, target_shape, network_spacing, original_spacing, configuration, where
     )
-    resampled = resample(array, plan, False, kwargs["order"], kwargs["order_z"])
     if upstream_fp16:
         return resampled.astype(np.float16).astype(np.float32)
     # nothing to resample returns the input itself: copy, so callers may edit the result in place

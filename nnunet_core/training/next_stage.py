@@ -26,15 +26,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from nnunet_core.inference.export import logits_to_segmentation, probability_resampling_kwargs
+from nnunet_core.inference.export import logits_to_segmentation, resample_probabilities
 from nnunet_core.io.blosc2_store import DATA_SUFFIX, comp_blosc2_params, open_array, save_array
 from nnunet_core.io.dataset_json import LabelSpec
 from nnunet_core.planning.plans import resolve_configuration
 from nnunet_core.preprocessing.resampling import (
-    ANISO_THRESHOLD,
     compute_new_shape,
-    plan_resampling,
-    resample,
 )
 from nnunet_core.results_tree import next_stage_file
 
@@ -109,15 +106,7 @@ def resample_logits_to_shape(
     half = logits.dtype == np.float16
     array = np.asarray(logits, dtype=np.float64 if half else np.float32)
     spacing = _spacing_in_network_order(properties, plans, configuration["spacing"])
-    kwargs = probability_resampling_kwargs(configuration, where)
-    plan = plan_resampling(
-        target_shape,
-        spacing,
-        spacing,
-        kwargs.get("force_separate_z"),
-        kwargs.get("separate_z_anisotropy_threshold", ANISO_THRESHOLD),
-    )
-    resampled = resample(array, plan, False, kwargs["order"], kwargs["order_z"])
+    resampled = resample_probabilities(array, target_shape, spacing, spacing, configuration, where)
     return resampled.astype(np.float16) if half else resampled
 
 
