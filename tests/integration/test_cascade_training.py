@@ -196,3 +196,26 @@ def test_usr1_stops_a_cascade_fold_process_and_continue_finishes(env: dict, tmp_
     assert re.search(pattern, continued.stdout, re.MULTILINE), continued.stdout[-3000:]
     assert ckpt.load_checkpoint(folder / ckpt.FINAL)["current_epoch"] == 4
     assert (folder / "validation" / "summary.json").is_file()
+
+
+def test_cascade_fold_trains_on_two_gloo_ranks_and_validates_every_case(
+    env: dict, tmp_path: Path
+) -> None:
+    """DDP: each rank reads the previous stage for its own samples and validation cases."""
+    results = tmp_path / "results"
+    copy_previous_stage(env["results"], results)
+    environment = {**env["env"], "nnUNet_results": str(results)}
+    schedule = ["--epochs", "1", "--iterations", "2", "--val-iterations", "1", "--num-workers", "0"]
+    command = ["992", CASCADE, "1", "-tr", TRAINER, "-device", "cpu", "-num_gpus", "2", *schedule]
+    result = check(cli(environment, *command, module="nnunet_core.train"))
+    folder = model_dir(results, CASCADE) / "fold_1"
+    logs = sorted(folder.glob("training_log_*.txt"))
+    assert len(logs) == 1, result.stdout[-3000:]
+    log = logs[0].read_text()
+    assert "DDP rank 0/2" in log and "DDP rank 1/2" in log
+    final = ckpt.load_checkpoint(folder / ckpt.FINAL)
+    first_conv = next(v for v in final["network_weights"].values() if v.ndim == 5)
+    assert first_conv.shape[1] == 3  # one image channel + organ + lesion one-hot
+    summary = json.loads((folder / "validation" / "summary.json").read_text())
+    validated = {c["prediction_file"].rsplit("/", 1)[-1] for c in summary["metric_per_case"]}
+    assert validated == {f"{case}.nii.gz" for case in env["splits"][1]["val"]}
