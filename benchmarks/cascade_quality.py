@@ -42,6 +42,8 @@ from quality import ours_cli, run, side_env, snapshot_code  # noqa: E402
 
 NUMBER, NAME = 953, "CascadeQuality"
 STAGES = ("3d_lowres", "3d_cascade_fullres")
+# 3d_cascade_fullres inherits patch, spacing and network from 3d_fullres: compared there
+PLANNED = (*STAGES, "3d_fullres")
 FOLDS = range(5)
 PLAN_FIELDS = (
     "patch_size",
@@ -77,7 +79,8 @@ def preprocess(args: argparse.Namespace, side: str) -> dict[str, Any]:
                        "3d_lowres", "3d_fullres", "-np", "2", "--no-pbar"]  # fmt: skip
         else:
             command = [str(args.peer / "bin" / "nnUNetv2_plan_and_preprocess"), "-d",
-                       str(NUMBER), *target, "-c", "3d_lowres", "3d_fullres", "-np", "2"]  # fmt: skip
+                       str(NUMBER), *target, "-c", "3d_lowres", "3d_fullres",
+                       "-np", "2"]  # fmt: skip
         env = side_env(args, side, args.work / side / "unused")
         run(command, env, args.work / "logs" / f"preprocess_{side}.txt")
     return json.loads(plans.read_text())
@@ -86,7 +89,7 @@ def preprocess(args: argparse.Namespace, side: str) -> dict[str, Any]:
 def check_plans(ours: dict[str, Any], upstream: dict[str, Any]) -> None:
     """Both sides plan the cascade, and the same one."""
     different = []
-    for stage in STAGES:
+    for stage in PLANNED:
         mine = ours["configurations"].get(stage)
         theirs = upstream["configurations"].get(stage)
         if mine is None or theirs is None:
@@ -95,7 +98,7 @@ def check_plans(ours: dict[str, Any], upstream: dict[str, Any]) -> None:
                       for f in PLAN_FIELDS if mine.get(f) != theirs.get(f)]  # fmt: skip
     if different:
         sys.exit("the plans differ: " + "; ".join(different))
-    for stage in STAGES:
+    for stage in PLANNED:
         shown = {f: ours["configurations"][stage].get(f) for f in ("patch_size", "spacing")}
         print(f"{stage}: equal on both sides, {shown}", flush=True)
 
@@ -217,7 +220,9 @@ def main() -> None:
         plans = {side: preprocess(args, side) for side in sides}
         if args.peer:
             check_plans(plans["ours"], plans["upstream"])
-        name = "nnUNetTrainer_Cascade{epochs}x{iterations}v{val_iterations}".format(**schedule(args))
+        name = "nnUNetTrainer_Cascade{epochs}x{iterations}v{val_iterations}".format(
+            **schedule(args)
+        )
         if args.peer:
             source = trainer_source(name, **schedule(args), writer="benchmarks/cascade_quality.py")
             install_trainer_source(args.peer, name, source)
