@@ -3,6 +3,8 @@
 ``-djfile`` defaults to the prediction folder's ``dataset.json``, else the one above the
 reference folder (``labelsTs`` sits in the raw dataset). Upstream's ``-pfile`` (plans.json) is
 accepted and checked to exist; it is not needed: the file ending in dataset.json picks the reader.
+``--surface-metrics`` adds HD95 and NSD per label (mm; ``nnunet_core.evaluation.surface`` says how
+empty masks count), with ``--nsd-tolerance`` (1 mm, or per label ``LABEL=MM``).
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import argparse
 from pathlib import Path
 
 from nnunet_core.commands.common import add_processes_flag
-from nnunet_core.errors import DatasetError
+from nnunet_core.errors import ConfigurationError, DatasetError
 from nnunet_core.paths import DATASET_JSON
 from nnunet_core.results_tree import SUMMARY_JSON
 
@@ -26,6 +28,19 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--output", help="summary file (default: PRED_FOLDER/summary.json)")
     add_processes_flag(parser)
     parser.add_argument("--chill", action="store_true", help="evaluate only the predicted cases")
+    parser.add_argument(
+        "--surface-metrics",
+        action="store_true",
+        help="also HD95 and normalized surface distance (NSD) per label, in mm",
+    )
+    parser.add_argument(
+        "--nsd-tolerance",
+        nargs="+",
+        default=[],
+        metavar="MM|LABEL=MM",
+        help="NSD tolerance in mm: one value for every label (default 1), or LABEL=MM per label "
+        "(a region as its key, e.g. '(1, 2)=2')",
+    )
 
 
 def _dataset_json_file(args: argparse.Namespace) -> Path:
@@ -41,6 +56,21 @@ def _dataset_json_file(args: argparse.Namespace) -> Path:
     raise DatasetError(msg)
 
 
+def _surface_settings(args: argparse.Namespace):
+    """HD95/NSD settings, or None without ``--surface-metrics``; a bad tolerance is exit 2."""
+    from nnunet_core.evaluation.surface import settings_from_tolerances
+
+    if args.nsd_tolerance and not args.surface_metrics:
+        msg = "--nsd-tolerance needs --surface-metrics"
+        raise ConfigurationError(msg)
+    if not args.surface_metrics:
+        return None
+    try:
+        return settings_from_tolerances(args.nsd_tolerance)
+    except ValueError as exc:
+        raise ConfigurationError(f"--nsd-tolerance: {exc}") from None
+
+
 def run(args: argparse.Namespace) -> int:
     from nnunet_core.evaluation.metrics import classes_from_dataset_json, compute_metrics_on_folder
     from nnunet_core.io.dataset_json import load_dataset_json
@@ -48,6 +78,7 @@ def run(args: argparse.Namespace) -> int:
     if args.pfile and not Path(args.pfile).is_file():
         msg = f"-pfile {args.pfile}: file not found"
         raise DatasetError(msg)
+    surface = _surface_settings(args)
     dataset_json = load_dataset_json(_dataset_json_file(args))
     output = Path(args.output) if args.output else Path(args.pred_folder) / SUMMARY_JSON
     summary = compute_metrics_on_folder(
@@ -59,7 +90,12 @@ def run(args: argparse.Namespace) -> int:
         output_file=output,
         chill=args.chill,
         classes=classes_from_dataset_json(dataset_json),
+        surface=surface,
     )
     dice = summary["foreground_mean"]["Dice"]
-    print(f"{output}: {len(summary['metric_per_case'])} cases, foreground-mean Dice {dice:.4f}")
+    line = f"{output}: {len(summary['metric_per_case'])} cases, foreground-mean Dice {dice:.4f}"
+    if surface is not None:
+        means = summary["foreground_mean"]
+        line += f", HD95 {means['HD95']:.2f} mm, NSD {means['NSD']:.4f}"
+    print(line)
     return 0

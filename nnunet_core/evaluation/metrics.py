@@ -6,6 +6,8 @@ TP+FP+FN == 0 (the class is absent from both). The summary holds ``metric_per_ca
 (nanmean over cases per label) and ``foreground_mean`` (plain mean over labels of those means, as
 upstream: one label that is NaN in every case makes it NaN). Keys are ``str(label)`` for labels
 and ``str(tuple)`` for regions, e.g. ``"(1, 2)"``; ``save_summary_json`` sorts keys as upstream.
+With ``surface`` settings, each label also gets HD95 and NSD in mm (``evaluation.surface``; off
+by default, as upstream, whose readers only need Dice).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import numpy as np
 
 from nnunet_core.dataset.verify_case import geometry_problems, read_checked_label
 from nnunet_core.errors import DatasetError
+from nnunet_core.evaluation.surface import SURFACE_METRIC_NAMES, SurfaceSettings, surface_metrics
 from nnunet_core.io.atomic import write_json
 from nnunet_core.io.dataset_json import IGNORE_KEY, DatasetJson, LabelSpec
 from nnunet_core.io.images import readers_for_file
@@ -107,15 +110,22 @@ def compute_metrics(
     prediction: np.ndarray,
     classes: Sequence[LabelOrRegion],
     ignore_label: int | None = None,
-) -> dict[LabelOrRegion, dict[str, float | int]]:
-    """Metrics per label/region of one case (arrays of equal shape)."""
+    surface: SurfaceSettings | None = None,
+    spacing: Sequence[float] | None = None,
+) -> dict[LabelOrRegion, dict[str, Any]]:
+    """Metrics per label/region of one case (arrays of equal shape, ``(1, z, y, x)``); with
+    ``surface``, HD95 and NSD too (``spacing`` in mm, numpy order of the spatial axes)."""
     ignore_mask = reference == ignore_label if ignore_label is not None else None
     result = {}
     for c in classes:
-        counts = confusion_counts(
-            region_mask(reference, c), region_mask(prediction, c), ignore_mask
-        )
-        result[c] = metrics_from_counts(*counts)
+        ref, pred = region_mask(reference, c), region_mask(prediction, c)
+        result[c] = metrics_from_counts(*confusion_counts(ref, pred, ignore_mask))
+        if surface is not None:
+            if ignore_mask is not None:
+                ref, pred = ref & ~ignore_mask, pred & ~ignore_mask
+            spatial = list(spacing)[-(ref.ndim - 1) :]
+            tolerance = surface.tolerance(label_key(c))
+            result[c].update(surface_metrics(ref[0], pred[0], spatial, tolerance))
     return result
 
 
@@ -142,6 +152,7 @@ def compute_metrics_for_files(
     prediction_file: str | Path,
     classes: Sequence[LabelOrRegion],
     ignore_label: int | None = None,
+    surface: SurfaceSettings | None = None,
 ) -> dict[str, Any]:
     """One ``metric_per_case`` entry: ``{reference_file, prediction_file, metrics}``.
 
@@ -164,7 +175,9 @@ def compute_metrics_for_files(
     return {
         "reference_file": str(reference_file),
         "prediction_file": str(prediction_file),
-        "metrics": compute_metrics(reference, prediction, classes, ignore_label),
+        "metrics": compute_metrics(
+            reference, prediction, classes, ignore_label, surface, ref_image.spacing
+        ),
     }
 
 
@@ -208,14 +221,21 @@ def _nanmean(values: list[float]) -> float:
         return float(np.nanmean(np.asarray(values, dtype=np.float64)))
 
 
+def metric_names(per_case: list[dict[str, Any]]) -> tuple[str, ...]:
+    """The averaged metrics: upstream's, plus HD95 and NSD where the cases have them."""
+    first = next((m for case in per_case for m in case["metrics"].values()), {})
+    return METRIC_NAMES + tuple(n for n in SURFACE_METRIC_NAMES if n in first)
+
+
 def summarize(per_case: list[dict[str, Any]], classes: Sequence[LabelOrRegion]) -> dict[str, Any]:
     """``{metric_per_case, mean, foreground_mean}`` from per-case entries (keys still labels)."""
+    names = metric_names(per_case)
     mean = {
-        c: {m: _nanmean([case["metrics"][c][m] for case in per_case]) for m in METRIC_NAMES}
+        c: {m: _nanmean([case["metrics"][c][m] for case in per_case]) for m in names}
         for c in classes
     }
     foreground = [c for c in classes if c != 0]
-    foreground_mean = {m: float(np.mean([mean[c][m] for c in foreground])) for m in METRIC_NAMES}
+    foreground_mean = {m: float(np.mean([mean[c][m] for c in foreground])) for m in names}
     return {"metric_per_case": per_case, "mean": mean, "foreground_mean": foreground_mean}
 
 
@@ -228,6 +248,7 @@ def compute_metrics_on_folder(
     output_file: str | Path | None = None,
     chill: bool = False,
     classes: Sequence[LabelOrRegion] | None = None,
+    surface: SurfaceSettings | None = None,
 ) -> dict[str, Any]:
     """Evaluate every reference case (``chill``: only the predicted ones) and summarize.
 
@@ -238,7 +259,7 @@ def compute_metrics_on_folder(
     classes = list(labels_or_regions(label_spec) if classes is None else classes)
     pairs = _pairs(gt_dir, pred_dir, file_ending, chill)
     tasks = [
-        (pred.name[: -len(file_ending)], (ref, pred, classes, label_spec.ignore_label))
+        (pred.name[: -len(file_ending)], (ref, pred, classes, label_spec.ignore_label, surface))
         for ref, pred in pairs
     ]
     results = map_cases(compute_metrics_for_files, tasks, num_processes, "evaluate")
