@@ -10,9 +10,13 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from nnunet_core.errors import ConfigurationError
 from nnunet_core.paths import Roots, resolve_dataset_name
+
+if TYPE_CHECKING:
+    from nnunet_core.evaluation.surface import SurfaceSettings
 
 
 def add_root_flags(parser: argparse.ArgumentParser) -> None:
@@ -160,3 +164,35 @@ def datasets_from_args(args: argparse.Namespace) -> tuple[Roots, list[str]]:
     values = [args.dataset] if isinstance(args.dataset, str) else list(args.dataset)
     names = [resolve_dataset_name(value, roots) for value in values]
     return roots, list(dict.fromkeys(names))
+
+
+def add_surface_flags(parser: argparse.ArgumentParser) -> None:
+    """``--surface-metrics`` and ``--nsd-tolerance`` (evaluate, crossval, ensemble-cv)."""
+    parser.add_argument(
+        "--surface-metrics",
+        action="store_true",
+        help="also HD95 and normalized surface distance (NSD) per label, in mm",
+    )
+    parser.add_argument(
+        "--nsd-tolerance",
+        nargs="+",
+        default=[],
+        metavar="MM|LABEL=MM",
+        help="NSD tolerance in mm: one value for every label (default 1), or LABEL=MM per label "
+        "(a region as its key, e.g. '(1, 2)=2')",
+    )
+
+
+def surface_settings(args: argparse.Namespace) -> SurfaceSettings | None:
+    """HD95/NSD settings, or None without ``--surface-metrics``; a bad tolerance is exit 2."""
+    from nnunet_core.evaluation.surface import settings_from_tolerances
+
+    if args.nsd_tolerance and not args.surface_metrics:
+        msg = "--nsd-tolerance needs --surface-metrics"
+        raise ConfigurationError(msg)
+    if not args.surface_metrics:
+        return None
+    try:
+        return settings_from_tolerances(args.nsd_tolerance)
+    except ValueError as exc:
+        raise ConfigurationError(f"--nsd-tolerance: {exc}") from None

@@ -11,7 +11,12 @@ import argparse
 import shutil
 from pathlib import Path
 
-from nnunet_core.commands.common import add_processes_flag, add_root_flags
+from nnunet_core.commands.common import (
+    add_processes_flag,
+    add_root_flags,
+    add_surface_flags,
+    surface_settings,
+)
 from nnunet_core.commands.model_args import (
     add_dataset_argument,
     add_model_flags,
@@ -26,6 +31,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     add_model_flags(parser, "the configuration", required=True)
     add_processes_flag(parser)
     add_root_flags(parser)
+    add_surface_flags(parser)
     parser.add_argument("-o", dest="output", help="also copy the merged folder here")
 
 
@@ -38,7 +44,9 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigurationError(msg)
     dirs = dataset_dirs_from_args(args)
     (model,) = paired_models(args)
-    summary = accumulate_crossval(dirs, model, args.folds, args.num_processes)
+    summary = accumulate_crossval(
+        dirs, model, args.folds, args.num_processes, surface_settings(args)
+    )
     output = crossval_dir(dirs.model_dir(model), args.folds)
     cases = len(summary["metric_per_case"])
     dice = summary["foreground_mean"]["Dice"]

@@ -9,7 +9,12 @@ from __future__ import annotations
 
 import argparse
 
-from nnunet_core.commands.common import add_processes_flag, add_root_flags
+from nnunet_core.commands.common import (
+    add_processes_flag,
+    add_root_flags,
+    add_surface_flags,
+    surface_settings,
+)
 from nnunet_core.commands.model_args import (
     add_dataset_argument,
     add_model_flags,
@@ -23,6 +28,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     add_model_flags(parser, "the member configurations (two or more)", required=True)
     add_processes_flag(parser)
     add_root_flags(parser)
+    add_surface_flags(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -31,7 +37,9 @@ def run(args: argparse.Namespace) -> int:
 
     dirs = dataset_dirs_from_args(args)
     models = paired_models(args)
-    summary = ensemble_crossval(dirs, models, args.folds, args.num_processes)
+    summary = ensemble_crossval(
+        dirs, models, args.folds, args.num_processes, surface_settings(args)
+    )
     output = dirs.ensembles_dir / ensemble_name(models, args.folds)
     cases = len(summary["metric_per_case"])
     dice = summary["foreground_mean"]["Dice"]

@@ -12,8 +12,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from nnunet_core.commands.common import add_processes_flag
-from nnunet_core.errors import ConfigurationError, DatasetError
+from nnunet_core.commands.common import add_processes_flag, add_surface_flags, surface_settings
+from nnunet_core.errors import DatasetError
 from nnunet_core.paths import DATASET_JSON
 from nnunet_core.results_tree import SUMMARY_JSON
 
@@ -28,19 +28,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--output", help="summary file (default: PRED_FOLDER/summary.json)")
     add_processes_flag(parser)
     parser.add_argument("--chill", action="store_true", help="evaluate only the predicted cases")
-    parser.add_argument(
-        "--surface-metrics",
-        action="store_true",
-        help="also HD95 and normalized surface distance (NSD) per label, in mm",
-    )
-    parser.add_argument(
-        "--nsd-tolerance",
-        nargs="+",
-        default=[],
-        metavar="MM|LABEL=MM",
-        help="NSD tolerance in mm: one value for every label (default 1), or LABEL=MM per label "
-        "(a region as its key, e.g. '(1, 2)=2')",
-    )
+    add_surface_flags(parser)
 
 
 def _dataset_json_file(args: argparse.Namespace) -> Path:
@@ -56,21 +44,6 @@ def _dataset_json_file(args: argparse.Namespace) -> Path:
     raise DatasetError(msg)
 
 
-def _surface_settings(args: argparse.Namespace):
-    """HD95/NSD settings, or None without ``--surface-metrics``; a bad tolerance is exit 2."""
-    from nnunet_core.evaluation.surface import settings_from_tolerances
-
-    if args.nsd_tolerance and not args.surface_metrics:
-        msg = "--nsd-tolerance needs --surface-metrics"
-        raise ConfigurationError(msg)
-    if not args.surface_metrics:
-        return None
-    try:
-        return settings_from_tolerances(args.nsd_tolerance)
-    except ValueError as exc:
-        raise ConfigurationError(f"--nsd-tolerance: {exc}") from None
-
-
 def run(args: argparse.Namespace) -> int:
     from nnunet_core.evaluation.metrics import classes_from_dataset_json, compute_metrics_on_folder
     from nnunet_core.io.dataset_json import load_dataset_json
@@ -78,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     if args.pfile and not Path(args.pfile).is_file():
         msg = f"-pfile {args.pfile}: file not found"
         raise DatasetError(msg)
-    surface = _surface_settings(args)
+    surface = surface_settings(args)
     dataset_json = load_dataset_json(_dataset_json_file(args))
     output = Path(args.output) if args.output else Path(args.pred_folder) / SUMMARY_JSON
     summary = compute_metrics_on_folder(

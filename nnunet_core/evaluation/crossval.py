@@ -19,6 +19,7 @@ from typing import Any
 
 from nnunet_core.errors import DatasetError
 from nnunet_core.evaluation.metrics import classes_from_dataset_json, compute_metrics_on_folder
+from nnunet_core.evaluation.surface import SurfaceSettings
 from nnunet_core.io.atomic import read_json
 from nnunet_core.io.dataset_json import DatasetJson, load_dataset_json
 from nnunet_core.paths import DATASET_JSON, SPLITS_JSON
@@ -152,6 +153,7 @@ def accumulate_crossval(
     model: TrainedModel,
     folds: Sequence[int] = DEFAULT_FOLDS,
     num_processes: int = 1,
+    surface: SurfaceSettings | None = None,
 ) -> dict[str, Any]:
     """Rebuild ``crossval_results_folds_*`` of ``model`` and write its ``summary.json``.
 
@@ -184,6 +186,7 @@ def accumulate_crossval(
         output_file=output / SUMMARY_JSON,
         chill=True,
         classes=classes_from_dataset_json(dataset_json),
+        surface=surface,
     )
 
 

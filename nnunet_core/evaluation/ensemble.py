@@ -27,6 +27,7 @@ from nnunet_core.evaluation.crossval import (
     validation_files,
 )
 from nnunet_core.evaluation.metrics import classes_from_dataset_json, compute_metrics_on_folder
+from nnunet_core.evaluation.surface import SurfaceSettings
 from nnunet_core.io.atomic import atomic_path, read_json, write_json
 from nnunet_core.io.dataset_json import LabelSpec, load_dataset_json
 from nnunet_core.io.images import read_seg, write_seg
@@ -200,6 +201,7 @@ def ensemble_crossval(
     models: Sequence[TrainedModel],
     folds: Sequence[int] = DEFAULT_FOLDS,
     num_processes: int = 1,
+    surface: SurfaceSettings | None = None,
 ) -> dict[str, Any]:
     """Ensemble the models' cross-validation per case and evaluate -> ``summary.json``."""
     if len(models) < 2:
@@ -237,6 +239,7 @@ def ensemble_crossval(
         output_file=output / SUMMARY_JSON,
         chill=True,
         classes=classes_from_dataset_json(dataset_json),
+        surface=surface,
     )
 
 

@@ -102,7 +102,7 @@ def class_names(results_dir: Path, preferred: list[str]) -> dict[str, str]:
     return {}
 
 
-def _candidate_entries(info: dict[str, Any]) -> list[dict[str, Any]]:
+def candidate_entries(info: dict[str, Any]) -> list[dict[str, Any]]:
     """Our ``candidates`` list, or one built from upstream's ``all_results``."""
     if info.get("candidates"):
         return list(info["candidates"])
@@ -165,7 +165,7 @@ def collect_candidates(
     """``(candidates, cv_dice per class, per-fold foreground Dice)`` of every candidate."""
     folds = [int(f) for f in info.get("folds", DEFAULT_FOLDS)]
     winner = info.get("winner") or info.get("best_model_or_ensemble", {}).get("identifier")
-    entries = _candidate_entries(info)
+    entries = candidate_entries(info)
     labels = short_names([e["identifier"] for e in entries])
     fold_maps: dict[str, dict[str, str]] = {}
     rows, class_rows, fold_rows = [], [], []

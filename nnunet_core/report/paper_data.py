@@ -1,0 +1,88 @@
+"""Per-case values of every candidate of one run (a dataset trained with one seed), for the paper.
+
+A run is one ``results/DatasetXXX_Name`` folder: its ``inference_information.json`` names the
+candidates (configurations and pair ensembles) and the selected one; each candidate's
+cross-validation ``summary.json`` gives per-case metrics over the same training cases, which the
+paired tests need. A test-set ``summary.json`` adds the selected model's test cases.
+
+A case's value of a metric is its mean over the foreground labels (NaN labels, absent from
+reference and prediction, left out, as upstream's Dice mean does); HD95 and NSD are there when
+the summaries were written with ``--surface-metrics``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from nnunet_core.report.collect import candidate_entries, candidate_summary_file
+from nnunet_core.report.summaries import ReportInputError, read_json_file, short_names
+from nnunet_core.results_tree import DEFAULT_FOLDS, inference_information_file
+
+PAPER_METRICS = ("Dice", "HD95", "NSD")
+TEST_SET = "test set"
+
+
+@dataclass(frozen=True)
+class Run:
+    """One dataset trained with one seed: its results folder and, if any, its test summary."""
+
+    dataset: str
+    seed: int
+    results_dir: Path
+    test_summary: Path | None = None
+
+
+def case_id(entry: dict[str, Any]) -> str:
+    """The case of a ``metric_per_case`` entry: its reference file name without the ending."""
+    name = Path(str(entry.get("reference_file") or entry["prediction_file"])).name
+    for ending in (".nii.gz", ".b2nd"):
+        if name.endswith(ending):
+            return name[: -len(ending)]
+    return name.rsplit(".", 1)[0]
+
+
+def case_frame(summary: dict[str, Any]) -> pd.DataFrame:
+    """case, metric, value: each case's foreground-mean value of each metric it has."""
+    rows = []
+    for entry in summary.get("metric_per_case", []):
+        labels = [v for k, v in entry["metrics"].items() if k != "0"]
+        for metric in PAPER_METRICS:
+            values = np.asarray([m.get(metric, np.nan) for m in labels], dtype=np.float64)
+            if np.isfinite(values).any():
+                rows.append({"case": case_id(entry), "metric": metric, "value": np.nanmean(values)})
+    return pd.DataFrame(rows, columns=["case", "metric", "value"])
+
+
+def run_frame(run: Run) -> tuple[pd.DataFrame, str]:
+    """dataset, seed, candidate, label, selected, case, metric, value for every candidate (and
+    ``test set`` for the selected model's test cases); and the selected candidate's label."""
+    info_file = inference_information_file(run.results_dir)
+    if not info_file.is_file():
+        msg = f"{info_file}: not found (written by `nnunet-core find-best-config`)"
+        raise ReportInputError(msg)
+    info = read_json_file(info_file)
+    entries = candidate_entries(info)
+    folds = [int(f) for f in info.get("folds", DEFAULT_FOLDS)]
+    labels = short_names([e["identifier"] for e in entries])
+    winner = info.get("winner") or info.get("best_model_or_ensemble", {}).get("identifier", "")
+    frames = []
+    for entry in entries:
+        path = candidate_summary_file(run.results_dir, entry, folds)
+        if not path.is_file():
+            msg = f"{path}: cross-validation summary of {entry['identifier']} not found"
+            raise ReportInputError(msg)
+        frame = case_frame(read_json_file(path))
+        frame["candidate"] = labels[entry["identifier"]]
+        frames.append(frame)
+    if run.test_summary is not None and Path(run.test_summary).is_file():
+        frame = case_frame(read_json_file(Path(run.test_summary)))
+        frame["candidate"] = TEST_SET
+        frames.append(frame)
+    combined = pd.concat(frames, ignore_index=True)
+    combined["dataset"], combined["seed"] = run.dataset, run.seed
+    return combined, labels.get(winner, winner)
