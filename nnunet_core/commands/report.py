@@ -1,7 +1,10 @@
 """Write the results report of a dataset: figures, per-class and summary tables, report.md.
 
 Needs ``results/D/inference_information.json`` (``nnunet-core find-best-config``); training
-curves, run times, ensembles and test Dice are included where their files exist. Writes to
+curves, run times, ensembles and test Dice are included where their files exist. For a paper it
+also writes the results table (``results_table.csv`` and booktabs ``.tex``: mean, bootstrap
+interval, Wilcoxon against the selected model; HD95 and NSD where the summaries have them), the
+methods paragraph (``methods.md``) and every figure as PDF and SVG beside the PNG. Writes to
 ``results/D/report/`` unless ``-o`` says otherwise.
 """
 
@@ -27,6 +30,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         "times of jobs other than training",
     )
     parser.add_argument("-o", "--output", help="report folder (default: RESULTS/D/report)")
+    parser.add_argument(
+        "--seed", type=int, default=0, help="the training seed, as the results table names it"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -34,7 +40,11 @@ def run(args: argparse.Namespace) -> int:
 
     roots, name = dataset_from_args(args)
     written = build_report(
-        results_dataset_dir(roots, name), args.output, args.test_summary, args.snakemake_logs
+        results_dataset_dir(roots, name),
+        args.output,
+        args.test_summary,
+        args.snakemake_logs,
+        seed=args.seed,
     )
     for path in written:
         print(f"wrote {path}")

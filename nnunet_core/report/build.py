@@ -12,8 +12,10 @@ import math
 import os
 from pathlib import Path
 
-from nnunet_core.report import figures, tables
-from nnunet_core.report.collect import FOREGROUND, ReportData, collect
+from nnunet_core.report import figures, paper_tables, tables
+from nnunet_core.report.collect import FOREGROUND, ReportData, ReportInputError, collect
+from nnunet_core.report.methods import methods_paragraph
+from nnunet_core.report.paper_data import Run, run_frame
 from nnunet_core.report.summaries import configuration_of
 from nnunet_core.results_tree import REPORT_PAGE_MD
 
@@ -30,7 +32,17 @@ STALE_PATTERNS = (
     "per_class.md",
     "per_fold.csv",
     "summary.csv",
+    "results_table.csv",
+    "results_table.tex",
+    "methods.md",
     REPORT_PAGE_MD,
+)
+# the print versions of every figure (figures.PRINT_FORMATS)
+STALE_PATTERNS += tuple(
+    p.removesuffix(".png") + f".{kind}"
+    for p in STALE_PATTERNS
+    if p.endswith(".png")
+    for kind in figures.PRINT_FORMATS
 )
 
 
@@ -66,7 +78,9 @@ def _winner_label(data: ReportData) -> str:
     return str(chosen["label"].iloc[0]) if len(chosen) else "?"
 
 
-def report_markdown(data: ReportData, written: list[Path], per_class_md: str) -> str:
+def report_markdown(
+    data: ReportData, written: list[Path], per_class_md: str, methods: str | None = None
+) -> str:
     """The landing page: headline numbers, then every figure and table in reading order."""
     names = {p.name for p in written}
     lines = [f"# Results report: {data.dataset}", ""]
@@ -103,9 +117,27 @@ def report_markdown(data: ReportData, written: list[Path], per_class_md: str) ->
         lines.pop()
     if "run_times.png" in names:
         lines += ["", "## Run times", "", "![Run times](run_times.png)"]
+    if methods is not None:
+        lines += ["", "## For the paper", "", methods, ""]
+        lines.append(
+            "Results table: [results_table.csv](results_table.csv), "
+            "[results_table.tex](results_table.tex) (booktabs); "
+            "methods paragraph: [methods.md](methods.md)"
+        )
     if data.notes:
         lines += ["", "## Notes", ""] + [f"- {note}" for note in data.notes]
-    return "\n".join(lines) + "\n"
+    return "\n".join(_with_print_links(lines)) + "\n"
+
+
+def _with_print_links(lines: list[str]) -> list[str]:
+    """After each figure, links to its PDF and SVG (for print)."""
+    out = []
+    for line in lines:
+        out.append(line)
+        if line.startswith("![") and line.endswith(".png)"):
+            stem = line[line.rindex("(") + 1 : -len(".png)")]
+            out += ["", f"Print versions: [PDF]({stem}.pdf), [SVG]({stem}.svg)"]
+    return out
 
 
 def _remove_stale(output_dir: Path, written: list[Path]) -> None:
@@ -123,8 +155,23 @@ def _remove_stale(output_dir: Path, written: list[Path]) -> None:
                 path.unlink()
 
 
-def write_report(data: ReportData, output_dir: Path) -> list[Path]:
-    """Every figure and table ``data`` allows, then ``report.md``; returns the files written."""
+def write_paper_files(data: ReportData, output_dir: Path, run: Run) -> tuple[list[Path], str]:
+    """The results table (CSV, LaTeX) and the methods paragraph of one run; files and text."""
+    frame, selected = run_frame(run)
+    table = paper_tables.results_table([frame], {run.dataset: [selected]}, seed=run.seed)
+    caption = paper_tables.table_caption([data.dataset])
+    methods = methods_paragraph(run.results_dir, [run.seed], data.class_names)
+    written = [
+        paper_tables.write_csv(table, output_dir / "results_table.csv"),
+        paper_tables.write_latex(table, caption, output_dir / "results_table.tex"),
+        tables.write_markdown(methods + "\n", output_dir / "methods.md"),
+    ]
+    return written, methods
+
+
+def write_report(data: ReportData, output_dir: Path, run: Run | None = None) -> list[Path]:
+    """Every figure and table ``data`` allows, then ``report.md``; returns the files written.
+    With ``run``, also the paper's results table and methods paragraph."""
     output_dir.mkdir(parents=True, exist_ok=True)
     (output_dir / CURVES_DIR).mkdir(exist_ok=True)
     written: list[Path] = []
@@ -153,7 +200,15 @@ def write_report(data: ReportData, output_dir: Path) -> list[Path]:
     if not data.fold_dice.empty:
         written.append(tables.write_csv(tables.fold_table(data), output_dir / "per_fold.csv"))
     written.append(tables.write_csv(tables.summary_table(data), output_dir / "summary.csv"))
-    page = report_markdown(data, written, per_class_md)
+    written += [v for p in written if p.suffix == ".png" for v in figures.print_versions(p)]
+    methods = None
+    if run is not None:
+        try:
+            paper_files, methods = write_paper_files(data, output_dir, run)
+            written += paper_files
+        except ReportInputError as exc:
+            data.notes.append(f"results table and methods paragraph skipped: {exc}")
+    page = report_markdown(data, written, per_class_md, methods)
     written.append(tables.write_markdown(page, output_dir / REPORT_PAGE_MD))
     _remove_stale(output_dir, written)
     return written
@@ -164,9 +219,13 @@ def build_report(
     output_dir: str | os.PathLike | None = None,
     test_summary: str | os.PathLike | None = None,
     snakemake_logs: str | os.PathLike | None = None,
+    seed: int = 0,
 ) -> list[Path]:
-    """Collect ``results/DatasetXXX_Name`` and write its report (default ``<it>/report``)."""
+    """Collect ``results/DatasetXXX_Name`` and write its report (default ``<it>/report``);
+    ``seed`` is the training seed the results table names."""
     results_dataset_dir = Path(results_dataset_dir)
     target = Path(output_dir) if output_dir is not None else results_dataset_dir / REPORT_DIR
     data = collect(results_dataset_dir, test_summary, snakemake_logs)
-    return write_report(data, target)
+    summary = Path(test_summary) if test_summary is not None else None
+    run = Run(data.dataset, seed, results_dataset_dir, summary)
+    return write_report(data, target, run)

@@ -1,7 +1,8 @@
-"""The report's figures: PNGs drawn with matplotlib's Agg canvas (no display, no pyplot state).
+"""The report's figures: drawn with matplotlib's Agg canvas (no display, no pyplot state).
 
-Each function takes the DataFrames of ``collect`` and writes one PNG atomically, so a killed
-report never leaves a torn image that ``snakemake --report`` would embed.
+Each function takes the DataFrames of ``collect`` and writes one PNG, plus a PDF and an SVG of
+the same drawing for print, each atomically, so a killed report never leaves a torn image that
+``snakemake --report`` would embed.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from matplotlib import rc_context
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
@@ -33,10 +35,26 @@ def _figure(width: float, height: float) -> Figure:
     return figure
 
 
+SVG_IDS = {"svg.hashsalt": "nnunet-core"}  # fixed element ids instead of random ones
+# print formats beside each PNG; no dates inside, so the same figure gives the same bytes
+PRINT_FORMATS = {"pdf": {"CreationDate": None}, "svg": {"Date": None}}
+
+
+def print_versions(png: Path) -> list[Path]:
+    """The PDF and SVG written beside a figure's PNG."""
+    return [png.with_suffix(f".{kind}") for kind in PRINT_FORMATS]
+
+
 def _save(figure: Figure, target: str | os.PathLike) -> Path:
+    """The PNG for the page, and PDF and SVG for print (vector, same drawing)."""
+    target = Path(target)
     with atomic_path(target, suffix=".png") as tmp:
         figure.savefig(tmp, format="png")
-    return Path(target)
+    for kind, metadata in PRINT_FORMATS.items():
+        path = target.with_suffix(f".{kind}")
+        with atomic_path(path, suffix=f".{kind}") as tmp, rc_context(SVG_IDS):
+            figure.savefig(tmp, format=kind, metadata=metadata)
+    return target
 
 
 def _label_bars(ax, xs, heights, fmt: str = "{:.4f}") -> None:

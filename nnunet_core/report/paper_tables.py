@@ -133,15 +133,29 @@ def _p_cell(row: pd.Series) -> str:
     return ("$<$0.001" if p < 0.001 else f"{p:.3f}") + arrow
 
 
+def latex_escape(text: str) -> str:
+    return text.replace("_", r"\_").replace("%", r"\%")
+
+
+def table_caption(datasets: Sequence[str]) -> str:
+    """What the table's numbers are, for the LaTeX caption."""
+    return (
+        f"{', '.join(latex_escape(d) for d in datasets)}: cross-validation of every candidate "
+        r"and the selected model's test set; mean $\pm$ sd over seeds [bootstrap 95 \% CI "
+        r"over cases]; p: two-sided Wilcoxon signed-rank test of the Dice against the selected "
+        r"model ($\star$)."
+    )
+
+
 def latex_table(table: pd.DataFrame, caption: str) -> str:
     """A booktabs table: one row per dataset and model, mean $\\pm$ sd over seeds [95 % CI]."""
     metrics = [m for m in PAPER_METRICS if f"{m}_mean" in table]
     digits = {"Dice": 3, "NSD": 3, "HD95": 2}
     shown = pd.DataFrame(
         {
-            "Dataset": table["dataset"].str.replace("_", r"\_"),
+            "Dataset": [latex_escape(d) for d in table["dataset"]],
             "Model": [
-                m.replace("_", r"\_") + (r" $\star$" if s else "")
+                latex_escape(m) + (r" $\star$" if s else "")
                 for m, s in zip(table["model"], table["selected"], strict=True)
             ],
             **{

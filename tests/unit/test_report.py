@@ -151,16 +151,25 @@ def test_report_writes_every_file_with_readable_pngs(report) -> None:
     }
     expected = curves | {
         "cv_dice.png", "selection.png", "test_dice.png", "run_times.png", "per_class.csv",
-        "per_class.md", "per_fold.csv", "summary.csv", "report.md",
+        "per_class.md", "per_fold.csv", "summary.csv", "report.md", "results_table.csv",
+        "results_table.tex", "methods.md",
     }  # fmt: skip
+    expected |= {
+        n.removesuffix(".png") + k for n in expected if n.endswith(".png") for k in (".pdf", ".svg")
+    }
     assert {str(p.relative_to(folder)) for p in written} == expected
     on_disk = {str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file()}
     assert on_disk == expected
     for png in folder.rglob("*.png"):
         width, height = png_size(png)
         assert width >= 400 and height >= 300 and png.stat().st_size > 15_000, png
+        assert png.with_suffix(".pdf").read_bytes().startswith(b"%PDF-")
+        assert b"<svg" in png.with_suffix(".svg").read_bytes()[:2000]
     page = (folder / "report.md").read_text()
     assert "largest component kept for: a)" in page
+    methods = (folder / "methods.md").read_text()
+    assert methods.strip() in page and "5-fold cross-validation" in methods
+    assert "largest connected component of a," in methods and "1 seed (0)" in methods
     for name in expected - {"report.md", "per_class.md"}:
         assert f"({name})" in page, name
 
@@ -353,3 +362,14 @@ def test_report_shows_the_cascade_like_any_configuration(cascade_report) -> None
     assert set(data.curves["configuration"]) == set(CASCADE_CONFIGS)
     for config in CASCADE_CONFIGS:
         assert (folder / "training_curves" / f"training_curves_{config}.png").is_file()
+
+
+def test_print_versions_are_the_same_bytes_when_rebuilt(tree, tmp_path: Path) -> None:
+    dirs, test_summary = tree
+    first = build_report(dirs.results, tmp_path / "a", test_summary)
+    build_report(dirs.results, tmp_path / "b", test_summary)
+    vectors = [p for p in first if p.suffix in (".pdf", ".svg")]
+    assert len(vectors) >= 6
+    for path in vectors:
+        twin = tmp_path / "b" / path.relative_to(tmp_path / "a")
+        assert path.read_bytes() == twin.read_bytes(), path.name

@@ -1,0 +1,133 @@
+"""A methods paragraph written from what the run used: plans, training records and selection.
+
+Every number comes from a file of the results tree, not from defaults: patch and batch sizes
+and spacing from each candidate model's ``plans.json``, the schedule and optimiser from fold
+records (``provenance.json``), folds, candidates, winner and postprocessing from
+``inference_information.json``. What a file does not say is left out, never guessed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from nnunet_core.errors import ConfigurationError
+from nnunet_core.planning.plans import resolve_configuration
+from nnunet_core.report.summaries import read_json_file
+from nnunet_core.results_tree import TrainedModel, fold_dirs_in, is_model_folder_name
+
+PROVENANCE = "provenance.json"
+
+
+def _join(items: Sequence[str]) -> str:
+    items = list(items)
+    if len(items) <= 1:
+        return "".join(items)
+    return ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def _size(values: Sequence[Any]) -> str:
+    return " x ".join(str(v) for v in values)
+
+
+def _spacing(values: Sequence[float]) -> str:
+    return " x ".join(f"{float(v):.3g}" for v in values) + " mm"
+
+
+def configuration_sentence(model_dir: Path) -> str | None:
+    """``3d_fullres (patch 40 x 48 x 48, batch 2, spacing 1 x 1 x 1 mm)`` from plans.json."""
+    plans_file = model_dir / "plans.json"
+    if not plans_file.is_file() or not is_model_folder_name(model_dir.name):
+        return None
+    name = TrainedModel.from_identifier(model_dir.name).configuration
+    try:
+        configuration = resolve_configuration(read_json_file(plans_file), name)
+    except (KeyError, ConfigurationError):
+        return None
+    parts = []
+    if configuration.get("patch_size"):
+        parts.append(f"patch {_size(configuration['patch_size'])}")
+    if configuration.get("batch_size"):
+        parts.append(f"batch {configuration['batch_size']}")
+    if configuration.get("spacing"):
+        parts.append(f"spacing {_spacing(configuration['spacing'])}")
+    return f"{name} ({', '.join(parts)})" if parts else name
+
+
+def training_record(model_dirs: Sequence[Path]) -> dict[str, Any]:
+    """The trainer settings of the first fold with a provenance record."""
+    for model_dir in model_dirs:
+        for fold_dir in fold_dirs_in(model_dir):
+            path = fold_dir / PROVENANCE
+            if path.is_file():
+                return read_json_file(path).get("config", {}).get("trainer", {})
+    return {}
+
+
+def schedule_sentence(trainer: dict[str, Any]) -> str | None:
+    if not trainer.get("num_epochs"):
+        return None
+    text = (
+        f"Each fold was trained for {trainer['num_epochs']} epochs of "
+        f"{trainer.get('num_iterations', '?')} iterations"
+    )
+    optimizer = trainer.get("optimizer", {})
+    if optimizer.get("initial_lr") is not None:
+        text += (
+            f" with SGD (initial learning rate {optimizer['initial_lr']}, Nesterov momentum "
+            f"{optimizer.get('momentum')}, weight decay {optimizer.get('weight_decay')}, "
+            "polynomial decay)"
+        )
+    return text + "."
+
+
+def postprocessing_sentence(info: dict[str, Any], class_names: dict[str, str]) -> str:
+    steps = (info.get("postprocessing") or {}).get("steps", [])
+    if not steps:
+        return "No postprocessing improved the cross-validation Dice, so none was applied."
+    scopes = [_scope_name(s.get("labels_or_regions"), class_names) for s in steps]
+    return (
+        "Postprocessing kept only the largest connected component of "
+        f"{_join(scopes)}, because that raised the cross-validation Dice."
+    )
+
+
+def _scope_name(scope: Any, class_names: dict[str, str]) -> str:
+    """``1`` -> ``organ``; ``[1, 2]`` -> ``organ and lesion together``."""
+    if isinstance(scope, list | tuple):
+        return _join([_scope_name(v, class_names) for v in scope]) + " together"
+    return class_names.get(str(scope), str(scope))
+
+
+def methods_paragraph(
+    results_dir: Path, seeds: Sequence[int] = (0,), class_names: dict[str, str] | None = None
+) -> str:
+    """The paragraph for one dataset's results folder (``seeds``: the seeds it was run with;
+    ``class_names``: label key -> name)."""
+    info = read_json_file(results_dir / "inference_information.json")
+    candidates = info.get("candidates", [])
+    members = list(dict.fromkeys(m for c in candidates for m in c.get("members", [])))
+    model_dirs = [results_dir / m for m in members if (results_dir / m).is_dir()]
+    configurations = [s for s in map(configuration_sentence, model_dirs) if s]
+    folds = info.get("folds", [])
+    seed_text = (
+        f"{len(seeds)} seed{'s' if len(seeds) != 1 else ''} ({_join([str(s) for s in seeds])})"
+    )
+    sentences = [
+        f"We trained nnU-Net-style models (nnunet-core, nnU-Net v2's method) on "
+        f"{results_dir.name}: the configurations {_join(configurations)}.",
+        f"Each configuration was trained by {len(folds)}-fold cross-validation (folds "
+        f"{_join([str(f) for f in folds])}) with {seed_text}.",
+    ]
+    schedule = schedule_sentence(training_record(model_dirs))
+    if schedule:
+        sentences.append(schedule)
+    ensembles = "and every pair ensemble " if info.get("ensembling_allowed", True) else ""
+    winner = info.get("winner", "")
+    sentences.append(
+        f"Each configuration {ensembles}was scored by its cross-validation foreground-mean Dice "
+        f"and the best was selected ({winner})."
+    )
+    sentences.append(postprocessing_sentence(info, class_names or {}))
+    return " ".join(sentences)
