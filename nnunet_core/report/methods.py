@@ -117,8 +117,8 @@ def methods_paragraph(
     sentences = [
         f"We trained nnU-Net-style models (nnunet-core, nnU-Net v2's method) on "
         f"{results_dir.name}: the configurations {_join(configurations)}.",
-        f"Each configuration was trained by {len(folds)}-fold cross-validation (folds "
-        f"{_join([str(f) for f in folds])}) with {seed_text}.",
+        f"Each configuration was cross-validated on {len(folds)} folds "
+        f"({_join([str(f) for f in folds])}) with {seed_text}.",
     ]
     schedule = schedule_sentence(training_record(model_dirs))
     if schedule:

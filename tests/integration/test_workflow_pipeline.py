@@ -22,6 +22,7 @@ def pipeline(tmp_path_factory):
     config["training"].update(
         folds=[0, 1], epochs=1, iterations_per_epoch=2, val_iterations_per_epoch=1
     )
+    config["evaluation"] = {"surface_metrics": True, "nsd_tolerance_mm": {"1": 2, "2": 1.5}}
     result = snakemake(workdir, config, "all")
     return workdir / "work", config, workdir, result
 
@@ -65,6 +66,25 @@ def test_selection_test_summary_and_report(pipeline) -> None:
     page = (results / "report" / "report.md").read_text()
     assert "Selected model" in page and "Test set" in page
     assert len(list((results / "report" / "training_curves").glob("*.png"))) == 2
+    assert (results / "report" / "cv_dice.pdf").read_bytes().startswith(b"%PDF-")
+
+
+def test_surface_metrics_reach_the_summaries_and_the_results_table(pipeline) -> None:
+    work, _, workdir, _ = pipeline
+    results = work / "results" / DATASET
+    summary = json.loads((work / "predictions" / DATASET / "test_summary.json").read_text())
+    for label in ("1", "2"):
+        assert {"HD95", "NSD"} <= set(summary["mean"][label])
+    crossval = results / "nnUNetTrainer__nnUNetPlans__2d" / "crossval_results_folds_0_1"
+    assert "NSD" in json.loads((crossval / "summary.json").read_text())["foreground_mean"]
+    log = (work / "logs" / DATASET / "evaluate_test.log").read_text()
+    assert "NSD" in log
+    report = results / "report"
+    header = (report / "results_table.csv").read_text().splitlines()[0].split(",")
+    assert {"Dice_mean", "HD95_ci_low", "NSD_ci_high", "p_wilcoxon"} <= set(header)
+    assert r"\toprule" in (report / "results_table.tex").read_text()
+    methods = (report / "methods.md").read_text()
+    assert "2d (patch" in methods and "cross-validated on 2 folds (0 and 1)" in methods
 
 
 def test_training_log_lives_outside_the_fold_and_resume_flag_is_passed(pipeline) -> None:
@@ -93,6 +113,7 @@ def test_report_html_contains_the_figures(pipeline) -> None:
     for figure in ("cv_dice.png", "selection.png", "test_dice.png", "run_times.png"):
         assert figure in html, figure
     assert "training_curves_3d_fullres.png" in html
+    assert "results_table.csv" in html and "methods.md" in html
 
 
 def test_multi_gpu_and_multi_node_commands(pipeline) -> None:

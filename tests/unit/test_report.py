@@ -168,7 +168,7 @@ def test_report_writes_every_file_with_readable_pngs(report) -> None:
     page = (folder / "report.md").read_text()
     assert "largest component kept for: a)" in page
     methods = (folder / "methods.md").read_text()
-    assert methods.strip() in page and "5-fold cross-validation" in methods
+    assert methods.strip() in page and "cross-validated on 5 folds (0, 1, 2, 3 and 4)" in methods
     assert "largest connected component of a," in methods and "1 seed (0)" in methods
     for name in expected - {"report.md", "per_class.md"}:
         assert f"({name})" in page, name

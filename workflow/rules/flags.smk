@@ -18,6 +18,22 @@ FOLDS_PER_GPU = gpu_slots.folds_per_gpu_of_run(
 )
 
 
+def surface_metric_flags():
+    """`--surface-metrics --nsd-tolerance ...` of evaluate, crossval and ensemble-cv, or ''."""
+    options = config["evaluation"]
+    if not options["surface_metrics"]:
+        return ""
+    tolerance = options["nsd_tolerance_mm"]
+    if isinstance(tolerance, dict):
+        values = [shlex.quote(f"{label}={mm}") for label, mm in tolerance.items()]
+    else:
+        values = [str(tolerance)]
+    return "--surface-metrics --nsd-tolerance " + " ".join(values)
+
+
+SURFACE_FLAGS = surface_metric_flags()
+
+
 def synthetic_options():
     """Command-line flags of `nnunet-core synthesize` from config dataset.synthetic."""
     options = config["dataset"]["synthetic"]

@@ -93,6 +93,7 @@ rule evaluate_test:
     params:
         labels=RAW / "labelsTs",
         processes=NUM_PROCESSES,
+        surface=SURFACE_FLAGS,
     shell:
         "nnunet-core evaluate {params.labels} {input.predictions} -djfile {input.dataset_json} "
-        "-o {output} -np {params.processes} > {log} 2>&1"
+        "-o {output} -np {params.processes} {params.surface} > {log} 2>&1"

@@ -37,6 +37,18 @@ rule report:
             caption="../report/run_times.rst",
             category="Run times",
         ),
+        results_table=report(
+            REPORT / "results_table.csv",
+            caption="../report/results_table.rst",
+            category="Paper",
+        ),
+        results_table_tex=REPORT / "results_table.tex",
+        methods=report(
+            REPORT / "methods.md",
+            caption="../report/methods.rst",
+            category="Paper",
+        ),
+        cv_dice_pdf=REPORT / "cv_dice.pdf",
         page=REPORT_PAGE,
         test_dice=test_dice_figure(),
     log:
@@ -45,6 +57,7 @@ rule report:
         dataset=DATASET,
         roots=ROOT_FLAGS,
         test_summary=test_summary_flag,
+        seed=config["seed"],
     shell:
-        "nnunet-core report -d {params.dataset} {params.test_summary} "
+        "nnunet-core report -d {params.dataset} {params.test_summary} --seed {params.seed} "
         "{params.roots} > {log} 2>&1"

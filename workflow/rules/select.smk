@@ -13,9 +13,10 @@ rule crossval:
         roots=ROOT_FLAGS,
         model=MODEL_FLAGS,
         folds=FOLDS_ARGS,
+        surface=SURFACE_FLAGS,
     shell:
         "nnunet-core crossval -d {params.dataset} -c {wildcards.configuration} {params.model} "
-        "-f {params.folds} {params.roots} > {log} 2>&1"
+        "-f {params.folds} {params.surface} {params.roots} > {log} 2>&1"
 
 
 rule ensemble_cv:
@@ -30,9 +31,10 @@ rule ensemble_cv:
         roots=ROOT_FLAGS,
         model=MODEL_FLAGS,
         folds=FOLDS_ARGS,
+        surface=SURFACE_FLAGS,
     shell:
         "nnunet-core ensemble-cv -d {params.dataset} -c {wildcards.first} {wildcards.second} "
-        "{params.model} -f {params.folds} {params.roots} > {log} 2>&1"
+        "{params.model} -f {params.folds} {params.surface} {params.roots} > {log} 2>&1"
 
 
 checkpoint select:
