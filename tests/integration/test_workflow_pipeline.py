@@ -1,16 +1,23 @@
 """The whole workflow, raw data to report, on a tiny dataset with a tiny schedule (real Snakemake).
 
 What a user relies on at the end: final test predictions in the test images' exact geometry, a test
-summary, the selection record, the report, and a second run with nothing to do.
+summary, the selection record, the report, and a second run with nothing to do. The run is
+deterministic, so a reader's rerun from ``snakemake reproduce``'s archive on a fresh checkout of
+the committed code gives the same results table, byte for byte.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
 
 import pytest
 import SimpleITK as sitk
-from workflow_helpers import DATASET, job_counts, snakemake, tiny_config
+from workflow_helpers import DATASET, REPO, job_counts, snakemake, tiny_config
 
 pytestmark = pytest.mark.slow
 
@@ -23,6 +30,7 @@ def pipeline(tmp_path_factory):
         folds=[0, 1], epochs=1, iterations_per_epoch=2, val_iterations_per_epoch=1
     )
     config["evaluation"] = {"surface_metrics": True, "nsd_tolerance_mm": {"1": 2, "2": 1.5}}
+    config["deterministic"] = True
     result = snakemake(workdir, config, "all")
     return workdir / "work", config, workdir, result
 
@@ -114,6 +122,56 @@ def test_report_html_contains_the_figures(pipeline) -> None:
         assert figure in html, figure
     assert "training_curves_3d_fullres.png" in html
     assert "results_table.csv" in html and "methods.md" in html
+
+
+def test_rerun_from_the_reproduce_archive_on_a_fresh_checkout_gives_the_same_table(
+    pipeline, tmp_path
+) -> None:
+    work, config, workdir, _ = pipeline
+    snakemake(workdir, config, "reproduce")
+    archive = work / "reproduce.tar.gz"
+    with tarfile.open(archive) as packed:
+        names = set(packed.getnames())
+        manifest = json.loads(packed.extractfile("manifest.json").read())
+        commands = packed.extractfile("commands.sh").read().decode()
+    table = f"expected/results/{DATASET}/report/results_table.csv"
+    assert {
+        "config.yaml",
+        "commands.sh",
+        table,
+        f"expected/preprocessed/{DATASET}/splits_final.json",
+    } <= names
+    assert len([n for n in names if n.endswith("provenance.json")]) == 4
+    assert manifest["git"]["commit"] in commands and manifest["versions"]["torch"]
+    assert any(name.endswith("_0000.nii.gz") for name in manifest["raw_sha256"])
+    assert commands.count("# nnunet-core train Dataset900_Synth") == 4
+    checkout = tmp_path / "checkout"
+    subprocess.run(["git", "clone", "-q", str(REPO), str(checkout)], check=True)
+    nnunet_core = [sys.executable, "-m", "nnunet_core", "reproduce"]
+    env = {**os.environ, "PYTHONPATH": str(checkout)}  # the fresh checkout's code, not ours
+    rerun = tmp_path / "rerun"
+    subprocess.run(
+        [*nnunet_core, "unpack", str(archive), "--into", str(rerun)], check=True, env=env
+    )
+    command = [
+        str(Path(sys.executable).parent / "snakemake"),
+        "--snakefile", str(checkout / "Snakefile"), "--directory", str(rerun),
+        "--configfile", str(rerun / "config.yaml"), "--cores", "2", "all",
+    ]  # fmt: skip
+    result = subprocess.run(command, capture_output=True, text=True, env=env, cwd=rerun)
+    assert result.returncode == 0, result.stderr[-3000:]
+    checked = subprocess.run(
+        [*nnunet_core, "check", str(archive), str(rerun / "work")], capture_output=True, text=True
+    )
+    assert checked.returncode == 0, checked.stderr
+    produced = rerun / "work" / "results" / DATASET / "report" / "results_table.csv"
+    original = work / "results" / DATASET / "report" / "results_table.csv"
+    assert produced.read_bytes() == original.read_bytes()
+    produced.write_text(produced.read_text().replace("0.", "0.9", 1))
+    changed = subprocess.run(
+        [*nnunet_core, "check", str(archive), str(rerun / "work")], capture_output=True, text=True
+    )
+    assert changed.returncode == 1 and "results_table.csv: differs" in changed.stderr
 
 
 def test_multi_gpu_and_multi_node_commands(pipeline) -> None:

@@ -61,3 +61,28 @@ rule report:
     shell:
         "nnunet-core report -d {params.dataset} {params.test_summary} --seed {params.seed} "
         "{params.roots} > {log} 2>&1"
+
+
+# A reader's rerun: `snakemake reproduce` packs the config (defaults filled in), plans, splits,
+# provenance, raw-data checksums and the commands into work_dir/reproduce.tar.gz; `nnunet-core
+# reproduce unpack` and `check` rerun it and compare the tables byte for byte.
+rule reproduce:
+    input:
+        table=REPORT / "results_table.csv",
+        methods=REPORT / "methods.md",
+    output:
+        WORK / "reproduce.tar.gz",
+    log:
+        LOGS / "reproduce.log",
+    localrule: True
+    params:
+        config=json.dumps(config, sort_keys=True),
+        work=WORK,
+        raw=RAW,
+        dataset=DATASET,
+        plans=PLANS_NAME,
+        command=shlex.join(sys.argv),
+    shell:
+        "nnunet-core reproduce pack --config-json {params.config:q} --work {params.work:q} "
+        "--raw {params.raw:q} -d {params.dataset} -p {params.plans} "
+        "--snakemake-command {params.command:q} -o {output:q} > {log:q} 2>&1"

@@ -1,0 +1,208 @@
+"""A reader's rerun: pack what a run used into one archive, rerun from it, check the tables.
+
+``pack`` writes ``reproduce.tar.gz`` with:
+
+- ``config.yaml``: the run's config with every default filled in (Snakemake's, after the
+  schema), ``work_dir`` made relative (``work``);
+- ``manifest.json``: package versions, the git commit of the code (and whether it had local
+  changes), the SHA-256 of every raw file, the Snakemake command;
+- ``commands.sh``: the commands that rerun it (check out the commit, install, unpack, run, check),
+  and each fold's training command as its ``provenance.json`` recorded it;
+- ``expected/``: the files a rerun must reproduce byte for byte (the report's results table and
+  methods paragraph, the plans, the splits, the preprocessed dataset.json), and the selection
+  record and each fold's ``provenance.json`` for reference.
+
+``unpack`` writes ``config.yaml`` into a new folder with ``work_dir`` there; ``check`` compares
+a rerun's files with ``expected/`` and names each that differs. Bitwise equality needs the same
+code, the CPU and ``deterministic: true`` (the check says so when the config lacks it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import shlex
+import tarfile
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from nnunet_core.errors import ConfigurationError
+from nnunet_core.io.atomic import atomic_path
+
+ARCHIVE_NAME = "reproduce.tar.gz"
+EXPECTED = "expected"
+# work_dir-relative files a rerun must give byte for byte ({dataset}: DatasetXXX_Name)
+REPRODUCED = (
+    "results/{dataset}/report/results_table.csv",
+    "results/{dataset}/report/methods.md",
+    "preprocessed/{dataset}/{plans}.json",
+    "preprocessed/{dataset}/splits_final.json",
+    "preprocessed/{dataset}/dataset.json",
+)
+REFERENCE = ("results/{dataset}/inference_information.json",)
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def raw_checksums(raw_dataset: Path) -> dict[str, str]:
+    """SHA-256 of every file of the raw dataset folder, by relative path."""
+    return {
+        str(p.relative_to(raw_dataset)): _sha256(p)
+        for p in sorted(raw_dataset.rglob("*"))
+        if p.is_file()
+    }
+
+
+def fold_provenance_files(results_dataset: Path) -> list[Path]:
+    return sorted(results_dataset.glob("*__*__*/fold_*/provenance.json"))
+
+
+def training_commands(provenance_files: Iterable[Path]) -> list[str]:
+    """``nnunet-core train ...`` of each fold as its provenance recorded the arguments."""
+    lines = []
+    for path in provenance_files:
+        arguments = json.loads(path.read_text()).get("config", {}).get("arguments", {})
+        if not arguments:
+            continue
+        words = ["nnunet-core", "train", arguments["dataset"], arguments["configuration"]]
+        words += [str(arguments["fold"]), "-tr", arguments["trainer"], "-p", arguments["plans"]]
+        for flag in ("epochs", "iterations", "val_iterations", "seed"):
+            if arguments.get(flag) is not None:
+                words += [f"--{flag.replace('_', '-')}", str(arguments[flag])]
+        if arguments.get("deterministic"):
+            words.append("--deterministic")
+        lines.append(shlex.join(words))
+    return lines
+
+
+def commands_text(manifest: dict[str, Any], train_lines: list[str]) -> str:
+    commit = (manifest.get("git") or {}).get("commit", "<the commit of this run's code>")
+    lines = [
+        "# Rerun this analysis (CPU, deterministic): the tables come out byte for byte.",
+        "git clone <this repository> nnunet-core && cd nnunet-core",
+        f"git checkout {commit}",
+        "make install",
+        "nnunet-core reproduce unpack reproduce.tar.gz --into rerun",
+        "snakemake --cores 2 --configfile rerun/config.yaml --directory rerun",
+        "nnunet-core reproduce check reproduce.tar.gz rerun/work",
+        "",
+        "# The training commands the workflow ran, as each fold recorded them:",
+        *[f"# {line}" for line in train_lines],
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _add_bytes(archive: tarfile.TarFile, name: str, data: bytes) -> None:
+    info = tarfile.TarInfo(name)
+    info.size, info.mtime, info.mode = len(data), 0, 0o644
+    archive.addfile(info, io.BytesIO(data))
+
+
+def _relative(pattern: str, dataset: str, plans: str) -> str:
+    return pattern.format(dataset=dataset, plans=plans)
+
+
+def pack(
+    config: dict[str, Any],
+    work_dir: Path,
+    raw_dataset: Path,
+    dataset: str,
+    plans_name: str,
+    manifest: dict[str, Any],
+    output: Path,
+) -> Path:
+    """Write the archive (atomically); a file the rerun must reproduce that is missing is an
+    error naming it."""
+    portable = {**config, "work_dir": "work"}
+    manifest = {**manifest, "raw_sha256": raw_checksums(raw_dataset), "dataset": dataset}
+    provenance = fold_provenance_files(work_dir / "results" / dataset)
+    members: dict[str, bytes] = {
+        "config.yaml": yaml.safe_dump(portable, sort_keys=True).encode(),
+        "manifest.json": json.dumps(manifest, indent=1, sort_keys=True).encode(),
+        "commands.sh": commands_text(manifest, training_commands(provenance)).encode(),
+    }
+    for pattern in REPRODUCED + REFERENCE:
+        relative = _relative(pattern, dataset, plans_name)
+        source = work_dir / relative
+        if not source.is_file():
+            msg = f"{source}: missing; run the workflow to its end (`snakemake all`) first"
+            raise ConfigurationError(msg)
+        members[f"{EXPECTED}/{relative}"] = source.read_bytes()
+    for path in provenance:
+        members[f"{EXPECTED}/{path.relative_to(work_dir)}"] = path.read_bytes()
+    with atomic_path(output, suffix=".tar.gz") as tmp, tarfile.open(tmp, "w:gz") as archive:
+        for name, data in members.items():
+            _add_bytes(archive, name, data)
+    return output
+
+
+def _read_member(archive: tarfile.TarFile, name: str) -> bytes:
+    member = archive.extractfile(name)
+    if member is None:
+        msg = f"{archive.name}: no {name} inside; not an archive of `nnunet-core reproduce pack`"
+        raise ConfigurationError(msg)
+    return member.read()
+
+
+def _open(path: Path) -> tarfile.TarFile:
+    try:
+        return tarfile.open(path, "r:gz")
+    except (OSError, tarfile.TarError) as exc:
+        msg = f"{path}: not a readable reproduce archive ({exc})"
+        raise ConfigurationError(msg) from None
+
+
+def unpack(archive_path: Path, into: Path, raw_root: str | None = None) -> Path:
+    """``into/config.yaml`` with ``work_dir`` set to ``into/work`` (and ``dataset.raw_root`` to
+    ``raw_root`` when given); returns the config file."""
+    with _open(archive_path) as archive:
+        try:
+            config = yaml.safe_load(_read_member(archive, "config.yaml"))
+        except KeyError:
+            msg = f"{archive_path}: no config.yaml inside"
+            raise ConfigurationError(msg) from None
+    into.mkdir(parents=True, exist_ok=True)
+    config["work_dir"] = str((into / "work").resolve())
+    if raw_root is not None:
+        config["dataset"]["raw_root"] = str(Path(raw_root).resolve())
+    target = into / "config.yaml"
+    with atomic_path(target, suffix=".yaml") as tmp:
+        tmp.write_text(yaml.safe_dump(config, sort_keys=True))
+    return target
+
+
+def check(archive_path: Path, work_dir: Path) -> list[str]:
+    """One line per reproduced file that differs from the archive's (empty: identical)."""
+    problems = []
+    with _open(archive_path) as archive:
+        expected = [
+            m.name
+            for m in archive.getmembers()
+            if m.name.startswith(f"{EXPECTED}/") and not m.name.endswith("provenance.json")
+        ]
+        manifest = json.loads(_read_member(archive, "manifest.json"))
+        config = yaml.safe_load(_read_member(archive, "config.yaml"))
+        for name in expected:
+            relative = name[len(EXPECTED) + 1 :]
+            if relative.endswith("inference_information.json"):
+                continue  # records absolute paths of this machine; for reference only
+            produced = work_dir / relative
+            if not produced.is_file():
+                problems.append(f"{produced}: missing (expected as in the archive)")
+            elif produced.read_bytes() != _read_member(archive, name):
+                problems.append(f"{produced}: differs from the archive's {relative}")
+    if problems and not config.get("deterministic"):
+        problems.append("the run was not deterministic (config deterministic: false)")
+    if problems and (manifest.get("git") or {}).get("dirty"):
+        problems.append("the packed run's code had uncommitted changes")
+    return problems
