@@ -72,6 +72,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "copy a dataset's plans for another dataset (nnUNetv2_move_plans_between_datasets)",
     ),
     "report": ("report", "write results/D/report: figures, tables and report.md"),
+    "paper-table": (
+        "paper_table",
+        "results table across datasets and seeds (CSV, LaTeX) and methods paragraphs",
+    ),
     "reproduce": (
         "reproduce",
         "pack a finished run for a reader, unpack it, check a rerun's tables byte for byte",
