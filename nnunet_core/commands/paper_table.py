@@ -15,8 +15,12 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from nnunet_core.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from nnunet_core.report.paper_data import Run
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
@@ -34,7 +38,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def parse_run(values: list[str]):
+def parse_run(values: list[str]) -> Run:
     from nnunet_core.report.paper_data import Run
 
     if len(values) not in (2, 3):
