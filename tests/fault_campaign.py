@@ -54,8 +54,8 @@ postprocessed segmentations, test summary, report tables and figures), except:
 - ``logs/**`` and ``fold_k/training_log_<start time>.txt``: logs (times, durations; a rerun
   appends to a log or starts a new one). Not compared at all.
 - ``.snakemake_timestamp``: Snakemake's marker of a finished directory output. Not compared.
-- ``fold_k/progress.png`` (plots epoch durations) and ``report/run_times.png`` (plots job run
-  times): compared only as "present and a readable PNG".
+- ``fold_k/progress.png`` (plots epoch durations) and ``report/run_times.png`` with its PDF and
+  SVG (plot job run times): compared only as "present" (and the PNGs as readable).
 - ``fold_k/checkpoint_*.pth``: loaded (``weights_only=True``) and compared value by value, tensors
   by their bytes, without ``logging.epoch_start_timestamps``/``epoch_end_timestamps``.
 - ``fold_k/provenance.json``: compared without ``attempts`` (host, pid, start/end of each attempt:
@@ -546,7 +546,7 @@ def draw_moments(
 _TEMP_SUFFIXES = (".partial", ".tmp", ".part", "~")
 # Snakemake's marker of a finished directory; the work_dir lock (nnunet_core.work_lock).
 _SKIP_NAMES = {".snakemake_timestamp", ".workflow.lock"}
-_PLOTS_OF_TIMES = ("progress.png", "run_times.png")
+_PLOTS_OF_TIMES = ("progress.png", "run_times.png", "run_times.pdf", "run_times.svg")
 _TIME_KEYS = ("epoch_start_timestamps", "epoch_end_timestamps")
 
 
@@ -675,7 +675,7 @@ def file_digest(path: Path) -> str:
     name = path.name
     if name in _PLOTS_OF_TIMES:
         read_fully(path)
-        return "a readable PNG (plots times; not compared)"
+        return "a readable plot of times (not compared)"
     if name.endswith(".pth"):
         import torch
 
