@@ -19,7 +19,6 @@ code, the CPU and ``deterministic: true`` (the check says so when the config lac
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import shlex
@@ -46,18 +45,12 @@ REPRODUCED = (
 REFERENCE = ("results/{dataset}/inference_information.json",)
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def raw_checksums(raw_dataset: Path) -> dict[str, str]:
     """SHA-256 of every file of the raw dataset folder, by relative path."""
+    from nnunet_core.training.provenance import file_sha256
+
     return {
-        str(p.relative_to(raw_dataset)): _sha256(p)
+        str(p.relative_to(raw_dataset)): file_sha256(p)
         for p in sorted(raw_dataset.rglob("*"))
         if p.is_file()
     }

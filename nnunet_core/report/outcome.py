@@ -12,7 +12,13 @@ from typing import Any
 
 import pandas as pd
 
-from nnunet_core.report.summaries import FOREGROUND, dice_of, per_class_rows, read_json_file
+from nnunet_core.report.summaries import (
+    FOREGROUND,
+    case_name,
+    dice_of,
+    per_class_rows,
+    read_json_file,
+)
 
 
 @dataclass
@@ -94,8 +100,9 @@ def collect_test(test_summary: Path, names: dict[str, str]) -> tuple[pd.DataFram
     )
     cases = []
     for case in summary.get("metric_per_case", []):
-        name = Path(case.get("reference_file") or case.get("prediction_file", "?")).name
-        cases += [{"case": name, **r} for r in per_class_rows(case.get("metrics", {}), names)]
+        cases += [
+            {"case": case_name(case), **r} for r in per_class_rows(case.get("metrics", {}), names)
+        ]
     return (
         pd.DataFrame(means, columns=["label_key", "name", "dice"]),
         pd.DataFrame(cases, columns=["case", "label_key", "name", "dice"]),

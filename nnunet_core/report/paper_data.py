@@ -20,7 +20,12 @@ import numpy as np
 import pandas as pd
 
 from nnunet_core.report.collect import candidate_entries, candidate_summary_file
-from nnunet_core.report.summaries import ReportInputError, read_json_file, short_names
+from nnunet_core.report.summaries import (
+    ReportInputError,
+    case_name,
+    read_json_file,
+    short_names,
+)
 from nnunet_core.results_tree import DEFAULT_FOLDS, inference_information_file
 
 PAPER_METRICS = ("Dice", "HD95", "NSD")
@@ -37,15 +42,6 @@ class Run:
     test_summary: Path | None = None
 
 
-def case_id(entry: dict[str, Any]) -> str:
-    """The case of a ``metric_per_case`` entry: its reference file name without the ending."""
-    name = Path(str(entry.get("reference_file") or entry["prediction_file"])).name
-    for ending in (".nii.gz", ".b2nd"):
-        if name.endswith(ending):
-            return name[: -len(ending)]
-    return name.rsplit(".", 1)[0]
-
-
 def case_frame(summary: dict[str, Any]) -> pd.DataFrame:
     """case, metric, value: each case's foreground-mean value of each metric it has."""
     rows = []
@@ -54,7 +50,9 @@ def case_frame(summary: dict[str, Any]) -> pd.DataFrame:
         for metric in PAPER_METRICS:
             values = np.asarray([m.get(metric, np.nan) for m in labels], dtype=np.float64)
             if np.isfinite(values).any():
-                rows.append({"case": case_id(entry), "metric": metric, "value": np.nanmean(values)})
+                rows.append(
+                    {"case": case_name(entry), "metric": metric, "value": np.nanmean(values)}
+                )
     return pd.DataFrame(rows, columns=["case", "metric", "value"])
 
 

@@ -68,3 +68,8 @@ def per_class_rows(mean: dict[str, Any], names: dict[str, str], **extra: Any) ->
         for k in keys
         if k in mean
     ]
+
+
+def case_name(entry: dict[str, Any]) -> str:
+    """The case of a ``metric_per_case`` entry: its reference (else prediction) file name."""
+    return Path(entry.get("reference_file") or entry.get("prediction_file", "?")).name
