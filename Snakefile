@@ -1,7 +1,12 @@
 # nnU-Net v2 method, raw dataset to evaluated test predictions and a report.
-# Config, includes and the stage targets only. workflow/rules/common.smk (included first) sets up
-# the process and validates config, then includes paths.smk, inputs.smk and flags.smk.
+# Config and the choice of run only: one dataset and one seed is workflow/rules/run.smk; several
+# datasets or seeds is workflow/rules/paper.smk, one run.smk module per (dataset, seed).
 from pathlib import Path
+
+import yaml
+
+from nnunet_core.workflow_config import coerce_command_line_values, validate_config
+from nnunet_core.workflow_runs import as_single_run, check_run_keys, is_several_runs
 
 from snakemake.utils import min_version
 
@@ -10,7 +15,7 @@ min_version("9.0")
 
 # No dataset named (by --configfile or --config): the built-in demo. A user's dataset never gets
 # the demo's settings; what it does not set comes from the schema, i.e. upstream's method.
-if "dataset" not in config:
+if "dataset" not in config and "datasets" not in config:
 
     configfile: Path(workflow.basedir) / "config" / "demo.yaml"
 
@@ -23,33 +28,19 @@ envvars:
     "PATH",
 
 
-include: "workflow/rules/common.smk"
-include: "workflow/rules/dataset.smk"
-include: "workflow/rules/plan.smk"
-include: "workflow/rules/preprocess.smk"
-include: "workflow/rules/train.smk"
-include: "workflow/rules/select.smk"
-include: "workflow/rules/predict.smk"
-include: "workflow/rules/report.smk"
+# `--config` values arrive as strings ('4', 'true'): typed by the schema first. Then one line per
+# wrong key, and which run this is (before the schema's defaults, e.g. seed: 0, are filled in).
+SCHEMA_FILE = Path(workflow.basedir) / "workflow" / "schemas" / "config.schema.yaml"
+coerce_command_line_values(
+    config, workflow.config_settings.config, yaml.safe_load(SCHEMA_FILE.read_text())
+)
+validate_config(config, SCHEMA_FILE)
+check_run_keys(config)
 
 
-rule all:
-    default_target: True
-    input:
-        stage_targets("all"),
-
-
-# Stage targets: `snakemake preprocessed` (or trained, selected) stops after that stage.
-rule preprocessed:
-    input:
-        stage_targets("preprocessed"),
-
-
-rule trained:
-    input:
-        stage_targets("trained"),
-
-
-rule selected:
-    input:
-        stage_targets("selected"),
+# The included file's `all` is the default target (an `include:` would keep the includer's).
+if is_several_runs(config):
+    workflow.include("workflow/rules/paper.smk", overwrite_default_target=True)
+else:
+    as_single_run(config)
+    workflow.include("workflow/rules/run.smk", overwrite_default_target=True)

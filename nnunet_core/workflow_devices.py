@@ -10,6 +10,7 @@ here: the Snakefile is parsed by every job of the workflow.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -49,6 +50,17 @@ def gpus_per_fold_job(setting: int | None, *, cluster: bool, requested: int, vis
     if setting is not None:
         return int(setting)
     return 1 if cluster or requested > 0 or visible > 0 else 0
+
+
+_PRINTED: set[str] = set()
+
+
+def print_once(line: str | None) -> None:
+    """A warning on stderr once per process: a run of several datasets or seeds parses
+    common.smk once for each."""
+    if line and line not in _PRINTED:
+        _PRINTED.add(line)
+        print(line, file=sys.stderr)
 
 
 def cpu_schedule_warning(device: str, gpus: int, epochs: int, iterations: int) -> str | None:

@@ -1,4 +1,4 @@
-# The one entry the Snakefile includes first: process-wide setup, config validation, the run
+# The one entry run.smk includes first: process-wide setup, config validation, the run
 # settings derived from config, then the helpers by concern:
 #   paths.smk   every path of the raw, preprocessed, results and predictions trees
 #   inputs.smk  input functions (what a rule needs, often read from the plans or the selection)
@@ -7,16 +7,9 @@ import os
 import sys
 from pathlib import Path
 
-import yaml
 from snakemake.utils import validate
 
-from nnunet_core.workflow_config import (
-    Execution,
-    check_config,
-    coerce_command_line_values,
-    fold_count,
-    validate_config,
-)
+from nnunet_core.workflow_config import Execution, check_config, fold_count
 from nnunet_core import stop_signal, work_lock, workflow_devices
 
 # The stop signal (SIGUSR1, or $NNUNET_STOP_SIGNAL) asks a training to stop before the walltime;
@@ -25,13 +18,8 @@ from nnunet_core import stop_signal, work_lock, workflow_devices
 # and ignores the signal, and so does the rule's shell (inherited); only the trainer reacts.
 stop_signal.for_workflow_process()
 
-# `--config` values arrive as strings ('4', 'true'): typed by the schema first. Then one line per
-# wrong key; then Snakemake's validation fills in the schema defaults (upstream's method).
-SCHEMA_FILE = Path(workflow.basedir) / "workflow" / "schemas" / "config.schema.yaml"
-coerce_command_line_values(
-    config, workflow.config_settings.config, yaml.safe_load(SCHEMA_FILE.read_text())
-)
-validate_config(config, SCHEMA_FILE)
+# The Snakefile typed `--config` values and checked every key; Snakemake's validation fills in
+# the schema defaults (upstream's method).
 validate(config, schema="../schemas/config.schema.yaml")
 check_config(config, Execution.of_workflow(workflow))
 # One workflow per work_dir, also when started from another --directory (nnunet_core.work_lock).
@@ -60,8 +48,7 @@ if workflow.is_main_process:
         config["training"]["epochs"],
         config["training"]["iterations_per_epoch"],
     )
-    if _cpu_warning:
-        print(_cpu_warning, file=sys.stderr)
+    workflow_devices.print_once(_cpu_warning)
 # Jobs find `nnunet-core` next to this interpreter, even from a venv that is not activated.
 os.environ["PATH"] = (
     f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"

@@ -7,7 +7,7 @@ if SYNTHETIC:
         output:
             RAW_DATASET_JSON,
         log:
-            LOGS / "synthesize_dataset.log",
+            DATASET_LOGS / "synthesize_dataset.log",
         params:
             raw=RAW,
             options=synthetic_options(),
@@ -21,7 +21,7 @@ rule verify_dataset:
     output:
         VERIFY,
     log:
-        LOGS / "verify_dataset.log",
+        DATASET_LOGS / "verify_dataset.log",
     threads: NUM_PROCESSES
     params:
         dataset=DATASET,

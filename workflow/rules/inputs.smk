@@ -12,6 +12,7 @@ from nnunet_core.workflow_config import (
     preprocessing_configuration,
     previous_stage_of,
 )
+from nnunet_core.workflow_runs import test_set_of
 
 
 def raw_training_files(wildcards):
@@ -174,13 +175,11 @@ def postprocessing_file(wildcards):
 
 def has_test_set():
     """Synthetic data always has labelsTs; real data only if the folder exists."""
-    if SYNTHETIC:
-        return config["dataset"]["synthetic"]["num_test"] > 0
-    return (RAW / "imagesTs").is_dir()
+    return test_set_of(config, RAW)[0]
 
 
 def has_test_labels():
-    return has_test_set() and (SYNTHETIC or (RAW / "labelsTs").is_dir())
+    return test_set_of(config, RAW)[1]
 
 
 def final_targets(wildcards):

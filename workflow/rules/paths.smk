@@ -6,17 +6,23 @@
 from nnunet_core import paths, results_tree
 from nnunet_core.planning.planner import get_preset
 from nnunet_core.workflow_pretrained import resolve_pretrained_weights
+from nnunet_core.workflow_runs import RunTree
 
 WORK = Path(config["work_dir"])
-DATASET = paths.dataset_folder_name(config["dataset"]["id"], config["dataset"]["name"])
-ROOTS = paths.Roots.in_work_dir(WORK, raw=config["dataset"]["raw_root"])
+# One dataset and one seed: upstream's trees under work_dir; with several seeds (paper.smk) the
+# seed's results, predictions and logs are under seed_<n> (nnunet_core.workflow_runs).
+TREE = RunTree.of_config(config)
+DATASET = TREE.dataset
+ROOTS = TREE.roots
 RAW_ROOT = ROOTS.raw
 RAW = paths.raw_dataset_dir(ROOTS, DATASET)
 PRE_ROOT = ROOTS.preprocessed
 PRE = paths.preprocessed_dataset_dir(ROOTS, DATASET)
 RESULTS_ROOT = ROOTS.results
 RESULTS = paths.results_dataset_dir(ROOTS, DATASET)
-LOGS = WORK / paths.WORK_LOGS / DATASET
+LOGS = TREE.logs
+# Logs of the jobs up to preprocessing, shared by the dataset's seeds.
+DATASET_LOGS = TREE.dataset_logs
 PLANS_NAME = (
     config["planning"]["plans_name"]
     or get_preset(config["planning"]["planner"]).plans_name
@@ -51,13 +57,13 @@ INFERENCE_INFORMATION = results_tree.inference_information_file(RESULTS)
 INFERENCE_INSTRUCTIONS = results_tree.inference_instructions_file(RESULTS)
 REPORT = results_tree.report_dir(RESULTS)
 REPORT_PAGE = REPORT / results_tree.REPORT_PAGE_MD
-PREDICTIONS = results_tree.predictions_dataset_dir(WORK, DATASET)
+PREDICTIONS = TREE.predictions_dir
 CONFIGURATION_PREDICTIONS = results_tree.configuration_predictions_dir(
     PREDICTIONS, "{configuration}"
 )
 ENSEMBLE_PREDICTIONS = PREDICTIONS / results_tree.ENSEMBLE_PREDICTIONS_FOLDER
 FINAL_PREDICTIONS = PREDICTIONS / results_tree.FINAL_PREDICTIONS_FOLDER
-TEST_SUMMARY = PREDICTIONS / results_tree.TEST_SUMMARY_JSON
+TEST_SUMMARY = TREE.test_summary
 # training.pretrained_weights: the checkpoint every fold's first attempt starts from (None:
 # fresh); from a model zip it is extracted into work_dir/pretrained (rule
 # extract_pretrained_weights). Checked by common.smk's check_config before this line.

@@ -7,7 +7,7 @@ rule fingerprint:
     output:
         FINGERPRINT,
     log:
-        LOGS / "fingerprint.log",
+        DATASET_LOGS / "fingerprint.log",
     threads: NUM_PROCESSES
     params:
         dataset=DATASET,
@@ -24,7 +24,7 @@ checkpoint plan:
         plans=PLANS,
         dataset_json=PRE_DATASET_JSON,
     log:
-        LOGS / "plan.log",
+        DATASET_LOGS / "plan.log",
     params:
         dataset=DATASET,
         roots=ROOT_FLAGS,
@@ -42,7 +42,7 @@ rule splits:
     output:
         SPLITS,
     log:
-        LOGS / "splits.log",
+        DATASET_LOGS / "splits.log",
     params:
         dataset=DATASET,
         roots=ROOT_FLAGS,

@@ -10,7 +10,7 @@ rule preprocess:
     output:
         paths.preprocess_summary_file(PRE, "{data_identifier}"),
     log:
-        LOGS / "preprocess_{data_identifier}.log",
+        DATASET_LOGS / "preprocess_{data_identifier}.log",
     priority: 10
     threads: NUM_PROCESSES
     params:

@@ -1,0 +1,199 @@
+"""Several datasets and seeds in one workflow run, and where each run's files live.
+
+A config names one dataset (``dataset``) or several (``datasets``, each with its own raw root,
+synthetic settings and ``planning`` keys over the shared ones), and one seed (``seed``) or
+several (``seeds``). One dataset and one seed is the plain run of ``workflow/rules/run.smk``.
+More become one run per (dataset, seed): each a complete one-dataset, one-seed config that
+``workflow/rules/paper.smk`` loads as a Snakemake module, so every stage is a job of its own.
+
+The trees stay upstream's: the preprocessed data is per dataset (``work/preprocessed/<Dataset>``,
+shared by its seeds); with several seeds each seed's results, predictions and logs live under
+``seed_<n>``: ``work/results/seed_1`` is a complete ``nnUNet_results`` folder.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from nnunet_core import paths, results_tree
+from nnunet_core.errors import ConfigurationError
+
+# Folder of the dataset-level logs (verify, fingerprint, plan, splits, preprocess) beside the
+# seeds' own, under work_dir/logs.
+SEED_FOLDER_PREFIX = "seed_"
+PAPER_FOLDER = "paper"
+
+
+def check_run_keys(config: dict[str, Any]) -> None:
+    """One dataset key and one seed key, no dataset or seed twice (before the schema fills in
+    ``seed: 0``: a config giving both would otherwise run something it did not ask for)."""
+    if "dataset" in config and "datasets" in config:
+        msg = "config: set dataset (one) or datasets (several), not both"
+        raise ConfigurationError(msg)
+    if "dataset" not in config and "datasets" not in config:
+        msg = "config: name a dataset (dataset: {id, name, raw_root}) or several (datasets: [...])"
+        raise ConfigurationError(msg)
+    if "seed" in config and config.get("seeds"):
+        msg = f"config: set seed or seeds, not both (seeds: {config['seeds']} runs every seed)"
+        raise ConfigurationError(msg)
+    names = [_folder_of(entry) for entry in config.get("datasets") or []]
+    ids = [name.split("_", 1)[0] for name in names]
+    twice = sorted({n for n, i in zip(names, ids, strict=True) if ids.count(i) > 1})
+    if twice:
+        msg = f"config datasets: dataset id {twice[0].split('_', 1)[0]} given twice ({twice[0]})"
+        raise ConfigurationError(msg)
+
+
+def _folder_of(entry: dict[str, Any]) -> str:
+    return paths.dataset_folder_name(entry["id"], entry["name"])
+
+
+def _datasets(config: dict[str, Any]) -> list[dict[str, Any]]:
+    return list(config["datasets"]) if "datasets" in config else [config["dataset"]]
+
+
+def _seeds(config: dict[str, Any]) -> list[int]:
+    return list(config["seeds"]) if config.get("seeds") else [config.get("seed", 0)]
+
+
+def is_several_runs(config: dict[str, Any]) -> bool:
+    """More than one (dataset, seed): the paper workflow; else the plain run."""
+    return len(_datasets(config)) * len(_seeds(config)) > 1
+
+
+@dataclass(frozen=True)
+class RunInstance:
+    """One (dataset, seed) of a run: its rule prefix and its own complete config."""
+
+    name: str
+    dataset: str
+    seed: int
+    config: dict[str, Any]
+
+    @property
+    def tree(self) -> RunTree:
+        return RunTree.of_config(self.config)
+
+    def test_summary(self) -> list[Path]:
+        """The run's test summary, where its test set has labels (else none)."""
+        tree = self.tree
+        raw = paths.raw_dataset_dir(tree.roots, tree.dataset)
+        return [tree.test_summary] if test_set_of(self.config, raw)[1] else []
+
+    def report_page(self) -> Path:
+        return results_tree.report_dir(self.tree.results_dir) / results_tree.REPORT_PAGE_MD
+
+
+def _run_config(
+    config: dict[str, Any], entry: dict[str, Any], seed: int, seeds: list[int]
+) -> dict[str, Any]:
+    """The config of one (dataset, seed): the shared keys, the entry's dataset, its planning
+    keys over the shared ones, this seed (``seeds`` kept: more than one puts it in a folder)."""
+    run = copy.deepcopy({k: v for k, v in config.items() if k not in ("datasets", "seed")})
+    dataset = copy.deepcopy({k: v for k, v in entry.items() if k != "planning"})
+    run["dataset"] = dataset
+    run["planning"] = {**config.get("planning", {}), **copy.deepcopy(entry.get("planning", {}))}
+    run["seed"] = seed
+    run["seeds"] = list(seeds)
+    return run
+
+
+def as_single_run(config: dict[str, Any]) -> None:
+    """One dataset and one seed, in place, in the plain run's form: ``datasets: [entry]``
+    becomes ``dataset`` (its planning keys over the shared ones), ``seeds: [n]`` ``seed: n``."""
+    if "datasets" in config:
+        (entry,) = config.pop("datasets")
+        config["dataset"] = {k: v for k, v in entry.items() if k != "planning"}
+        config["planning"] = {**config.get("planning", {}), **entry.get("planning", {})}
+    seeds = config.pop("seeds", None)
+    if seeds:
+        (config["seed"],) = seeds
+
+
+def run_instances(config: dict[str, Any]) -> list[RunInstance]:
+    """Every (dataset, seed), datasets in the config's order, seeds within each."""
+    seeds = _seeds(config)
+    instances = []
+    for entry in _datasets(config):
+        folder = _folder_of(entry)
+        for seed in seeds:
+            name = re.sub(r"\W", "_", f"{folder}_seed{seed}")
+            instances.append(RunInstance(name, folder, seed, _run_config(config, entry, seed, seeds)))
+    return instances
+
+
+@dataclass(frozen=True)
+class RunTree:
+    """Where one (dataset, seed) run keeps its files (the workflow's paths.smk and paper.smk)."""
+
+    work: Path
+    dataset: str
+    raw_root: Path
+    seed_folder: str | None
+
+    @classmethod
+    def of_config(cls, config: dict[str, Any]) -> RunTree:
+        dataset = config["dataset"]
+        work = Path(config["work_dir"])
+        roots = paths.Roots.in_work_dir(work, raw=dataset.get("raw_root"))
+        several = len(config.get("seeds") or []) > 1
+        folder = f"{SEED_FOLDER_PREFIX}{config['seed']}" if several else None
+        name = paths.dataset_folder_name(dataset["id"], dataset["name"])
+        assert roots.raw is not None
+        return cls(work, name, roots.raw, folder)
+
+    def _per_seed(self, folder: Path) -> Path:
+        return folder / self.seed_folder if self.seed_folder else folder
+
+    @property
+    def roots(self) -> paths.Roots:
+        base = paths.Roots.in_work_dir(self.work, raw=self.raw_root)
+        assert base.results is not None
+        return paths.Roots(base.raw, base.preprocessed, self._per_seed(base.results))
+
+    @property
+    def results_dir(self) -> Path:
+        return paths.results_dataset_dir(self.roots, self.dataset)
+
+    @property
+    def predictions_dir(self) -> Path:
+        return self._per_seed(self.work / results_tree.PREDICTIONS_FOLDER) / self.dataset
+
+    @property
+    def test_summary(self) -> Path:
+        return self.predictions_dir / results_tree.TEST_SUMMARY_JSON
+
+    @property
+    def logs(self) -> Path:
+        """Logs of the seed's jobs (training on)."""
+        return self._per_seed(self.work / paths.WORK_LOGS) / self.dataset
+
+    @property
+    def dataset_logs(self) -> Path:
+        """Logs of the dataset's jobs up to preprocessing, shared by its seeds."""
+        return self.work / paths.WORK_LOGS / self.dataset
+
+
+def test_set_of(config: dict[str, Any], raw_dir: Path) -> tuple[bool, bool]:
+    """(has a test set, has test labels): synthetic data has both when it makes test cases;
+    real data has what its raw folder holds (imagesTs/, labelsTs/)."""
+    dataset = config["dataset"]
+    if dataset.get("synthetic", {}).get("enabled", False):
+        has_test = dataset["synthetic"]["num_test"] > 0
+        return has_test, has_test
+    has_test = (raw_dir / "imagesTs").is_dir()
+    return has_test, has_test and (raw_dir / "labelsTs").is_dir()
+
+
+def paper_table_flags(instances: list[RunInstance]) -> str:
+    """``--run RESULTS_DIR SEED [TEST_SUMMARY]`` of every run, for ``nnunet-core paper-table``."""
+    flags = []
+    for run in instances:
+        values = [run.tree.results_dir, run.seed, *run.test_summary()]
+        flags.append("--run " + " ".join(shlex.quote(str(v)) for v in values))
+    return " ".join(flags)

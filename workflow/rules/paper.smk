@@ -1,0 +1,112 @@
+# Several datasets or seeds in one run (config `datasets`, `seeds`): run.smk once per (dataset,
+# seed) as a Snakemake module, its rules named <Dataset>_seed<n>_<rule>, so that every stage is
+# a job of its own and the runs go in parallel. Each module has its own complete config
+# (nnunet_core.workflow_runs); preprocessing is per dataset: the seeds' modules declare the same
+# files, which the first seed's rules make. Then the results table across every run.
+from pathlib import Path
+
+from snakemake.utils import validate
+
+from nnunet_core import paths, work_lock
+from nnunet_core.workflow_runs import PAPER_FOLDER, paper_table_flags, run_instances
+
+PAPER_RUNS = run_instances(config)
+# A module's `onstart` does not count: the work_dir lock (common.smk's in a plain run) is taken here.
+work_lock.lock_when_started(workflow, config["work_dir"])
+RUN_SNAKEFILE = Path(workflow.basedir) / "workflow" / "rules" / "run.smk"
+# Rule names of each run's module, to order the rules that make the same files.
+RULES_OF_RUN = {}
+
+for paper_run in PAPER_RUNS:
+    validate(paper_run.config, schema="../schemas/config.schema.yaml")
+    run_module = paper_run.name
+    run_prefix = f"{paper_run.name}_"
+    rules_before = {known.name for known in workflow.rules}
+
+    module:
+        name: run_module
+        snakefile:
+            RUN_SNAKEFILE
+        config:
+            paper_run.config
+
+    # `snakemake reproduce` packs one dataset's run; a paper run is reproduced by its config.
+    use rule * from run_module exclude reproduce as run_prefix*
+
+    RULES_OF_RUN[paper_run.name] = {
+        added.name.removeprefix(run_prefix)
+        for added in workflow.rules
+        if added.name not in rules_before
+    }
+
+
+# The rules of a later run that make the same files as an earlier run's (a dataset's checks,
+# plans and preprocessing, shared by its seeds) give way to the earlier run's.
+for later_index, later in enumerate(PAPER_RUNS):
+    for earlier in PAPER_RUNS[:later_index]:
+        for name in RULES_OF_RUN[later.name] & RULES_OF_RUN[earlier.name]:
+            first, second = f"{earlier.name}_{name}", f"{later.name}_{name}"
+            made = [
+                [str(f) for f in workflow.get_rule(r).output] for r in (first, second)
+            ]
+            if made[0] and made[0] == made[1]:
+                workflow.ruleorder(first, second)
+
+
+PAPER = Path(config["work_dir"]) / PAPER_FOLDER
+PAPER_DATASETS = list(dict.fromkeys(run.dataset for run in PAPER_RUNS))
+# The inputs of one stage rule of every run (`snakemake trained` trains every dataset and seed).
+STAGE_OF_EVERY_RUN = {
+    stage: [getattr(rules, f"{run.name}_{stage}").input for run in PAPER_RUNS]
+    for stage in ("all", "preprocessed", "trained", "selected")
+}
+
+
+rule all:
+    default_target: True
+    input:
+        STAGE_OF_EVERY_RUN["all"],
+        PAPER / "results_table.csv",
+
+
+rule preprocessed:
+    input:
+        STAGE_OF_EVERY_RUN["preprocessed"],
+
+
+rule trained:
+    input:
+        STAGE_OF_EVERY_RUN["trained"],
+
+
+rule selected:
+    input:
+        STAGE_OF_EVERY_RUN["selected"],
+
+
+# The results table over every dataset and seed (mean and sd over seeds, bootstrap intervals
+# over cases, Wilcoxon against the selected model), one per dataset, and each methods paragraph.
+rule paper_tables:
+    input:
+        reports=[run.report_page() for run in PAPER_RUNS],
+        test_summaries=[summary for run in PAPER_RUNS for summary in run.test_summary()],
+    output:
+        table=report(
+            PAPER / "results_table.csv",
+            caption="../report/paper_tables.rst",
+            category="Paper",
+        ),
+        latex=PAPER / "results_table.tex",
+        per_dataset=[
+            PAPER / dataset / name
+            for dataset in PAPER_DATASETS
+            for name in ("results_table.csv", "results_table.tex", "methods.md")
+        ],
+    log:
+        Path(config["work_dir"]) / paths.WORK_LOGS / "paper_tables.log",
+    localrule: True
+    params:
+        runs=paper_table_flags(PAPER_RUNS),
+        output=PAPER,
+    shell:
+        "nnunet-core paper-table {params.runs} -o {params.output:q} > {log:q} 2>&1"
