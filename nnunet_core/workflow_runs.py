@@ -41,11 +41,10 @@ def check_run_keys(config: dict[str, Any]) -> None:
     if "seed" in config and config.get("seeds"):
         msg = f"config: set seed or seeds, not both (seeds: {config['seeds']} runs every seed)"
         raise ConfigurationError(msg)
-    names = [_folder_of(entry) for entry in config.get("datasets") or []]
-    ids = [name.split("_", 1)[0] for name in names]
-    twice = sorted({n for n, i in zip(names, ids, strict=True) if ids.count(i) > 1})
+    ids = [entry["id"] for entry in config.get("datasets") or []]
+    twice = sorted({i for i in ids if ids.count(i) > 1})
     if twice:
-        msg = f"config datasets: dataset id {twice[0].split('_', 1)[0]} given twice ({twice[0]})"
+        msg = f"config datasets: dataset id {twice[0]} given twice"
         raise ConfigurationError(msg)
 
 
