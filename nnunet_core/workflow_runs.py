@@ -122,7 +122,9 @@ def run_instances(config: dict[str, Any]) -> list[RunInstance]:
         folder = _folder_of(entry)
         for seed in seeds:
             name = re.sub(r"\W", "_", f"{folder}_seed{seed}")
-            instances.append(RunInstance(name, folder, seed, _run_config(config, entry, seed, seeds)))
+            instances.append(
+                RunInstance(name, folder, seed, _run_config(config, entry, seed, seeds))
+            )
     return instances
 
 

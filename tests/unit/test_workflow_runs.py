@@ -7,7 +7,8 @@ import shlex
 from pathlib import Path
 
 import pytest
-from workflow_helpers import SCHEMA
+import yaml
+from workflow_helpers import REPO, SCHEMA
 
 from nnunet_core.errors import ConfigurationError
 from nnunet_core.workflow_config import schema_errors
@@ -68,7 +69,7 @@ def test_a_run_config_passes_the_schema() -> None:
 def test_one_dataset_and_one_seed_is_the_plain_run() -> None:
     plain = {"dataset": {"id": 4, "name": "Hippocampus"}, "seed": 3}
     assert not is_several_runs(plain)
-    assert is_several_runs({**plain, "seed": 0, "dataset": plain["dataset"], "seeds": None}) is False
+    assert not is_several_runs({**plain, "seeds": None})
     one = paper_config(seeds=[5])
     one["datasets"] = one["datasets"][:1]
     assert not is_several_runs(one)
@@ -151,3 +152,19 @@ def test_the_paper_table_gets_every_run_and_test_summaries_only_where_labelled(
     ]  # fmt: skip
     assert words.count("--run") == 4
     assert words[-3:-1] == [f"{tmp_path}/my work/results/seed_1/Dataset902_Hippo-2D", "1"]
+
+
+def test_the_documented_example_is_a_valid_config_of_nine_runs() -> None:
+    text = (REPO / "config" / "README.md").read_text()
+    section = text[text.index("### Several datasets and seeds in one run") :]
+    start = section.index("```yaml\n") + len("```yaml\n")
+    block = section[start : section.index("```", start)]
+    config = yaml.safe_load(block)
+    assert schema_errors(config, SCHEMA) == []
+    check_run_keys(config)
+    runs = run_instances(config)
+    assert len(runs) == 9 and runs[5].name == "Dataset005_Prostate_seed2"
+    assert runs[5].config["planning"]["configurations"] == ["2d"]
+    assert runs[8].config["planning"] == {
+        "configurations": ["2d", "3d_fullres"], "planner": "ResEncM"
+    }  # fmt: skip
