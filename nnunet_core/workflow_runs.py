@@ -23,9 +23,9 @@ from typing import Any
 from nnunet_core import paths, results_tree
 from nnunet_core.errors import ConfigurationError
 
-# Folder of the dataset-level logs (verify, fingerprint, plan, splits, preprocess) beside the
-# seeds' own, under work_dir/logs.
+# With several seeds: each seed's folder under results/, predictions/ and logs/ (seed_1).
 SEED_FOLDER_PREFIX = "seed_"
+# work_dir/paper: the results tables across every dataset and seed.
 PAPER_FOLDER = "paper"
 
 
@@ -88,15 +88,21 @@ class RunInstance:
         return results_tree.report_dir(self.tree.results_dir) / results_tree.REPORT_PAGE_MD
 
 
+def _dataset_and_planning(
+    config: dict[str, Any], entry: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A ``datasets`` entry as ``dataset``, and its planning keys over the shared ones."""
+    dataset = {k: v for k, v in entry.items() if k != "planning"}
+    return dataset, {**config.get("planning", {}), **entry.get("planning", {})}
+
+
 def _run_config(
     config: dict[str, Any], entry: dict[str, Any], seed: int, seeds: list[int]
 ) -> dict[str, Any]:
     """The config of one (dataset, seed): the shared keys, the entry's dataset, its planning
     keys over the shared ones, this seed (``seeds`` kept: more than one puts it in a folder)."""
     run = copy.deepcopy({k: v for k, v in config.items() if k not in ("datasets", "seed")})
-    dataset = copy.deepcopy({k: v for k, v in entry.items() if k != "planning"})
-    run["dataset"] = dataset
-    run["planning"] = {**config.get("planning", {}), **copy.deepcopy(entry.get("planning", {}))}
+    run["dataset"], run["planning"] = _dataset_and_planning(config, copy.deepcopy(entry))
     run["seed"] = seed
     run["seeds"] = list(seeds)
     return run
@@ -107,8 +113,7 @@ def as_single_run(config: dict[str, Any]) -> None:
     becomes ``dataset`` (its planning keys over the shared ones), ``seeds: [n]`` ``seed: n``."""
     if "datasets" in config:
         (entry,) = config.pop("datasets")
-        config["dataset"] = {k: v for k, v in entry.items() if k != "planning"}
-        config["planning"] = {**config.get("planning", {}), **entry.get("planning", {})}
+        config["dataset"], config["planning"] = _dataset_and_planning(config, entry)
     seeds = config.pop("seeds", None)
     if seeds:
         (config["seed"],) = seeds

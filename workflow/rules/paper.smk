@@ -11,8 +11,6 @@ from nnunet_core import paths, work_lock
 from nnunet_core.workflow_runs import PAPER_FOLDER, paper_table_flags, run_instances
 
 PAPER_RUNS = run_instances(config)
-# A module's `onstart` does not count: the work_dir lock (common.smk's in a plain run) is taken here.
-work_lock.lock_when_started(workflow, config["work_dir"])
 RUN_SNAKEFILE = Path(workflow.basedir) / "workflow" / "rules" / "run.smk"
 # Rule names of each run's module, to order the rules that make the same files.
 RULES_OF_RUN = {}
@@ -53,7 +51,11 @@ for later_index, later in enumerate(PAPER_RUNS):
                 workflow.ruleorder(first, second)
 
 
-PAPER = Path(config["work_dir"]) / PAPER_FOLDER
+# The work_dir of every run (each run's config is complete now, schema defaults filled in).
+WORK = Path(PAPER_RUNS[0].config["work_dir"])
+# A module's `onstart` does not count: the work_dir lock (common.smk's in a plain run) is taken here.
+work_lock.lock_when_started(workflow, WORK)
+PAPER = WORK / PAPER_FOLDER
 PAPER_DATASETS = list(dict.fromkeys(run.dataset for run in PAPER_RUNS))
 # The inputs of one stage rule of every run (`snakemake trained` trains every dataset and seed).
 STAGE_OF_EVERY_RUN = {
@@ -103,7 +105,7 @@ rule paper_tables:
             for name in ("results_table.csv", "results_table.tex", "methods.md")
         ],
     log:
-        Path(config["work_dir"]) / paths.WORK_LOGS / "paper_tables.log",
+        WORK / paths.WORK_LOGS / "paper_tables.log",
     localrule: True
     params:
         runs=paper_table_flags(PAPER_RUNS),
