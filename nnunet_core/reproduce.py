@@ -3,14 +3,15 @@
 ``pack`` writes ``reproduce.tar.gz`` with:
 
 - ``config.yaml``: the run's config with every default filled in (Snakemake's, after the
-  schema), ``work_dir`` made relative (``work``);
+  schema; a run of several datasets or seeds: as given), ``work_dir`` made relative (``work``);
 - ``manifest.json``: package versions, the git commit of the code (and whether it had local
   changes), the SHA-256 of every raw file, the Snakemake command;
 - ``commands.sh``: the commands that rerun it (check out the commit, install, unpack, run, check),
   and each fold's training command as its ``provenance.json`` recorded it;
 - ``expected/``: the files a rerun must reproduce byte for byte (the report's results table and
-  methods paragraph, the plans, the splits, the preprocessed dataset.json), and the selection
-  record and each fold's ``provenance.json`` for reference.
+  methods paragraph of every dataset and seed, the plans, the splits, the preprocessed
+  dataset.json, and with several datasets or seeds the tables across them under ``paper/``),
+  and the selection record and each fold's ``provenance.json`` for reference.
 
 ``unpack`` writes ``config.yaml`` into a new folder with ``work_dir`` there; ``check`` compares
 a rerun's files with ``expected/`` and names each that differs. Bitwise equality needs the same
@@ -23,7 +24,8 @@ import io
 import json
 import shlex
 import tarfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,18 +33,32 @@ import yaml
 
 from nnunet_core.errors import ConfigurationError
 from nnunet_core.io.atomic import atomic_path
+from nnunet_core.workflow_runs import PAPER_FOLDER
 
 ARCHIVE_NAME = "reproduce.tar.gz"
 EXPECTED = "expected"
-# work_dir-relative files a rerun must give byte for byte ({dataset}: DatasetXXX_Name)
-REPRODUCED = (
-    "results/{dataset}/report/results_table.csv",
-    "results/{dataset}/report/methods.md",
-    "preprocessed/{dataset}/{plans}.json",
-    "preprocessed/{dataset}/splits_final.json",
-    "preprocessed/{dataset}/dataset.json",
-)
-REFERENCE = ("results/{dataset}/inference_information.json",)
+# Files a rerun must give byte for byte: per dataset under preprocessed/<Dataset>, per run
+# (dataset and seed) under its results folder, results/[seed_<n>/]<Dataset>.
+PREPROCESSED_FILES = ("{plans}.json", "splits_final.json", "dataset.json")
+RESULTS_FILES = ("report/results_table.csv", "report/methods.md")
+# for reference only: records absolute paths of the packing machine
+REFERENCE_FILES = ("inference_information.json",)
+# A run of several datasets or seeds: the tables across them, under work_dir/paper.
+PAPER_FILES = ("results_table.csv", "results_table.tex")
+PAPER_DATASET_FILES = ("results_table.csv", "results_table.tex", "methods.md")
+
+
+@dataclass(frozen=True)
+class PackedRun:
+    """One (dataset, seed) of the run: its raw dataset folder, plans name and results folder."""
+
+    raw_dataset: Path
+    plans: str
+    results_dataset: Path
+
+    @property
+    def dataset(self) -> str:
+        return self.raw_dataset.name
 
 
 def raw_checksums(raw_dataset: Path) -> dict[str, str]:
@@ -101,36 +117,53 @@ def _add_bytes(archive: tarfile.TarFile, name: str, data: bytes) -> None:
     archive.addfile(info, io.BytesIO(data))
 
 
-def _relative(pattern: str, dataset: str, plans: str) -> str:
-    return pattern.format(dataset=dataset, plans=plans)
+def expected_files(
+    work_dir: Path, runs: Sequence[PackedRun], paper: bool
+) -> tuple[list[Path], list[Path]]:
+    """The files a rerun must reproduce and those kept for reference, under ``work_dir``."""
+    reproduced, reference = [], []
+    for run in {r.dataset: r for r in runs}.values():
+        folder = work_dir / "preprocessed" / run.dataset
+        reproduced += [folder / name.format(plans=run.plans) for name in PREPROCESSED_FILES]
+    for run in runs:
+        reproduced += [run.results_dataset / name for name in RESULTS_FILES]
+        reference += [run.results_dataset / name for name in REFERENCE_FILES]
+    if paper:
+        folder = work_dir / PAPER_FOLDER
+        reproduced += [folder / name for name in PAPER_FILES]
+        for dataset in dict.fromkeys(r.dataset for r in runs):
+            reproduced += [folder / dataset / name for name in PAPER_DATASET_FILES]
+    return reproduced, reference
 
 
 def pack(
     config: dict[str, Any],
     work_dir: Path,
-    raw_dataset: Path,
-    dataset: str,
-    plans_name: str,
+    runs: Sequence[PackedRun],
     manifest: dict[str, Any],
     output: Path,
+    paper: bool = False,
 ) -> Path:
     """Write the archive (atomically); a file the rerun must reproduce that is missing is an
-    error naming it."""
+    error naming it. ``paper``: a run of several datasets or seeds, with its tables across them."""
     portable = {**config, "work_dir": "work"}
-    manifest = {**manifest, "raw_sha256": raw_checksums(raw_dataset), "dataset": dataset}
-    provenance = fold_provenance_files(work_dir / "results" / dataset)
+    checksums = {}
+    for run in {r.dataset: r for r in runs}.values():
+        for name, digest in raw_checksums(run.raw_dataset).items():
+            checksums[f"{run.dataset}/{name}"] = digest
+    manifest = {**manifest, "raw_sha256": checksums, "datasets": [r.dataset for r in runs]}
+    provenance = [path for run in runs for path in fold_provenance_files(run.results_dataset)]
     members: dict[str, bytes] = {
         "config.yaml": yaml.safe_dump(portable, sort_keys=True).encode(),
         "manifest.json": json.dumps(manifest, indent=1, sort_keys=True).encode(),
         "commands.sh": commands_text(manifest, training_commands(provenance)).encode(),
     }
-    for pattern in REPRODUCED + REFERENCE:
-        relative = _relative(pattern, dataset, plans_name)
-        source = work_dir / relative
+    reproduced, reference = expected_files(work_dir, runs, paper)
+    for source in reproduced + reference:
         if not source.is_file():
             msg = f"{source}: missing; run the workflow to its end (`snakemake all`) first"
             raise ConfigurationError(msg)
-        members[f"{EXPECTED}/{relative}"] = source.read_bytes()
+        members[f"{EXPECTED}/{source.relative_to(work_dir)}"] = source.read_bytes()
     for path in provenance:
         members[f"{EXPECTED}/{path.relative_to(work_dir)}"] = path.read_bytes()
     with atomic_path(output, suffix=".tar.gz") as tmp, tarfile.open(tmp, "w:gz") as archive:
@@ -167,7 +200,9 @@ def unpack(archive_path: Path, into: Path, raw_root: str | None = None) -> Path:
     into.mkdir(parents=True, exist_ok=True)
     config["work_dir"] = str((into / "work").resolve())
     if raw_root is not None:
-        config["dataset"]["raw_root"] = str(Path(raw_root).resolve())
+        for dataset in config["datasets"] if "datasets" in config else [config["dataset"]]:
+            if not dataset.get("synthetic", {}).get("enabled"):
+                dataset["raw_root"] = str(Path(raw_root).resolve())
     target = into / "config.yaml"
     with atomic_path(target, suffix=".yaml") as tmp:
         tmp.write_text(yaml.safe_dump(config, sort_keys=True))
@@ -187,7 +222,7 @@ def check(archive_path: Path, work_dir: Path) -> list[str]:
         config = yaml.safe_load(_read_member(archive, "config.yaml"))
         for name in expected:
             relative = name[len(EXPECTED) + 1 :]
-            if relative.endswith("inference_information.json"):
+            if relative.endswith(REFERENCE_FILES):
                 continue  # records absolute paths of this machine; for reference only
             produced = work_dir / relative
             if not produced.is_file():

@@ -87,6 +87,13 @@ class RunInstance:
     def report_page(self) -> Path:
         return results_tree.report_dir(self.tree.results_dir) / results_tree.REPORT_PAGE_MD
 
+    def plans_name(self) -> str:
+        """``planning.plans_name``, else the planner's (nnUNetPlans, nnUNetResEncUNetMPlans)."""
+        from nnunet_core.planning.planner import get_preset
+
+        planning = self.config["planning"]
+        return planning.get("plans_name") or get_preset(planning["planner"]).plans_name
+
 
 def _dataset_and_planning(
     config: dict[str, Any], entry: dict[str, Any]
@@ -201,5 +208,20 @@ def paper_table_flags(instances: list[RunInstance]) -> str:
     flags = []
     for run in instances:
         values = [run.tree.results_dir, run.seed, *run.test_summary()]
+        flags.append("--run " + " ".join(shlex.quote(str(v)) for v in values))
+    return " ".join(flags)
+
+
+def reproduce_run_flags(instances: list[RunInstance]) -> str:
+    """``--run RAW_DATASET PLANS RESULTS_DATASET`` of every run, for ``nnunet-core reproduce
+    pack``."""
+    flags = []
+    for run in instances:
+        tree = run.tree
+        values = [
+            paths.raw_dataset_dir(tree.roots, tree.dataset),
+            run.plans_name(),
+            tree.results_dir,
+        ]
         flags.append("--run " + " ".join(shlex.quote(str(v)) for v in values))
     return " ".join(flags)

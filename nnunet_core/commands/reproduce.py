@@ -1,6 +1,7 @@
 """Pack a finished run for a reader, unpack it for a rerun, and check the rerun's tables.
 
-    nnunet-core reproduce pack --config-json CONFIG.json --work WORK --raw RAW/D -d D -o OUT
+    nnunet-core reproduce pack --config-json CONFIG.json --work WORK \
+        --run RAW/D PLANS WORK/results/D [--run ...] [--paper] -o OUT
     nnunet-core reproduce unpack reproduce.tar.gz --into rerun
     nnunet-core reproduce check reproduce.tar.gz rerun/work
 
@@ -24,9 +25,18 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         "--config-json", required=True, help="the run's config (JSON text or file, defaults in)"
     )
     pack.add_argument("--work", required=True, help="the run's work_dir")
-    pack.add_argument("--raw", required=True, help="the raw dataset folder (checksums)")
-    pack.add_argument("-d", "--dataset", required=True, help="DatasetXXX_Name")
-    pack.add_argument("-p", "--plans", default="nnUNetPlans", help="plans name")
+    pack.add_argument(
+        "--run",
+        nargs=3,
+        action="append",
+        required=True,
+        metavar=("RAW_DATASET", "PLANS", "RESULTS_DATASET"),
+        help="one dataset and seed: raw/DatasetXXX_Name (checksums), the plans name and its "
+        "results folder (results/[seed_<n>/]DatasetXXX_Name)",
+    )
+    pack.add_argument(
+        "--paper", action="store_true", help="several datasets or seeds: also work/paper's tables"
+    )
     pack.add_argument("--snakemake-command", default="", help="recorded in the manifest")
     pack.add_argument("-o", "--output", required=True, help="archive to write (.tar.gz)")
     unpack = actions.add_parser("unpack", help="write config.yaml for a rerun")
@@ -70,9 +80,11 @@ def _pack(args: argparse.Namespace) -> int:
         "git": git_commit(),
         "snakemake_command": args.snakemake_command,
     }
+    runs = [
+        reproduce.PackedRun(Path(raw), plans, Path(results)) for raw, plans, results in args.run
+    ]
     output = reproduce.pack(
-        config, Path(args.work), Path(args.raw), args.dataset, args.plans, manifest,
-        Path(args.output),
-    )  # fmt: skip
+        config, Path(args.work), runs, manifest, Path(args.output), paper=args.paper
+    )
     print(f"wrote {output}")
     return 0

@@ -5,18 +5,23 @@ ResEncM) x seeds 0 and 1, in one run with surface metrics on: each dataset is ch
 and preprocessed once, every (dataset, seed) trains, selects, predicts and reports in its own
 tree, and the table across datasets has both, with the spread over the two seeds, HD95 and NSD,
 bootstrap intervals and the paired test. Deleting one fold of one dataset and seed reruns that
-fold and what depends on it, nothing of the other dataset or seed.
+fold and what depends on it, nothing of the other dataset or seed. `snakemake reproduce` packs
+every run, and a rerun from the archive on a fresh checkout gives the same tables, byte for byte.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
+import sys
+import tarfile
+from pathlib import Path
 
 import pandas as pd
 import pytest
-from workflow_helpers import job_counts, snakemake, tiny_config
+from workflow_helpers import REPO, job_counts, snakemake, tiny_config
 
 pytestmark = pytest.mark.slow
 
@@ -161,3 +166,40 @@ def test_deleting_one_fold_of_one_dataset_and_seed_reruns_only_what_depends_on_i
     assert (fold / "checkpoint_final.pth").is_file() and table.is_file()
     again = snakemake(workdir, config, "all")
     assert "Nothing to be done" in again.stdout + again.stderr
+
+
+def test_a_rerun_from_the_reproduce_archive_gives_the_same_tables(paper_run, tmp_path) -> None:
+    work, config, workdir, _ = paper_run
+    snakemake(workdir, config, "reproduce")
+    archive = work / "reproduce.tar.gz"
+    with tarfile.open(archive) as packed:
+        names = set(packed.getnames())
+        manifest = json.loads(packed.extractfile("manifest.json").read())
+    for dataset in (VOLUME, PLANAR):
+        assert f"expected/paper/{dataset}/results_table.csv" in names
+        assert any(n.startswith(f"{dataset}/imagesTr/") for n in manifest["raw_sha256"])
+        for seed in SEEDS:
+            assert f"expected/results/seed_{seed}/{dataset}/report/results_table.csv" in names
+    assert "expected/paper/results_table.csv" in names
+    assert "expected/preprocessed/Dataset902_Planar/nnUNetResEncUNetMPlans.json" in names
+    checkout = tmp_path / "checkout"
+    subprocess.run(["git", "clone", "-q", str(REPO), str(checkout)], check=True)
+    nnunet_core = [sys.executable, "-m", "nnunet_core", "reproduce"]
+    env = {**os.environ, "PYTHONPATH": str(checkout)}  # the fresh checkout's code, not ours
+    rerun = tmp_path / "rerun"
+    subprocess.run(
+        [*nnunet_core, "unpack", str(archive), "--into", str(rerun)], check=True, env=env
+    )
+    command = [
+        str(Path(sys.executable).parent / "snakemake"),
+        "--snakefile", str(checkout / "Snakefile"), "--directory", str(rerun),
+        "--configfile", str(rerun / "config.yaml"), "--cores", "2", "all",
+    ]  # fmt: skip
+    result = subprocess.run(command, capture_output=True, text=True, env=env, cwd=rerun)
+    assert result.returncode == 0, result.stderr[-3000:]
+    checked = subprocess.run(
+        [*nnunet_core, "check", str(archive), str(rerun / "work")], capture_output=True, text=True
+    )
+    assert checked.returncode == 0, checked.stderr
+    table = Path("paper") / "results_table.csv"
+    assert (rerun / "work" / table).read_bytes() == (work / table).read_bytes()

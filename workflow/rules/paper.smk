@@ -3,12 +3,20 @@
 # a job of its own and the runs go in parallel. Each module has its own complete config
 # (nnunet_core.workflow_runs); preprocessing is per dataset: the seeds' modules declare the same
 # files, which the first seed's rules make. Then the results table across every run.
+import json
+import shlex
+import sys
 from pathlib import Path
 
 from snakemake.utils import validate
 
 from nnunet_core import paths, work_lock
-from nnunet_core.workflow_runs import PAPER_FOLDER, paper_table_flags, run_instances
+from nnunet_core.workflow_runs import (
+    PAPER_FOLDER,
+    paper_table_flags,
+    reproduce_run_flags,
+    run_instances,
+)
 
 PAPER_RUNS = run_instances(config)
 RUN_SNAKEFILE = Path(workflow.basedir) / "workflow" / "rules" / "run.smk"
@@ -28,7 +36,7 @@ for paper_run in PAPER_RUNS:
         config:
             paper_run.config
 
-    # `snakemake reproduce` packs one dataset's run; a paper run is reproduced by its config.
+    # `snakemake reproduce` packs every run at once (below).
     use rule * from run_module exclude reproduce as run_prefix*
 
     RULES_OF_RUN[paper_run.name] = {
@@ -112,3 +120,25 @@ rule paper_tables:
         output=PAPER,
     shell:
         "nnunet-core paper-table {params.runs} -o {params.output:q} > {log:q} 2>&1"
+
+
+# A reader's rerun of every dataset and seed (work_dir/reproduce.tar.gz): the config as given,
+# each run's plans, splits, tables and provenance, and the tables across them
+# (nnunet_core.reproduce; `nnunet-core reproduce unpack` and `check` as for one dataset).
+rule reproduce:
+    input:
+        rules.paper_tables.output,
+    output:
+        WORK / "reproduce.tar.gz",
+    log:
+        WORK / paths.WORK_LOGS / "reproduce.log",
+    localrule: True
+    params:
+        config=json.dumps(config, sort_keys=True),
+        work=WORK,
+        runs=reproduce_run_flags(PAPER_RUNS),
+        command=shlex.join(sys.argv),
+    shell:
+        "nnunet-core reproduce pack --config-json {params.config:q} --work {params.work:q} "
+        "{params.runs} --paper --snakemake-command {params.command:q} -o {output:q} "
+        "> {log:q} 2>&1"

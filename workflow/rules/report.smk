@@ -78,11 +78,8 @@ rule reproduce:
     params:
         config=json.dumps(config, sort_keys=True),
         work=WORK,
-        raw=RAW,
-        dataset=DATASET,
-        plans=PLANS_NAME,
+        run=shlex.join([str(RAW), PLANS_NAME, str(RESULTS)]),
         command=shlex.join(sys.argv),
     shell:
         "nnunet-core reproduce pack --config-json {params.config:q} --work {params.work:q} "
-        "--raw {params.raw:q} -d {params.dataset} -p {params.plans} "
-        "--snakemake-command {params.command:q} -o {output:q} > {log:q} 2>&1"
+        "--run {params.run} --snakemake-command {params.command:q} -o {output:q} > {log:q} 2>&1"
