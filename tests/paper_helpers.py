@@ -53,3 +53,23 @@ def seed_tree(root: Path, seed: int) -> Run:
         dirs.gt_dir, winner, ".nii.gz", spec, output_file=test_summary, surface=surface
     )
     return Run(dirs.name, seed, dirs.results, test_summary)
+
+
+def assert_latex_compiles(table_tex: str, folder: Path) -> None:
+    """A booktabs table in a minimal document compiles with pdflatex (a skip where there is
+    none: the table was then checked as text only)."""
+    import shutil
+    import subprocess
+
+    import pytest
+
+    pdflatex = shutil.which("pdflatex")
+    if pdflatex is None:
+        pytest.skip("no pdflatex on this machine: the LaTeX table was checked as text only")
+    document = "\\documentclass{article}\\usepackage{booktabs}\\begin{document}\n"
+    (folder / "doc.tex").write_text(document + table_tex + "\\end{document}\n")
+    result = subprocess.run(
+        [pdflatex, "-interaction=nonstopmode", "-halt-on-error", "doc.tex"],
+        cwd=folder, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout[-2000:]

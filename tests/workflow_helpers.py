@@ -111,3 +111,31 @@ def trainer_of_fold(dataset: str, fold: str, root: int) -> int | None:
                 if ancestor == root:
                     return pid
     return None
+
+
+def rerun_from_archive(archive: Path, tmp_path: Path) -> tuple[Path, list[str]]:
+    """What a reader does with a reproduce archive: a fresh clone of the committed code, unpack,
+    the whole workflow, and the check (which must pass); returns the rerun's work_dir and the
+    ``nnunet-core reproduce`` command of that checkout."""
+    import os
+
+    checkout = tmp_path / "checkout"
+    subprocess.run(["git", "clone", "-q", str(REPO), str(checkout)], check=True)
+    nnunet_core = [sys.executable, "-m", "nnunet_core", "reproduce"]
+    env = {**os.environ, "PYTHONPATH": str(checkout)}  # the fresh checkout's code, not ours
+    rerun = tmp_path / "rerun"
+    subprocess.run(
+        [*nnunet_core, "unpack", str(archive), "--into", str(rerun)], check=True, env=env
+    )
+    command = [
+        str(Path(sys.executable).parent / "snakemake"),
+        "--snakefile", str(checkout / "Snakefile"), "--directory", str(rerun),
+        "--configfile", str(rerun / "config.yaml"), "--cores", "2", "all",
+    ]  # fmt: skip
+    result = subprocess.run(command, capture_output=True, text=True, env=env, cwd=rerun)
+    assert result.returncode == 0, result.stderr[-3000:]
+    checked = subprocess.run(
+        [*nnunet_core, "check", str(archive), str(rerun / "work")], capture_output=True, text=True
+    )
+    assert checked.returncode == 0, checked.stderr
+    return rerun / "work", nnunet_core

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from paper_helpers import seed_tree
+from paper_helpers import assert_latex_compiles, seed_tree
 
 OTHER = "Dataset902_Fake"
 
@@ -71,17 +71,7 @@ def test_the_same_runs_give_the_same_bytes(runs, tmp_path: Path) -> None:
 
 def test_the_cross_dataset_table_compiles_where_tex_exists(runs, tmp_path: Path) -> None:
     assert paper_table(*flat(runs), "-o", str(tmp_path)).returncode == 0
-    pdflatex = shutil.which("pdflatex")
-    if pdflatex is None:
-        pytest.skip("no pdflatex on this machine: the LaTeX table was checked as text only")
-    body = (tmp_path / "results_table.tex").read_text()
-    document = "\\documentclass{article}\\usepackage{booktabs}\\begin{document}\n"
-    (tmp_path / "doc.tex").write_text(document + body + "\\end{document}\n")
-    result = subprocess.run(
-        [pdflatex, "-interaction=nonstopmode", "-halt-on-error", "doc.tex"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stdout[-2000:]
+    assert_latex_compiles((tmp_path / "results_table.tex").read_text(), tmp_path)
 
 
 @pytest.mark.parametrize(

@@ -12,16 +12,13 @@ every run, and a rerun from the archive on a fresh checkout gives the same table
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
-import sys
 import tarfile
 from pathlib import Path
 
 import pandas as pd
 import pytest
-from workflow_helpers import REPO, job_counts, snakemake, tiny_config
+from paper_helpers import assert_latex_compiles
+from workflow_helpers import job_counts, rerun_from_archive, snakemake, tiny_config
 
 pytestmark = pytest.mark.slow
 
@@ -131,16 +128,7 @@ def test_the_latex_table_across_datasets_compiles_where_tex_exists(paper_run, tm
     work, _, _, _ = paper_run
     body = (work / "paper" / "results_table.tex").read_text()
     assert "\\toprule" in body and "Planar" in body and "Volume" in body
-    pdflatex = shutil.which("pdflatex")
-    if pdflatex is None:
-        pytest.skip("no pdflatex on this machine: the LaTeX table was checked as text only")
-    document = "\\documentclass{article}\\usepackage{booktabs}\\begin{document}\n"
-    (tmp_path / "doc.tex").write_text(document + body + "\\end{document}\n")
-    result = subprocess.run(
-        [pdflatex, "-interaction=nonstopmode", "-halt-on-error", "doc.tex"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stdout[-2000:]
+    assert_latex_compiles(body, tmp_path)
 
 
 def test_deleting_one_fold_of_one_dataset_and_seed_reruns_only_what_depends_on_it(
@@ -182,24 +170,6 @@ def test_a_rerun_from_the_reproduce_archive_gives_the_same_tables(paper_run, tmp
             assert f"expected/results/seed_{seed}/{dataset}/report/results_table.csv" in names
     assert "expected/paper/results_table.csv" in names
     assert "expected/preprocessed/Dataset902_Planar/nnUNetResEncUNetMPlans.json" in names
-    checkout = tmp_path / "checkout"
-    subprocess.run(["git", "clone", "-q", str(REPO), str(checkout)], check=True)
-    nnunet_core = [sys.executable, "-m", "nnunet_core", "reproduce"]
-    env = {**os.environ, "PYTHONPATH": str(checkout)}  # the fresh checkout's code, not ours
-    rerun = tmp_path / "rerun"
-    subprocess.run(
-        [*nnunet_core, "unpack", str(archive), "--into", str(rerun)], check=True, env=env
-    )
-    command = [
-        str(Path(sys.executable).parent / "snakemake"),
-        "--snakefile", str(checkout / "Snakefile"), "--directory", str(rerun),
-        "--configfile", str(rerun / "config.yaml"), "--cores", "2", "all",
-    ]  # fmt: skip
-    result = subprocess.run(command, capture_output=True, text=True, env=env, cwd=rerun)
-    assert result.returncode == 0, result.stderr[-3000:]
-    checked = subprocess.run(
-        [*nnunet_core, "check", str(archive), str(rerun / "work")], capture_output=True, text=True
-    )
-    assert checked.returncode == 0, checked.stderr
+    rerun_work, _ = rerun_from_archive(archive, tmp_path)
     table = Path("paper") / "results_table.csv"
-    assert (rerun / "work" / table).read_bytes() == (work / table).read_bytes()
+    assert (rerun_work / table).read_bytes() == (work / table).read_bytes()

@@ -9,15 +9,12 @@ the committed code gives the same results table, byte for byte.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 import tarfile
-from pathlib import Path
 
 import pytest
 import SimpleITK as sitk
-from workflow_helpers import DATASET, REPO, job_counts, snakemake, tiny_config
+from workflow_helpers import DATASET, job_counts, rerun_from_archive, snakemake, tiny_config
 
 pytestmark = pytest.mark.slow
 
@@ -145,31 +142,13 @@ def test_rerun_from_the_reproduce_archive_on_a_fresh_checkout_gives_the_same_tab
     assert manifest["git"]["commit"] in commands and manifest["versions"]["torch"]
     assert any(name.endswith("_0000.nii.gz") for name in manifest["raw_sha256"])
     assert commands.count("# nnunet-core train Dataset900_Synth") == 4
-    checkout = tmp_path / "checkout"
-    subprocess.run(["git", "clone", "-q", str(REPO), str(checkout)], check=True)
-    nnunet_core = [sys.executable, "-m", "nnunet_core", "reproduce"]
-    env = {**os.environ, "PYTHONPATH": str(checkout)}  # the fresh checkout's code, not ours
-    rerun = tmp_path / "rerun"
-    subprocess.run(
-        [*nnunet_core, "unpack", str(archive), "--into", str(rerun)], check=True, env=env
-    )
-    command = [
-        str(Path(sys.executable).parent / "snakemake"),
-        "--snakefile", str(checkout / "Snakefile"), "--directory", str(rerun),
-        "--configfile", str(rerun / "config.yaml"), "--cores", "2", "all",
-    ]  # fmt: skip
-    result = subprocess.run(command, capture_output=True, text=True, env=env, cwd=rerun)
-    assert result.returncode == 0, result.stderr[-3000:]
-    checked = subprocess.run(
-        [*nnunet_core, "check", str(archive), str(rerun / "work")], capture_output=True, text=True
-    )
-    assert checked.returncode == 0, checked.stderr
-    produced = rerun / "work" / "results" / DATASET / "report" / "results_table.csv"
+    rerun_work, nnunet_core = rerun_from_archive(archive, tmp_path)
+    produced = rerun_work / "results" / DATASET / "report" / "results_table.csv"
     original = work / "results" / DATASET / "report" / "results_table.csv"
     assert produced.read_bytes() == original.read_bytes()
     produced.write_text(produced.read_text().replace("0.", "0.9", 1))
     changed = subprocess.run(
-        [*nnunet_core, "check", str(archive), str(rerun / "work")], capture_output=True, text=True
+        [*nnunet_core, "check", str(archive), str(rerun_work)], capture_output=True, text=True
     )
     assert changed.returncode == 1 and "results_table.csv: differs" in changed.stderr
 
