@@ -131,6 +131,21 @@ def test_the_latex_table_across_datasets_compiles_where_tex_exists(paper_run, tm
     assert_latex_compiles(body, tmp_path)
 
 
+def test_a_profiles_resources_by_rule_name_reach_every_runs_rule(paper_run) -> None:
+    """profiles/slurm sets the train rule's partition, memory and stop signal by its name."""
+    _, config, workdir, _ = paper_run
+    rule = f"{PLANAR}_seed1_train"
+    dry = snakemake(
+        workdir, config, "-n", "--forcerun", rule, "--set-resources", "train:mem_mb=12345"
+    )
+    output = dry.stdout + dry.stderr
+    block = output[output.index(f"rule {rule}:") :]
+    block = block[: block.index("Shell command")]
+    assert "mem_mb=12345" in block, block
+    other = output[output.index(f"rule {PLANAR}_seed1_crossval:") :]
+    assert "mem_mb=12345" not in other[: other.index("Shell command")]
+
+
 def test_deleting_one_fold_of_one_dataset_and_seed_reruns_only_what_depends_on_it(
     paper_run,
 ) -> None:

@@ -22,12 +22,23 @@ PAPER_RUNS = run_instances(config)
 RUN_SNAKEFILE = Path(workflow.basedir) / "workflow" / "rules" / "run.smk"
 # Rule names of each run's module, to order the rules that make the same files.
 RULES_OF_RUN = {}
+# A profile's set-resources and set-threads name the rules (train: {slurm_partition: gpu, ...});
+# they hold for every run's rule of that name (Dataset004_Hippocampus_seed1_train), given to
+# Snakemake before the module makes the rule (Snakemake reads them by the rule's own name).
+RESOURCES_BY_RULE = workflow.resource_settings._parsed_overwrite_resources
+THREADS_BY_RULE = workflow.resource_settings._parsed_overwrite_threads
+PROFILE_SETTINGS = [
+    (table, dict(table)) for table in (RESOURCES_BY_RULE, THREADS_BY_RULE)
+]
 
 for paper_run in PAPER_RUNS:
     validate(paper_run.config, schema="../schemas/config.schema.yaml")
     run_module = paper_run.name
     run_prefix = f"{paper_run.name}_"
     rules_before = {known.name for known in workflow.rules}
+    for table, by_name in PROFILE_SETTINGS:
+        for rule_name, setting in by_name.items():
+            table.setdefault(f"{run_prefix}{rule_name}", setting)
 
     module:
         name: run_module
