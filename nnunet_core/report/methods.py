@@ -68,8 +68,9 @@ def training_record(model_dirs: Sequence[Path]) -> dict[str, Any]:
 def schedule_sentence(trainer: dict[str, Any]) -> str | None:
     if not trainer.get("num_epochs"):
         return None
+    epochs = trainer["num_epochs"]
     text = (
-        f"Each fold was trained for {trainer['num_epochs']} epochs of "
+        f"Each fold was trained for {epochs} {'epoch' if epochs == 1 else 'epochs'} of "
         f"{trainer.get('num_iterations', '?')} iterations"
     )
     optimizer = trainer.get("optimizer", {})

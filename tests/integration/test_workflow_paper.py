@@ -121,6 +121,7 @@ def test_the_table_across_datasets_has_both_seeds_surface_metrics_and_statistics
         assert set(own["dataset"]) == {dataset}
         methods = (work / "paper" / dataset / "methods.md").read_text()
         assert "2 seeds (0 and 1)" in methods, methods
+        assert "trained for 1 epoch of 2 iterations" in methods, methods
     assert "nnUNetResEncUNetMPlans" in (work / "paper" / PLANAR / "methods.md").read_text()
 
 
