@@ -49,18 +49,20 @@ demo: install
 	$(BIN)/snakemake --cores $(CORES)
 
 # Test workers (pytest-xdist): most of the suite waits on subprocesses (Snakemake, training
-# jobs), so 3 workers fit 2 cores; each test file stays on one worker (tests/conftest.py). The
-# SLURM tests (marker cluster) run afterwards on their own: they time jobs against walltimes.
+# jobs), so 3 workers fit 2 cores. --dist loadfile keeps each test file on one worker, in its
+# order: module fixtures (whole workflow runs) are built once, and some tests read what an earlier
+# test of their file left (tests/unit/test_make_test_workers.py checks this). The SLURM tests
+# (marker cluster) run afterwards on their own: one test cluster, jobs timed against walltimes.
 TEST_JOBS ?= 3
 
 test: install
-	$(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist loadgroup -m "not cluster"
+	$(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist loadfile -m "not cluster"
 	$(BIN)/python -m pytest -q -m cluster
 
 # The edit-test loop: everything but the end-to-end runs (marker slow) and the SLURM tests
 # (marker cluster); a few minutes instead of make test's quarter of an hour. Not a replacement.
 test-fast: install
-	$(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist loadgroup -m "not slow and not cluster"
+	$(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist loadfile -m "not slow and not cluster"
 
 # snakemake --lint, less its one deliberate remark (no per-rule conda env: see config/README.md).
 lint: install

@@ -50,14 +50,27 @@ def make_raw_dataset(tmp_path_factory: pytest.TempPathFactory) -> MakeRawDataset
     return make
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under pytest-xdist (``make test``, ``--dist loadgroup``) each test file runs on one worker
-    in its order (module fixtures are built once, and some tests read what an earlier test of
-    their file left), and all SLURM tests run on the same worker: there is one test cluster."""
-    if not config.pluginmanager.hasplugin("xdist"):
-        return
-    cluster_tests = Path(__file__).parent / "cluster"
-    for item in items:
-        in_cluster = cluster_tests in item.path.parents
-        group = "slurm-test-cluster" if in_cluster else item.nodeid.split("::")[0]
-        item.add_marker(pytest.mark.xdist_group(group))
+# The files that take longest under `make test` (--durations, December 2026), longest first.
+LONGEST_FILES = (
+    "test_workflow_paper.py",
+    "test_fault_campaign.py",
+    "test_workflow_pipeline.py",
+    "test_readme_commands.py",
+    "test_workflow_cascade.py",
+    "test_workflow_fine_tuning.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The longest files first, then the other files with end-to-end tests (marker slow), each
+    file's own order kept: ``make test`` hands whole files to its workers (``--dist loadfile``)
+    in this order, so the long files start at once instead of ending the run on one worker while
+    the others idle."""
+    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
+
+    def start_rank(item: pytest.Item) -> int:
+        if item.path.name in LONGEST_FILES:
+            return LONGEST_FILES.index(item.path.name)
+        return len(LONGEST_FILES) + (item.path not in slow_files)
+
+    items.sort(key=start_rank)
