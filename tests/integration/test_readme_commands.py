@@ -171,7 +171,7 @@ def test_make_test_and_install_slurm_run_what_they_say(checkout, user_env) -> No
     assert make_installs(TEST, checkout, user_env) == [], "venv out of date: run make install"
     planned = run(with_flags(TEST, "-n"), checkout, user_env).stdout.splitlines()
     assert planned[-2:] == [
-        '.venv/bin/python -m pytest -q -n 3 --dist loadgroup -m "not cluster"',
+        '.venv/bin/python -m pytest -q -n 3 --dist loadfile -m "not cluster"',
         ".venv/bin/python -m pytest -q -m cluster",
     ]
     slurm = make_installs(INSTALL_SLURM, checkout, user_env)
@@ -183,7 +183,7 @@ def test_make_test_fast_deselects_the_slow_and_cluster_tests(checkout, user_env)
     assert make_installs(TEST_FAST, checkout, user_env) == [], "venv out of date: run make install"
     planned = run(with_flags(TEST_FAST, "-n"), checkout, user_env).stdout.splitlines()
     assert planned[-1] == (
-        '.venv/bin/python -m pytest -q -n 3 --dist loadgroup -m "not slow and not cluster"'
+        '.venv/bin/python -m pytest -q -n 3 --dist loadfile -m "not slow and not cluster"'
     )
 
 
