@@ -60,7 +60,7 @@ test: install
 	$(BIN)/python -m pytest -q -m cluster
 
 # The edit-test loop: everything but the end-to-end runs (marker slow) and the SLURM tests
-# (marker cluster); a few minutes instead of make test's quarter of an hour. Not a replacement.
+# (marker cluster); a few minutes instead of make test's half hour. Not a replacement.
 test-fast: install
 	$(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist loadfile -m "not slow and not cluster"
 
