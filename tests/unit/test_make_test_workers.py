@@ -2,8 +2,9 @@
 staying on one worker, in its order: their module fixtures are whole workflow runs (minutes each)
 and some tests read what an earlier test of their file left. pytest 9.2 with xdist 3.8 silently
 stopped honouring `--dist loadgroup` markers, so tests of one file ran on several workers and each
-rebuilt the file's workflow run (the paper-mode run three times). This runs the Makefile's own worker options on a small suite and checks
-that a file's module fixture is built once and its tests run in order on one worker."""
+rebuilt the file's workflow run (the paper-mode run three times). This runs the Makefile's own
+worker options on a small suite and checks that a file's module fixture is built once and its
+tests run in order on one worker."""
 
 from __future__ import annotations
 
