@@ -1,0 +1,54 @@
+"""The pure parts of benchmarks/cascade_batches.py: per-sample statistics and the comparison."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+
+
+def _load():
+    spec = importlib.util.spec_from_file_location(
+        "cascade_batches", BENCHMARKS / "cascade_batches.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+cb = _load()
+
+
+def test_a_sample_gives_its_label_shares_and_the_one_hot_dice() -> None:
+    target = np.zeros((1, 1, 4, 4), dtype=np.int16)
+    target[0, 0, :2] = 1  # label 1: top half (8 of 16 voxels)
+    target[0, 0, 3, 3] = 2  # label 2: one voxel
+    image = np.full((1, 1, 4, 4), 2.0, dtype=np.float32)
+    one_hot_1 = (target == 1).astype(np.float32)
+    one_hot_1[0, 0, 0] = 0  # the previous stage missed a row: 4 of 8 voxels
+    one_hot_2 = np.zeros_like(one_hot_1)  # and the lesion
+    data = np.concatenate((image, one_hot_1, one_hot_2), axis=1)
+    (row,) = cb.sample_rows(data, target, [1, 2])
+    assert row["image_mean"] == 2.0 and row["image_sd"] == 0.0
+    assert row["target_1"] == 0.5 and row["input_1"] == 0.25
+    assert row["dice_1"] == pytest.approx(2 * 4 / (4 + 8))
+    assert row["target_2"] == 1 / 16 and row["input_2"] == 0.0 and row["dice_2"] == 0.0
+    empty = cb.sample_rows(np.zeros((1, 3, 4, 4)), np.zeros((1, 1, 4, 4)), [1, 2])[0]
+    assert empty["dice_1"] is None  # neither has the label: no Dice, dropped in the comparison
+
+
+def test_the_comparison_drops_missing_dice_and_finds_a_shifted_distribution() -> None:
+    rng = np.random.default_rng(0)
+    same = [{"x": float(v), "d": None if v < 0 else float(v)} for v in rng.normal(size=400)]
+    shifted = [{"x": float(v) + 1.0, "d": float(v)} for v in rng.normal(size=400)]
+    table = {row["statistic"]: row for row in cb.compare(shifted, same)}
+    assert table["x"]["difference"] == pytest.approx(1.0, abs=0.2)
+    assert table["x"]["ks_p"] < 1e-6
+    assert table["d"]["n"][1] < 400 and table["d"]["n"][0] == 400
+    alike = {row["statistic"]: row for row in cb.compare(same, same)}
+    assert alike["x"]["ks_p"] == 1.0 and alike["x"]["difference"] == 0.0
+    assert "statistic" in cb.format_table(cb.compare(shifted, same)).splitlines()[0]
