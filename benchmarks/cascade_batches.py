@@ -17,6 +17,11 @@ channel, and the Dice between the two (how much the augmentation damaged the pre
 how far that stage was from the truth). The draws differ between the sides (upstream's seeds come
 from the OS), so the comparison is of distributions: means and a two-sample Kolmogorov-Smirnov
 p-value per statistic. Samples of one batch are not independent, so read small p-values with care.
+
+A second table (``--repeats``, 0 to skip) takes the loader out: six crops of our fold-0 loader
+(before augmentation: image, target and previous stage) go through each side's whole training
+pipeline ``--repeats`` times each (upstream's ``get_training_transforms`` with the trainer's own
+arguments, ours the trainer's transform), so any difference left is the augmentation's.
 """
 
 from __future__ import annotations
@@ -70,19 +75,43 @@ PEER_SIDE = textwrap.dedent(
     from batchgenerators.utilities.file_and_folder_operations import load_json
     from nnunetv2.training.nnUNetTrainer.nnUNetTrainer import nnUNetTrainer
 
-    preprocessed, iterations, labels = sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3])
-    rows = []
-    for fold in range(5):
+    preprocessed, mode, count, labels = sys.argv[1:4] + [json.loads(sys.argv[4])]
+    torch.set_num_threads(1)
+
+    def trainer(fold):
         plans = load_json(preprocessed + "/nnUNetPlans.json")
         plans["continue_training"] = False  # the peer's trainer pops this key
-        trainer = nnUNetTrainer(plans, "3d_cascade_fullres", fold,
-                                load_json(preprocessed + "/dataset.json"), torch.device("cpu"))
-        trainer._set_batch_size_and_oversample()
-        train_batches, _ = trainer.get_dataloaders()
-        for _ in range(iterations):
-            batch = next(train_batches)
-            target = batch["target"][0] if isinstance(batch["target"], list) else batch["target"]
-            rows += sample_rows(np.asarray(batch["data"]), np.asarray(target), labels)
+        return nnUNetTrainer(plans, "3d_cascade_fullres", fold,
+                             load_json(preprocessed + "/dataset.json"), torch.device("cpu"))
+
+    def first(target):
+        return target[0] if isinstance(target, list) else target
+
+    rows = []
+    if mode == "loader":
+        for fold in range(5):
+            t = trainer(fold)
+            t._set_batch_size_and_oversample()
+            train_batches, _ = t.get_dataloaders()
+            for _ in range(int(count)):
+                batch = next(train_batches)
+                rows += sample_rows(np.asarray(batch["data"]),
+                                    np.asarray(first(batch["target"])), labels)
+    else:
+        t = trainer(0)
+        rotation, dummy_2d, _, mirror_axes = (
+            t.configure_rotation_dummyDA_mirroring_and_inital_patch_size())
+        pipeline = t.get_training_transforms(
+            t.configuration_manager.patch_size, rotation, None, mirror_axes, dummy_2d,
+            use_mask_for_norm=t.configuration_manager.use_mask_for_norm, is_cascaded=True,
+            foreground_labels=t.label_manager.foreground_labels, regions=None, ignore_label=None)
+        crops = np.load(mode)
+        for i in range(len(crops.files) // 2):
+            for _ in range(int(count)):
+                out = pipeline(image=torch.from_numpy(crops[f"data{i}"].copy()),
+                               segmentation=torch.from_numpy(crops[f"seg{i}"].copy()))
+                rows += sample_rows(out["image"].numpy()[None],
+                                    first(out["segmentation"]).numpy()[None], labels)
     print("ROWS " + json.dumps(rows))
     """
 )
@@ -104,8 +133,8 @@ def shared_results(work: Path, run: int, scratch: Path) -> Path:
     return scratch / "results"
 
 
-def our_rows(work: Path, results: Path, scratch: Path, iterations: int, seed: int) -> list[dict]:
-    """Our training loader of each fold, ``iterations`` batches each."""
+def our_loaders(work: Path, results: Path, scratch: Path, seed: int):
+    """Each fold's training loader (our trainer's, with its transform) and the label list."""
     import torch
 
     from nnunet_core.paths import Roots
@@ -113,33 +142,60 @@ def our_rows(work: Path, results: Path, scratch: Path, iterations: int, seed: in
     from nnunet_core.training.trainer import Trainer, TrainerSettings
 
     roots = Roots.from_env(work / "raw", work / "ours" / "preprocessed", results)
-    rows: list[dict] = []
     for fold in FOLDS:
         setup = prepare_fold(roots, DATASET, CONFIGURATION, fold, "nnUNetPlans", "nnUNetTrainer")
         setup = dataclasses.replace(setup, output_folder=scratch / "ours_fold")
         settings = TrainerSettings(num_workers=0, seed=seed + fold)
         loader, _ = Trainer(setup, settings, torch.device("cpu"))._loaders()
-        labels = list(setup.label_spec.foreground_labels)
+        yield loader, list(setup.label_spec.foreground_labels)
+
+
+def first(target: Any) -> Any:
+    """The full-resolution target of a deep-supervision list."""
+    return target[0] if isinstance(target, list) else target
+
+
+def our_batch_rows(loaders, iterations: int) -> list[dict]:
+    """``iterations`` batches of each fold's loader."""
+    rows: list[dict] = []
+    for fold, (loader, labels) in enumerate(loaders):
         for index in range(iterations):
             batch = loader(index // 10, index % 10)
-            target = batch["target"][0] if isinstance(batch["target"], list) else batch["target"]
-            rows += sample_rows(batch["data"].numpy(), target.numpy(), labels)
+            rows += sample_rows(batch["data"].numpy(), first(batch["target"]).numpy(), labels)
         print(f"  ours fold {fold}: {len(rows)} samples", flush=True)
     return rows
 
 
-def peer_rows(peer: Path, work: Path, results: Path, iterations: int, labels: list[int]):
-    """Upstream's training loader of each fold, run by the peer venv's python."""
+def our_pipeline_rows(loader, labels: list[int], crops: Path, repeats: int, seed: int):
+    """Six un-augmented crops of ``loader`` saved to ``crops``; our transform ``repeats`` times
+    on each (the rng differs per repeat)."""
+    saved = {}
+    for i in range(6):
+        _, data, seg, _ = loader.crop_sample(0, i, i % 2)  # batch of 2: 1 forces foreground
+        saved[f"data{i}"], saved[f"seg{i}"] = np.asarray(data), np.asarray(seg)
+    np.savez(crops, **saved)
+    rows: list[dict] = []
+    for i in range(6):
+        for repeat in range(repeats):
+            rng = np.random.default_rng([seed, i, repeat])
+            data, seg = loader.transform(saved[f"data{i}"].copy(), saved[f"seg{i}"].copy(), rng)
+            rows += sample_rows(np.asarray(data)[None], np.asarray(seg)[None], labels)
+    return rows
+
+
+def peer_rows(peer: Path, work: Path, results: Path, mode: str, count: int, labels: list[int]):
+    """Upstream's rows, by the peer venv's python: ``mode`` "loader" (``count`` batches per
+    fold) or a crops file (each crop through the training pipeline ``count`` times)."""
     env = dict(os.environ, nnUNet_raw=str(work / "raw"), nnUNet_results=str(results))
     env.update(nnUNet_preprocessed=str(work / "upstream" / "preprocessed"), nnUNet_n_proc_DA="0")
     env.pop("PYTHONPATH", None)
     command = [str(peer / "bin" / "python"), "-c", SAMPLE_STATS + PEER_SIDE,
-               str(work / "upstream" / "preprocessed" / DATASET), str(iterations),
+               str(work / "upstream" / "preprocessed" / DATASET), mode, str(count),
                json.dumps(labels)]  # fmt: skip
     done = subprocess.run(command, env=env, capture_output=True, text=True)
     lines = [line for line in done.stdout.splitlines() if line.startswith("ROWS ")]
     if done.returncode != 0 or not lines:
-        sys.exit(f"upstream's loader failed ({done.returncode}):\n{done.stderr[-3000:]}")
+        sys.exit(f"upstream's {mode} failed ({done.returncode}):\n{done.stderr[-3000:]}")
     return json.loads(lines[-1][5:])
 
 
@@ -169,17 +225,29 @@ def main() -> None:
     parser.add_argument("--run", type=int, default=0, help="whose 3d_lowres files both read")
     parser.add_argument("--peer", type=Path, required=True, help="upstream's venv")
     parser.add_argument("--iterations", type=int, default=200, help="batches per fold and side")
+    parser.add_argument("--repeats", type=int, default=500, help="pipeline runs per crop")
     parser.add_argument("--seed", type=int, default=0, help="ours: fold f uses seed + f")
     parser.add_argument("--out", type=Path, default=Path("cascade_batches.json"))
     args = parser.parse_args()
     scratch = args.work / "cascade_batches"
     results = shared_results(args.work, args.run, scratch)
-    ours = our_rows(args.work, results, scratch, args.iterations, args.seed)
-    labels = sorted(int(k.split("_")[1]) for k in ours[0] if k.startswith("target_"))
-    upstream = peer_rows(args.peer, args.work, results, args.iterations, labels)
-    table = compare(ours, upstream)
-    print(format_table(table))
-    args.out.write_text(json.dumps({"command": sys.argv, "table": table}, indent=1) + "\n")
+    loaders = list(our_loaders(args.work, results, scratch, args.seed))
+    labels = loaders[0][1]
+    tables = {}
+    if args.iterations:
+        ours = our_batch_rows(loaders, args.iterations)
+        upstream = peer_rows(args.peer, args.work, results, "loader", args.iterations, labels)
+        tables["batches"] = compare(ours, upstream)
+        print(f"whole batches ({args.iterations} per fold and side):")
+        print(format_table(tables["batches"]))
+    if args.repeats:
+        crops = scratch / "crops.npz"
+        ours = our_pipeline_rows(*loaders[0], crops, args.repeats, args.seed)
+        upstream = peer_rows(args.peer, args.work, results, str(crops), args.repeats, labels)
+        tables["pipeline"] = compare(ours, upstream)
+        print(f"the training pipeline on the same six crops ({args.repeats} times each):")
+        print(format_table(tables["pipeline"]))
+    args.out.write_text(json.dumps({"command": sys.argv, **tables}, indent=1) + "\n")
 
 
 if __name__ == "__main__":
