@@ -171,6 +171,28 @@ def test_spatial_matches_reference_resampling(angles, scale):
     assert clear.mean() > 0.95
 
 
+@pytest.mark.parametrize(
+    "angles,scale", [([0.3, -0.2, 0.4], 1.3), (None, 0.8), (None, 1.35), ([2.0, 0.1, -1.0], 0.8)]
+)
+def test_a_second_seg_channel_moves_as_if_transformed_alone(angles, scale):
+    """A cascade stage's loader carries the previous stage as seg channel 1 (its own labels, -1
+    where the loader padded): it must move exactly as the target does, as upstream's does."""
+    shape, patch = (30, 34, 36), (20, 22, 26)
+    data, target = _sample(shape, n_labels=3, seed=4)
+    _, previous = _sample(shape, n_labels=2, seed=9)
+    previous = previous.copy()
+    previous[0, :3] = -1  # padded by the loader
+    randoms, normals = [0.0 if angles else 0.9, 0.0, 0.9], [*(angles or []), scale]
+    transform = SpatialTransform(patch, (-1, 1))
+    _, both = transform(data, np.concatenate([target, previous]), _Scripted(randoms, normals))
+    _, alone = transform(data, previous, _Scripted(randoms, normals))
+    assert np.array_equal(both[1], alone[0])
+    affine = _affine_matrix(angles, scale, 3)
+    _, labels, clear = _reference_resample(data, previous, affine, patch)
+    assert np.array_equal(both[1][clear], labels[clear]) and clear.mean() > 0.95
+    assert set(np.unique(both[1])) <= {-1, 0, 1, 2}
+
+
 def test_scaling_sampler_equals_grid_sampler():
     shape, patch, center = (30, 34, 36), (20, 22, 26), [15, 17, 18]
     stack = np.random.default_rng(0).standard_normal((2, *shape)).astype(np.float32)
