@@ -1,0 +1,64 @@
+"""Weights and batches from closed formulas, the same under upstream's venv and ours.
+
+Imported by ``make_upstream_train_step.py`` (peer venv) and
+``tests/unit/test_train_step_parity.py``: no stored tensors and no random generator whose stream
+could differ between numpy versions.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+CONFIGURATION = "3d_cascade_fullres"
+FEATURES = [4, 8, 16]  # narrower than the plans' [32, 64, 128]: small figures, fast steps
+STEPS = 3
+PATCH = (16, 20, 20)
+BATCH_SIZE = 2
+LABELS = (1, 2)  # foreground labels: the cascade's one-hot input channels
+
+
+def set_formula_weights(named: list[tuple[str, torch.Tensor]]) -> None:
+    """Fill each parameter (in upstream's named_parameters order, with upstream's names) with a
+    sine pattern: convs about He-scaled, norm scales near 1, biases small."""
+    with torch.no_grad():
+        for k, (name, tensor) in enumerate(named):
+            index = np.arange(tensor.numel(), dtype=np.float64)
+            wave = np.sin(0.7 * index + 1.3 * k)
+            if tensor.ndim >= 2:
+                values = np.sqrt(6.0 / tensor[0].numel()) * wave
+            elif name.endswith("weight"):
+                values = 1.0 + 0.1 * wave
+            else:
+                values = 0.05 * wave
+            tensor.copy_(torch.from_numpy(values.reshape(tensor.shape)))
+
+
+def label_map(step: int) -> np.ndarray:
+    """(BATCH_SIZE, *PATCH) labels: an organ ellipsoid (1) holding a lesion (2), moved per
+    sample and step."""
+    grid = np.meshgrid(*[np.arange(n, dtype=np.float64) for n in PATCH], indexing="ij")
+    maps = []
+    for sample in range(BATCH_SIZE):
+        shift = 1.5 * np.sin(step + 2.0 * sample + np.arange(3))
+        centre = [n / 2 + s for n, s in zip(PATCH, shift, strict=True)]
+        r = [(g - c) / (n / 3) for g, c, n in zip(grid, centre, PATCH, strict=True)]
+        distance = np.sqrt(sum(x * x for x in r))
+        labels = np.where(distance < 1.0, 1, 0)
+        labels[np.sqrt((r[0] - 0.3) ** 2 + r[1] ** 2 + (r[2] + 0.2) ** 2) < 0.35] = 2
+        maps.append(labels)
+    return np.stack(maps).astype(np.int64)
+
+
+def batch(step: int) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    """``(data, targets)``: image plus the one-hot of a previous stage that misses the lesion's
+    rim, and the targets at the two deep-supervision scales (full, every second voxel)."""
+    labels = label_map(step)
+    grid = np.meshgrid(*[np.arange(n, dtype=np.float64) for n in PATCH], indexing="ij")
+    texture = 0.3 * np.sin(0.9 * grid[0] + 0.5 * grid[1] - 0.4 * grid[2] + step)
+    image = labels.astype(np.float64) + texture[None]
+    previous = np.where(label_map(step + 7) == 2, 1, labels)  # a shifted lesion, as a lowres one
+    one_hot = [(previous == label).astype(np.float64) for label in LABELS]
+    data = np.stack([image, *one_hot], axis=1).astype(np.float32)
+    target = torch.from_numpy(labels[:, None].astype(np.float32))
+    return torch.from_numpy(data), [target, target[:, :, ::2, ::2, ::2].contiguous()]
