@@ -2,25 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import numpy as np
 import pytest
+from benchmark_modules import load_benchmark
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
-
-
-def _load():
-    spec = importlib.util.spec_from_file_location(
-        "cascade_batches", BENCHMARKS / "cascade_batches.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-cb = _load()
+cb = load_benchmark("cascade_batches")
 
 
 def test_a_sample_gives_its_label_shares_and_the_one_hot_dice() -> None:

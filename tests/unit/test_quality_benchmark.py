@@ -6,28 +6,17 @@ synthetic 2-D set (upstream's numpy >= 2 prints ``np.float32(...)`` and a traili
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
 from pathlib import Path
 
 import pytest
+from benchmark_modules import load_benchmark
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "quality"
 
 
-def _load_stats():
-    spec = importlib.util.spec_from_file_location(
-        "quality_stats", ROOT / "benchmarks" / "quality_stats.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["quality_stats"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-qs = _load_stats()
+qs = load_benchmark("quality_stats")
 
 
 def test_parses_upstream_log_with_numpy_scalars():
