@@ -109,12 +109,14 @@ def box_bounds(
 
     ``need_to_pad = patch - final_patch`` lets the final patch reach the image border; it is
     enlarged so that an image smaller than the patch still fits. Both bounds are inclusive.
+    Upstream writes ``- need_to_pad[i] // 2``, which Python reads as ``(-need) // 2``: an odd
+    need pads one voxel more below than above, and so do we.
     """
     shape_a = np.asarray(shape, dtype=np.int64)
     patch_a = np.asarray(patch, dtype=np.int64)
     need = np.asarray(patch, dtype=np.int64) - np.asarray(final_patch, dtype=np.int64)
     need = np.where(need + shape_a < patch_a, patch_a - shape_a, need)
-    lbs = -(need // 2)
+    lbs = (-need) // 2
     ubs = shape_a + need // 2 + need % 2 - patch_a
     return lbs, ubs
 

@@ -140,11 +140,21 @@ def test_crop_pads_data_with_zero_and_seg_with_minus_one(store3d: CaseStore) -> 
     assert (far == -1).all()
 
 
-def test_box_bounds_follow_upstream_get_bbox() -> None:
-    lbs, ubs = box_bounds((10, 40, 40), (12, 30, 30), (8, 20, 20))
-    assert lbs.tolist() == [-2, -5, -5] and ubs.tolist() == [0, 15, 15]
-    lbs, ubs = box_bounds((5, 40, 40), (8, 20, 20), (8, 20, 20))  # too small: padded to fit
-    assert lbs.tolist() == [-1, 0, 0] and ubs.tolist() == [-1, 20, 20]
+# (shape, patch, final patch) -> the lowest and highest lower corner that upstream 2.8.1's
+# nnUNetDataLoader.get_bbox drew in 20,000 unforced draws (printed once in the peer venv)
+UPSTREAM_BOX_BOUNDS = [
+    (((10, 40, 40), (12, 30, 30), (8, 20, 20)), [-2, -5, -5], [0, 15, 15]),
+    (((5, 40, 40), (8, 20, 20), (8, 20, 20)), [-2, 0, 0], [-1, 20, 20]),  # padded to fit
+    (((40, 48, 37), (28, 32, 29), (16, 20, 20)), [-6, -6, -5], [18, 22, 13]),  # odd need
+    (((10, 30, 25), (28, 32, 29), (16, 20, 20)), [-9, -6, -5], [-9, 4, 1]),
+    (((64, 57), (71, 69), (56, 56)), [-8, -7], [1, -5]),
+]
+
+
+@pytest.mark.parametrize("sizes,lowest,highest", UPSTREAM_BOX_BOUNDS)
+def test_box_bounds_follow_upstream_get_bbox(sizes, lowest, highest) -> None:
+    lbs, ubs = box_bounds(*sizes)
+    assert lbs.tolist() == lowest and ubs.tolist() == highest
 
 
 def test_ignore_label_rules_for_choose_box() -> None:
