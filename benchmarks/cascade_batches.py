@@ -50,6 +50,10 @@ SAMPLE_STATS = textwrap.dedent(
     """
     import numpy as np
 
+    def first(target):
+        \"\"\"The full-resolution target of a deep-supervision list.\"\"\"
+        return target[0] if isinstance(target, list) else target
+
     def sample_rows(data, target, labels):
         rows = []
         images = data.shape[1] - len(labels)
@@ -84,9 +88,6 @@ PEER_SIDE = textwrap.dedent(
         return nnUNetTrainer(plans, "3d_cascade_fullres", fold,
                              load_json(preprocessed + "/dataset.json"), torch.device("cpu"))
 
-    def first(target):
-        return target[0] if isinstance(target, list) else target
-
     rows = []
     if mode == "loader":
         for fold in range(5):
@@ -118,7 +119,7 @@ PEER_SIDE = textwrap.dedent(
 
 namespace: dict[str, Any] = {}
 exec(SAMPLE_STATS, namespace)  # noqa: S102 - our own text, shared verbatim with the peer
-sample_rows = namespace["sample_rows"]
+sample_rows, first = namespace["sample_rows"], namespace["first"]
 
 
 def shared_results(work: Path, run: int, scratch: Path) -> Path:
@@ -148,11 +149,6 @@ def our_loaders(work: Path, results: Path, scratch: Path, seed: int):
         settings = TrainerSettings(num_workers=0, seed=seed + fold)
         loader, _ = Trainer(setup, settings, torch.device("cpu"))._loaders()
         yield loader, list(setup.label_spec.foreground_labels)
-
-
-def first(target: Any) -> Any:
-    """The full-resolution target of a deep-supervision list."""
-    return target[0] if isinstance(target, list) else target
 
 
 def our_batch_rows(loaders, iterations: int) -> list[dict]:
