@@ -18,12 +18,11 @@ import numpy as np
 import pytest
 import SimpleITK as sitk
 from model_sharing_helpers import DATASET, UPSTREAM_LAYOUT, files_under, make_results, members
-from peer_helpers import PEER_BIN, upstream
+from peer_helpers import HAS_PEER, upstream
 from training_helpers import check, cli
 
 pytestmark = pytest.mark.slow
 
-HAS_PEER = (PEER_BIN / "nnUNetv2_install_pretrained_model_from_zip").exists()
 UPSTREAM = Path(__file__).resolve().parents[1] / "data" / "upstream_model"
 EXPORTS = {
     "plain": ["-c", "3d_fullres", "2d", "-f", "0"],

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import SimpleITK as sitk
-from peer_helpers import PEER_BIN, upstream
+from peer_helpers import HAS_PEER, upstream
 from training_helpers import CONFIG, DATASET, MODEL, check, cli
 
 pytestmark = pytest.mark.slow
@@ -113,7 +113,7 @@ def our_model(env) -> dict[str, str]:
     return env
 
 
-@pytest.mark.skipif(not (PEER_BIN / "nnUNetv2_predict").exists(), reason="no peer venv here")
+@pytest.mark.skipif(not HAS_PEER, reason="no peer venv here")
 def test_upstream_predicts_a_model_we_trained(our_model, tmp_path) -> None:
     env = our_model
     images = tmp_path / "images"

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 import torch
+from peer_helpers import HAS_PEER, PEER_BIN
 
 from nnunet_core.model import build_network
 from nnunet_core.model.upstream_names import (
@@ -30,7 +31,6 @@ from nnunet_core.planning.plans import load_plans, resolve_configuration
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 LAYOUTS = sorted((DATA / "upstream_state_dicts").glob("*.json"))
-PEER_PYTHON = Path.home() / ".cache" / "nnunet-peer" / "venv" / "bin" / "python"
 
 
 def _layout(path: Path) -> dict[str, Any]:
@@ -125,7 +125,7 @@ torch.save(result, upstream_file)
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not PEER_PYTHON.exists(), reason="no peer venv (upstream nnU-Net) here")
+@pytest.mark.skipif(not HAS_PEER, reason="no peer venv (upstream nnU-Net) here")
 @pytest.mark.parametrize("name", ["plain_3d_small", "resenc_2d_dropout"])
 def test_weights_cross_to_upstreams_network_and_back(name: str, tmp_path: Path) -> None:
     layout = _layout(DATA / "upstream_state_dicts" / f"{name}.json")
@@ -143,7 +143,7 @@ def test_weights_cross_to_upstreams_network_and_back(name: str, tmp_path: Path) 
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     folder = str(DATA / "upstream_state_dicts")
     command = [
-        str(PEER_PYTHON),
+        str(PEER_BIN / "python"),
         "-c",
         PEER_SCRIPT,
         folder,
