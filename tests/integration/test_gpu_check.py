@@ -20,7 +20,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
-from peer_helpers import PEER_BIN  # noqa: E402
+from peer_helpers import HAS_PEER, PEER_BIN  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -50,7 +50,7 @@ UPSTREAM = ["upstream 2d step", "upstream 3d_fullres step"]
 def dry_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict]:
     out = tmp_path_factory.mktemp("gpu_check") / "table.json"
     command = ["bash", str(ROOT / "benchmarks" / "gpu_check.sh"), "--dry-run", "--out", str(out)]
-    if (PEER_BIN / "python").is_file():
+    if HAS_PEER:
         command += ["--peer", str(PEER_BIN.parent)]
     env = {k: v for k, v in os.environ.items() if k != "OUT"}
     done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
@@ -84,7 +84,7 @@ def test_upstream_rows_are_measured_or_skipped_with_a_reason(dry_run: tuple[str,
     rows = rows_of(table)
     for what in UPSTREAM:
         row = rows[("train", what)]
-        if (PEER_BIN / "python").is_file():
+        if HAS_PEER:
             assert row["value"] is not None and row["value"] > 0, row
             assert "nnunetv2 2.8" in row["note"], row
         else:
