@@ -1,11 +1,13 @@
-"""Our training step against upstream's, on the same weights and batches (a cascade stage).
+"""Our training step against upstream's, on the same weights and batches.
 
-``tests/data/train_step/upstream_train_step.json`` holds what upstream's own trainer (2.8.1,
-``initialize`` then ``train_step``) computed for three steps from weights and batches given by
-closed formulas (``train_step_inputs.py``, shared with the script that wrote the file). Here our
+``tests/data/train_step/upstream_train_step_<configuration>.json`` holds what upstream's own
+trainer (2.8.1, ``initialize`` then ``train_step``) computed for three steps from weights and
+batches given by closed formulas (``train_step_inputs.py``, shared with the script that wrote the file). Here our
 network, loss, optimizer and step run on the same inputs: every loss and every parameter after
-the steps must agree to float32 rounding. Equal steps leave chance (initial weights and sample
-draws) as the only difference between two trainings of the same schedule.
+the steps must agree to float32 rounding. Two configurations: the cascade stage (batch Dice, one-hot
+input) and 3d_lowres (per-sample Dice, where a lesion-free sample's Dice term pulls the lesion
+output down). Equal steps leave chance (initial weights and sample draws) as the only difference
+between two trainings of the same schedule.
 """
 
 from __future__ import annotations
@@ -27,55 +29,63 @@ from nnunet_core.training.optimizer import OptimizerSettings, build_optimizer, o
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 sys.path.insert(0, str(DATA / "train_step"))
-from train_step_inputs import CONFIGURATION, FEATURES, STEPS, batch, set_formula_weights  # noqa: E402
+from train_step_inputs import (  # noqa: E402
+    CONFIGURATIONS,
+    STEPS,
+    batch,
+    expected_file,
+    narrow_plans,
+    set_formula_weights,
+)
 
-EXPECTED = json.loads((DATA / "train_step" / "upstream_train_step.json").read_text())
+CHANNELS = {"3d_cascade_fullres": 3, "3d_lowres": 1}  # image + organ + lesion one-hot; image
 
 
-def _our_steps() -> tuple[list[float], dict[str, torch.Tensor], int]:
-    """Our losses, parameters after the steps (upstream's names) and input channel count."""
+def _our_steps(configuration: str, expected: dict) -> tuple[list[float], dict, int, bool]:
+    """Our losses, parameters after the steps (upstream's names), input channel count and
+    whether the loss used batch Dice."""
     plans = json.loads((DATA / "cascade" / "plans.json").read_text())
-    plans["configurations"]["3d_fullres"]["architecture"]["arch_kwargs"]["features_per_stage"] = (
-        FEATURES
-    )
-    config = resolve_configuration(plans, CONFIGURATION)
+    config = resolve_configuration(narrow_plans(plans, configuration), configuration)
     spec = load_dataset_json(DATA / "cascade" / "dataset.json").label_spec
     channels = num_input_channels(config, 1, spec)
     network = build_network(config, channels, spec.num_segmentation_heads, True)
     parameters = upstream_parameter_order(network)
-    names = list(EXPECTED["parameters_after"])  # upstream's named_parameters, in its order
-    assert [list(p.shape) for p in parameters] == [EXPECTED["shapes"][n] for n in names]
+    names = list(expected["parameters_after"])  # upstream's named_parameters, in its order
+    assert [list(p.shape) for p in parameters] == [expected["shapes"][n] for n in names]
     set_formula_weights(list(zip(names, parameters, strict=True)))
     loss_function = build_loss(config, spec)
     settings = OptimizerSettings()
     optimizer = build_optimizer(network, settings)
     losses = []
     for step in range(STEPS):
-        data, targets = batch(step)
+        data, targets = batch(configuration, step)
         loss = loss_function(network(data), targets)
         losses.append(float(loss.detach()))
         optimizer_step(loss, network, optimizer, None, settings.grad_clip)
-    return losses, upstream_state_dict(network), channels
+    return losses, upstream_state_dict(network), channels, config["batch_dice"]
 
 
-def test_three_cascade_train_steps_equal_upstreams() -> None:
+@pytest.mark.parametrize("configuration", CONFIGURATIONS)
+def test_three_train_steps_equal_upstreams(configuration: str) -> None:
+    expected = json.loads(expected_file(configuration).read_text())
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # as upstream's figures were made
     try:
-        losses, after, channels = _our_steps()
+        losses, after, channels, batch_dice = _our_steps(configuration, expected)
     finally:
         torch.set_num_threads(threads)
-    assert channels == EXPECTED["input_channels"] == 3  # image + organ + lesion one-hot
-    assert OptimizerSettings().initial_lr == EXPECTED["learning_rate"]
+    assert channels == expected["input_channels"] == CHANNELS[configuration]
+    assert batch_dice == expected["batch_dice"] == (configuration == "3d_cascade_fullres")
+    assert OptimizerSettings().initial_lr == expected["learning_rate"]
     # the steps change the loss: equal losses after them mean equal updates
-    assert len(set(EXPECTED["losses"])) == STEPS
+    assert len(set(expected["losses"])) == STEPS
     # float32 rounding gives ~2e-7 here; a tenfold weight decay or none at all ~5e-6 and more
-    assert losses == pytest.approx(EXPECTED["losses"], rel=1e-6)
+    assert losses == pytest.approx(expected["losses"], rel=1e-6)
     assert (
-        sum(p.numel() for name, p in after.items() if name in EXPECTED["parameters_after"])
-        == (EXPECTED["num_parameters"])
+        sum(p.numel() for name, p in after.items() if name in expected["parameters_after"])
+        == (expected["num_parameters"])
     )
-    for name, (total, squares) in EXPECTED["parameters_after"].items():
+    for name, (total, squares) in expected["parameters_after"].items():
         values = after[name].double()
         assert float(values.sum()) == pytest.approx(total, rel=1e-6, abs=1e-6), name
         assert float((values**2).sum()) == pytest.approx(squares, rel=1e-6), name
