@@ -2,12 +2,12 @@
 
 ``tests/data/train_step/upstream_train_step_<configuration>.json`` holds what upstream's own
 trainer (2.8.1, ``initialize`` then ``train_step``) computed for three steps from weights and
-batches given by closed formulas (``train_step_inputs.py``, shared with the script that wrote the file). Here our
-network, loss, optimizer and step run on the same inputs: every loss and every parameter after
-the steps must agree to float32 rounding. Two configurations: the cascade stage (batch Dice, one-hot
-input) and 3d_lowres (per-sample Dice, where a lesion-free sample's Dice term pulls the lesion
-output down). Equal steps leave chance (initial weights and sample draws) as the only difference
-between two trainings of the same schedule.
+batches given by closed formulas (``train_step_inputs.py``, shared with the script that wrote
+the file). Here our network, loss, optimizer and step run on the same inputs: every loss and every
+parameter after the steps must agree to float32 rounding. Two configurations: the cascade stage
+(batch Dice, one-hot input) and 3d_lowres (per-sample Dice, where a lesion-free sample's Dice
+term pulls the lesion output down). Equal steps leave chance (initial weights and sample draws)
+as the only difference between two trainings of the same schedule.
 """
 
 from __future__ import annotations

@@ -6,10 +6,11 @@ Upstream's own trainer (nnU-Net 2.8.1 ``nnUNetTrainer``: ``initialize`` builds n
 optimizer; ``train_step`` does forward, loss, backward, clipping and the SGD step) on two
 configurations of the cascade test plans: ``3d_cascade_fullres`` (image + one-hot previous stage
 = 3 input channels, batch Dice) and ``3d_lowres`` (one channel, per-sample Dice, a lesion-free
-sample), both with deep supervision and narrower stages so that the stored figures stay small. Weights and batch
-come from closed formulas (``train_step_inputs``), so our test rebuilds them without storing
-tensors. Written: each parameter's shape, the loss of each step and, after the last, each
-parameter's sum and sum of squares, under upstream's names and in its order.
+sample), both with deep supervision and narrower stages so that the stored figures stay small.
+Weights and batches come from closed formulas (``train_step_inputs``), so our test rebuilds them
+without storing tensors. Written per configuration: each parameter's shape, the loss of each step
+and, after the last, each parameter's sum and sum of squares, under upstream's names and in its
+order.
 """
 
 from __future__ import annotations
