@@ -18,6 +18,10 @@ how far that stage was from the truth). The draws differ between the sides (upst
 from the OS), so the comparison is of distributions: means and a two-sample Kolmogorov-Smirnov
 p-value per statistic. Samples of one batch are not independent, so read small p-values with care.
 
+``--configuration 3d_lowres`` (with ``--folds``) compares the first stage's loaders the same way
+(image statistics, each label's share and presence per sample; no previous stage): our 3d_lowres
+fold 3 put lesion voxels on the lesion-free validation case in 4 of 5 runs, upstream's in none.
+
 A second table (``--repeats``, 0 to skip) takes the loader out: six crops of our fold-0 loader
 (before augmentation: image, target and previous stage) go through each side's whole training
 pipeline ``--repeats`` times each (upstream's ``get_training_transforms`` with the trainer's own
@@ -41,7 +45,7 @@ import numpy as np
 from scipy import stats
 
 DATASET = "Dataset953_CascadeQuality"
-CONFIGURATION = "3d_cascade_fullres"
+CONFIGURATIONS = ("3d_cascade_fullres", "3d_lowres")  # the cascade stage (default); its source
 LOWRES = "nnUNetTrainer__nnUNetPlans__3d_lowres"
 FOLDS = range(5)
 
@@ -54,15 +58,21 @@ SAMPLE_STATS = textwrap.dedent(
         \"\"\"The full-resolution target of a deep-supervision list.\"\"\"
         return target[0] if isinstance(target, list) else target
 
-    def sample_rows(data, target, labels):
+    def sample_rows(data, target, labels, cascaded=True):
+        \"\"\"Per sample: image statistics, each label's share and presence in the target and,
+        for a cascade stage (one-hot channels after the images), the one-hot's share and Dice.\"\"\"
         rows = []
-        images = data.shape[1] - len(labels)
+        images = data.shape[1] - len(labels) if cascaded else data.shape[1]
         for j in range(data.shape[0]):
             row = {"image_mean": float(data[j, :images].mean()),
                    "image_sd": float(data[j, :images].std())}
             for k, label in enumerate(labels):
-                one_hot, truth = data[j, images + k] > 0.5, target[j, 0] == label
+                truth = target[j, 0] == label
                 row[f"target_{label}"] = float(truth.mean())
+                row[f"present_{label}"] = float(truth.any())
+                if not cascaded:
+                    continue
+                one_hot = data[j, images + k] > 0.5
                 row[f"input_{label}"] = float(one_hot.mean())
                 total = int(one_hot.sum() + truth.sum())
                 overlap = 2 * int((one_hot & truth).sum())
@@ -79,32 +89,34 @@ PEER_SIDE = textwrap.dedent(
     from batchgenerators.utilities.file_and_folder_operations import load_json
     from nnunetv2.training.nnUNetTrainer.nnUNetTrainer import nnUNetTrainer
 
-    preprocessed, mode, count, labels = sys.argv[1:4] + [json.loads(sys.argv[4])]
+    preprocessed, configuration, mode, count = sys.argv[1:5]
+    labels, folds = json.loads(sys.argv[5]), json.loads(sys.argv[6])
+    cascaded = configuration == "3d_cascade_fullres"
     torch.set_num_threads(1)
 
     def trainer(fold):
         plans = load_json(preprocessed + "/nnUNetPlans.json")
         plans["continue_training"] = False  # the peer's trainer pops this key
-        return nnUNetTrainer(plans, "3d_cascade_fullres", fold,
+        return nnUNetTrainer(plans, configuration, fold,
                              load_json(preprocessed + "/dataset.json"), torch.device("cpu"))
 
     rows = []
     if mode == "loader":
-        for fold in range(5):
+        for fold in folds:
             t = trainer(fold)
             t._set_batch_size_and_oversample()
             train_batches, _ = t.get_dataloaders()
             for _ in range(int(count)):
                 batch = next(train_batches)
                 rows += sample_rows(np.asarray(batch["data"]),
-                                    np.asarray(first(batch["target"])), labels)
+                                    np.asarray(first(batch["target"])), labels, cascaded)
     else:
-        t = trainer(0)
+        t = trainer(folds[0])
         rotation, dummy_2d, _, mirror_axes = (
             t.configure_rotation_dummyDA_mirroring_and_inital_patch_size())
         pipeline = t.get_training_transforms(
             t.configuration_manager.patch_size, rotation, None, mirror_axes, dummy_2d,
-            use_mask_for_norm=t.configuration_manager.use_mask_for_norm, is_cascaded=True,
+            use_mask_for_norm=t.configuration_manager.use_mask_for_norm, is_cascaded=cascaded,
             foreground_labels=t.label_manager.foreground_labels, regions=None, ignore_label=None)
         crops = np.load(mode)
         for i in range(len(crops.files) // 2):
@@ -112,7 +124,7 @@ PEER_SIDE = textwrap.dedent(
                 out = pipeline(image=torch.from_numpy(crops[f"data{i}"].copy()),
                                segmentation=torch.from_numpy(crops[f"seg{i}"].copy()))
                 rows += sample_rows(out["image"].numpy()[None],
-                                    first(out["segmentation"]).numpy()[None], labels)
+                                    first(out["segmentation"]).numpy()[None], labels, cascaded)
     print("ROWS " + json.dumps(rows))
     """
 )
@@ -122,9 +134,12 @@ exec(SAMPLE_STATS, namespace)  # noqa: S102 - our own text, shared verbatim with
 sample_rows, first = namespace["sample_rows"], namespace["first"]
 
 
-def shared_results(work: Path, run: int, scratch: Path) -> Path:
+def shared_results(work: Path, run: int, scratch: Path, cascaded: bool) -> Path:
     """A results root whose 3d_lowres folder holds ``run``'s next-stage files (ours, by default
-    our run's; both sides read this same copy)."""
+    our run's; both sides read this same copy). A 3d_lowres loader reads none: an empty root."""
+    if not cascaded:
+        (scratch / "results").mkdir(parents=True, exist_ok=True)
+        return scratch / "results"
     source = work / "ours" / f"run{run}" / "results" / DATASET / LOWRES / "predicted_next_stage"
     if not source.is_dir():
         sys.exit(f"{source}: missing (run benchmarks/cascade_quality.py --work {work} first)")
@@ -134,8 +149,9 @@ def shared_results(work: Path, run: int, scratch: Path) -> Path:
     return scratch / "results"
 
 
-def our_loaders(work: Path, results: Path, scratch: Path, seed: int):
-    """Each fold's training loader (our trainer's, with its transform) and the label list."""
+def our_loaders(work: Path, results: Path, scratch: Path, seed: int, config: str, folds):
+    """Each of ``folds``' training loader of ``config`` (our trainer's, with its transform) and
+    the label list."""
     import torch
 
     from nnunet_core.paths import Roots
@@ -143,26 +159,28 @@ def our_loaders(work: Path, results: Path, scratch: Path, seed: int):
     from nnunet_core.training.trainer import Trainer, TrainerSettings
 
     roots = Roots.from_env(work / "raw", work / "ours" / "preprocessed", results)
-    for fold in FOLDS:
-        setup = prepare_fold(roots, DATASET, CONFIGURATION, fold, "nnUNetPlans", "nnUNetTrainer")
+    for fold in folds:
+        setup = prepare_fold(roots, DATASET, config, fold, "nnUNetPlans", "nnUNetTrainer")
         setup = dataclasses.replace(setup, output_folder=scratch / "ours_fold")
         settings = TrainerSettings(num_workers=0, seed=seed + fold)
         loader, _ = Trainer(setup, settings, torch.device("cpu"))._loaders()
         yield loader, list(setup.label_spec.foreground_labels)
 
 
-def our_batch_rows(loaders, iterations: int) -> list[dict]:
+def our_batch_rows(loaders, iterations: int, cascaded: bool) -> list[dict]:
     """``iterations`` batches of each fold's loader."""
     rows: list[dict] = []
-    for fold, (loader, labels) in enumerate(loaders):
+    for loader, labels in loaders:
         for index in range(iterations):
             batch = loader(index // 10, index % 10)
-            rows += sample_rows(batch["data"].numpy(), first(batch["target"]).numpy(), labels)
-        print(f"  ours fold {fold}: {len(rows)} samples", flush=True)
+            data, target = batch["data"].numpy(), first(batch["target"]).numpy()
+            rows += sample_rows(data, target, labels, cascaded)
+        print(f"  ours: {len(rows)} samples", flush=True)
     return rows
 
 
-def our_pipeline_rows(loader, labels: list[int], crops: Path, repeats: int, seed: int):
+def our_pipeline_rows(loader, labels: list[int], crops: Path, repeats: int, seed: int,
+                      cascaded: bool) -> list[dict]:
     """Six un-augmented crops of ``loader`` saved to ``crops``; our transform ``repeats`` times
     on each (the rng differs per repeat)."""
     saved = {}
@@ -175,19 +193,21 @@ def our_pipeline_rows(loader, labels: list[int], crops: Path, repeats: int, seed
         for repeat in range(repeats):
             rng = np.random.default_rng([seed, i, repeat])
             data, seg = loader.transform(saved[f"data{i}"].copy(), saved[f"seg{i}"].copy(), rng)
-            rows += sample_rows(np.asarray(data)[None], np.asarray(seg)[None], labels)
+            rows += sample_rows(np.asarray(data)[None], np.asarray(seg)[None], labels, cascaded)
     return rows
 
 
-def peer_rows(peer: Path, work: Path, results: Path, mode: str, count: int, labels: list[int]):
-    """Upstream's rows, by the peer venv's python: ``mode`` "loader" (``count`` batches per
-    fold) or a crops file (each crop through the training pipeline ``count`` times)."""
+def peer_rows(peer: Path, work: Path, results: Path, run: tuple[str, list[int]], mode: str,
+              count: int, labels: list[int]) -> list[dict]:
+    """Upstream's rows, by the peer venv's python, for ``run`` = (configuration, folds):
+    ``mode`` "loader" (``count`` batches per fold) or a crops file (each crop through the
+    training pipeline ``count`` times)."""
     env = dict(os.environ, nnUNet_raw=str(work / "raw"), nnUNet_results=str(results))
     env.update(nnUNet_preprocessed=str(work / "upstream" / "preprocessed"), nnUNet_n_proc_DA="0")
     env.pop("PYTHONPATH", None)
     command = [str(peer / "bin" / "python"), "-c", SAMPLE_STATS + PEER_SIDE,
-               str(work / "upstream" / "preprocessed" / DATASET), mode, str(count),
-               json.dumps(labels)]  # fmt: skip
+               str(work / "upstream" / "preprocessed" / DATASET), run[0], mode, str(count),
+               json.dumps(labels), json.dumps(run[1])]  # fmt: skip
     done = subprocess.run(command, env=env, capture_output=True, text=True)
     lines = [line for line in done.stdout.splitlines() if line.startswith("ROWS ")]
     if done.returncode != 0 or not lines:
@@ -223,23 +243,28 @@ def main() -> None:
     parser.add_argument("--iterations", type=int, default=200, help="batches per fold and side")
     parser.add_argument("--repeats", type=int, default=500, help="pipeline runs per crop")
     parser.add_argument("--seed", type=int, default=0, help="ours: fold f uses seed + f")
+    parser.add_argument("--configuration", choices=CONFIGURATIONS, default=CONFIGURATIONS[0],
+                        help="the stage whose loader is compared")  # fmt: skip
+    parser.add_argument("--folds", type=int, nargs="+", default=list(FOLDS))
     parser.add_argument("--out", type=Path, default=Path("cascade_batches.json"))
     args = parser.parse_args()
+    cascaded = args.configuration == CONFIGURATIONS[0]
     scratch = args.work / "cascade_batches"
-    results = shared_results(args.work, args.run, scratch)
-    loaders = list(our_loaders(args.work, results, scratch, args.seed))
-    labels = loaders[0][1]
+    results = shared_results(args.work, args.run, scratch, cascaded)
+    loaders = list(our_loaders(args.work, results, scratch, args.seed, args.configuration,
+                               args.folds))  # fmt: skip
+    labels, run = loaders[0][1], (args.configuration, args.folds)
     tables = {}
     if args.iterations:
-        ours = our_batch_rows(loaders, args.iterations)
-        upstream = peer_rows(args.peer, args.work, results, "loader", args.iterations, labels)
+        ours = our_batch_rows(loaders, args.iterations, cascaded)
+        upstream = peer_rows(args.peer, args.work, results, run, "loader", args.iterations, labels)
         tables["batches"] = compare(ours, upstream)
         print(f"whole batches ({args.iterations} per fold and side):")
         print(format_table(tables["batches"]))
     if args.repeats:
         crops = scratch / "crops.npz"
-        ours = our_pipeline_rows(*loaders[0], crops, args.repeats, args.seed)
-        upstream = peer_rows(args.peer, args.work, results, str(crops), args.repeats, labels)
+        ours = our_pipeline_rows(*loaders[0], crops, args.repeats, args.seed, cascaded)
+        upstream = peer_rows(args.peer, args.work, results, run, str(crops), args.repeats, labels)
         tables["pipeline"] = compare(ours, upstream)
         print(f"the training pipeline on the same six crops ({args.repeats} times each):")
         print(format_table(tables["pipeline"]))

@@ -27,6 +27,18 @@ def test_a_sample_gives_its_label_shares_and_the_one_hot_dice() -> None:
     assert empty["dice_1"] is None  # neither has the label: no Dice, dropped in the comparison
 
 
+def test_a_first_stage_sample_gives_label_shares_and_presence_without_one_hot() -> None:
+    target = np.zeros((2, 1, 4, 4), dtype=np.int16)
+    target[:, 0, :2] = 1  # both samples: organ in the top half
+    target[0, 0, 3, 3] = 2  # only the first has a lesion voxel
+    data = np.ones((2, 1, 4, 4), dtype=np.float32)  # the image only: no previous stage
+    first, second = cb.sample_rows(data, target, [1, 2], False)
+    assert first["image_mean"] == 1.0 and first["target_2"] == 1 / 16
+    assert first["present_2"] == 1.0 and second["present_2"] == 0.0 and second["target_2"] == 0.0
+    assert second["present_1"] == 1.0 and second["target_1"] == 0.5
+    assert not any(key.startswith(("input_", "dice_")) for key in first)
+
+
 def test_the_comparison_drops_missing_dice_and_finds_a_shifted_distribution() -> None:
     rng = np.random.default_rng(0)
     same = [{"x": float(v), "d": None if v < 0 else float(v)} for v in rng.normal(size=400)]
