@@ -1,0 +1,192 @@
+#!/usr/bin/env python
+"""One fold of one stage trained again and again per side: how often a label is predicted where
+the validation case has none.
+
+    taskset -c 0 python benchmarks/fold_repeats.py --side ours --work /tmp/cascade_quality \
+        --peer ~/.cache/nnunet-peer/venv --stage 3d_lowres --fold 3 --repeats 10 --out DIR
+    taskset -c 1 python benchmarks/fold_repeats.py --side upstream ...   (same arguments)
+    python benchmarks/fold_repeats.py --report --out DIR
+
+Issue 12: in ``benchmarks/cascade_quality.py`` our 3d_lowres fold 3, whose validation holds the
+one lesion-free case, put lesion voxels on that case in most runs and upstream's in none. Those
+runs were few, and ours reused the seeds of earlier runs (``--seed run * 10 + fold``), so they
+were not independent draws. A whole cascade run takes over an hour; one fold takes minutes. This
+trains only ``--stage`` ``--fold`` on cascade_quality.py's ``--work`` (its preprocessed data, its
+schedule; ours with seeds 1000 + repeat, upstream's drawn by the OS) and records, per repeat, the
+fold's Dice per class and, per validation case, each label's reference and predicted voxel
+counts. ``--report`` prints per side the mean and sd of the Dice and how many repeats put a label
+on a case without it, with Fisher's exact test between the sides. One process per side (they can
+run at once on two cores); each writes ``--out``/<side>.json after every repeat and skips the
+repeats already there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from scipy import stats
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from cascade_quality import NUMBER, schedule, train_commands  # noqa: E402
+from peer_trainer import install_trainer_source, trainer_source  # noqa: E402
+from quality import run, side_env, snapshot_code  # noqa: E402
+
+SEED_BASE = 1000  # apart from cascade_quality.py's seeds (run * 10 + fold)
+SIDES = ("ours", "upstream")
+
+
+def case_counts(summary: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per validation case: each label's reference and predicted voxel counts."""
+    return [
+        {
+            "case": Path(entry["reference_file"]).name.split(".")[0],
+            "labels": {label: [m["n_ref"], m["n_pred"]] for label, m in entry["metrics"].items()},
+        }
+        for entry in summary["metric_per_case"]
+    ]
+
+
+def false_labels(cases: list[dict[str, Any]]) -> list[str]:
+    """The labels predicted on some case whose reference has none of them."""
+    return sorted(
+        {
+            label
+            for case in cases
+            for label, (reference, predicted) in case["labels"].items()
+            if reference == 0 and predicted > 0
+        }
+    )
+
+
+def one_repeat(args: argparse.Namespace, repeat: int, trainer: str) -> dict[str, Any]:
+    """Train the fold once into a fresh results folder; its Dice and voxel counts."""
+    results = args.work / args.side / "fold_repeats" / f"r{repeat}" / "results"
+    shutil.rmtree(results, ignore_errors=True)
+    command = train_commands(args, args.side, args.stage, args.fold, 0, trainer)
+    if args.side == "ours":
+        command[command.index("--seed") + 1] = str(SEED_BASE + repeat)
+    log = args.work / "logs" / f"repeat_{args.side}_{args.stage}_fold{args.fold}_r{repeat}.txt"
+    start = time.time()
+    run(command, side_env(args, args.side, results), log)
+    found = list(results.glob(f"Dataset*/*__{args.stage}/fold_{args.fold}/validation/summary.json"))
+    if len(found) != 1:
+        sys.exit(f"{results}: expected one validation summary.json, found {found}")
+    summary = json.loads(found[0].read_text())
+    return {
+        "repeat": repeat,
+        "dice": {label: float(m["Dice"]) for label, m in summary["mean"].items()},
+        "cases": case_counts(summary),
+        "wall_s": round(time.time() - start, 1),
+    }
+
+
+def side_rows(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per class the Dice's mean and sd; how many repeats put a label on a case without it."""
+    labels = sorted({label for r in records for label in r["dice"]})
+    dice = {}
+    for label in labels:
+        values = [r["dice"][label] for r in records]
+        dice[label] = {"mean": statistics.fmean(values),
+                       "sd": statistics.stdev(values) if len(values) > 1 else None}  # fmt: skip
+    false = {label: sum(label in false_labels(r["cases"]) for r in records) for label in labels}
+    return {"n": len(records), "dice": dice, "false_positive_runs": false}
+
+
+def report(out: Path) -> dict[str, Any]:
+    """Both sides' rows and, per label, Fisher's exact test on the false-positive runs."""
+    files = {side: out / f"{side}.json" for side in SIDES}
+    sides = {side: json.loads(path.read_text()) for side, path in files.items() if path.is_file()}
+    table = {side: side_rows(data["repeats"]) for side, data in sides.items() if data["repeats"]}
+    if len(table) == 2:
+        ours, upstream = table["ours"], table["upstream"]
+        table["fisher_p"] = {}
+        for label in ours["false_positive_runs"]:
+            a, b = ours["false_positive_runs"][label], upstream["false_positive_runs"].get(label, 0)
+            contingency = [[a, ours["n"] - a], [b, upstream["n"] - b]]
+            table["fisher_p"][label] = float(stats.fisher_exact(contingency).pvalue)
+    return table
+
+
+def format_report(table: dict[str, Any]) -> str:
+    lines = [f"{'side':<10}{'n':>3}  {'class':<6}{'Dice mean ± sd':<20}false-positive runs"]
+    for side in SIDES:
+        if side not in table:
+            continue
+        row = table[side]
+        for label, dice in row["dice"].items():
+            sd = f" ± {dice['sd']:.4f}" if dice["sd"] is not None else ""
+            false = row["false_positive_runs"][label]
+            lines.append(f"{side:<10}{row['n']:>3}  {label:<6}{dice['mean']:.4f}{sd:<12}"
+                         f"{false}/{row['n']}")  # fmt: skip
+    for label, p in table.get("fisher_p", {}).items():
+        lines.append(f"Fisher's exact test, false-positive runs of class {label}: p = {p:.4f}")
+    return "\n".join(lines)
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--side", choices=SIDES)
+    parser.add_argument("--work", type=Path, help="cascade_quality.py's --work")
+    parser.add_argument("--peer", type=Path, help="upstream's venv (for --side upstream)")
+    parser.add_argument("--stage", default="3d_lowres")
+    parser.add_argument("--fold", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--epochs", type=int, default=5)
+    parser.add_argument("--iterations", type=int, default=10, help="per epoch")
+    parser.add_argument("--val-iterations", type=int, default=3, help="per epoch")
+    parser.add_argument("--da-workers", type=int, default=2, help="$nnUNet_n_proc_DA")
+    parser.add_argument("--processes", type=int, default=2, help="$nnUNet_def_n_proc")
+    parser.add_argument("--out", type=Path, required=True, help="folder of <side>.json")
+    parser.add_argument("--report", action="store_true", help="only print both sides' table")
+    args = parser.parse_args()
+    if not args.report and not (args.side and args.work):
+        parser.error("--side and --work are needed unless --report")
+    if args.side == "upstream" and not args.peer:
+        parser.error("--side upstream needs --peer")
+    return args
+
+
+def main() -> None:
+    args = parse_args()
+    if not args.report:
+        args.work = args.work.resolve()
+        args.peer = args.peer.expanduser().resolve() if args.peer else None
+        args.code, args.commit = snapshot_code(args.work)
+        preprocessed = args.work / args.side / "preprocessed" / f"Dataset{NUMBER}_CascadeQuality"
+        if not preprocessed.is_dir():
+            sys.exit(f"{args.work}: no preprocessed data (run benchmarks/cascade_quality.py first)")
+        name = "nnUNetTrainer_Cascade{epochs}x{iterations}v{val_iterations}".format(
+            **schedule(args)
+        )
+        if args.side == "upstream":
+            source = trainer_source(name, **schedule(args), writer="benchmarks/fold_repeats.py")
+            install_trainer_source(args.peer, name, source)
+        args.out.mkdir(parents=True, exist_ok=True)
+        path = args.out / f"{args.side}.json"
+        data = json.loads(path.read_text()) if path.is_file() else {"repeats": []}
+        key = {"stage": args.stage, "fold": args.fold, "schedule": schedule(args)}
+        if data.get("key", key) != key:
+            sys.exit(f"{path} holds {data['key']}, not {key}: use another --out")
+        data.update(key=key, code=args.commit if args.side == "ours" else "nnunetv2 2.8.1")
+        done = {r["repeat"] for r in data["repeats"]}
+        for repeat in (r for r in range(args.repeats) if r not in done):
+            record = one_repeat(args, repeat, name)
+            data["repeats"].append(record)
+            path.write_text(json.dumps(data, indent=1) + "\n")
+            print(f"{args.side} repeat {repeat}: Dice {record['dice']}, false labels "
+                  f"{false_labels(record['cases'])}, {record['wall_s']} s", flush=True)  # fmt: skip
+    table = report(args.out)
+    print(format_report(table))
+    if args.report:
+        (args.out / "report.json").write_text(json.dumps(table, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,60 @@
+"""The pure parts of benchmarks/fold_repeats.py: voxel counts, false labels and the report."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from benchmark_modules import load_benchmark
+
+fr = load_benchmark("fold_repeats")
+
+
+def summary(lesion_on_free_case: int) -> dict:
+    """A summary.json of two validation cases; the second has no lesion in its reference."""
+
+    def metrics(organ: tuple[int, int], lesion: tuple[int, int]) -> dict:
+        return {"1": {"n_ref": organ[0], "n_pred": organ[1]},
+                "2": {"n_ref": lesion[0], "n_pred": lesion[1]}}  # fmt: skip
+
+    return {
+        "metric_per_case": [
+            {"reference_file": "/x/gt/synth_008.nii.gz", "metrics": metrics((90, 95), (9, 7))},
+            {"reference_file": "/x/gt/synth_001.nii.gz",
+             "metrics": metrics((80, 70), (0, lesion_on_free_case))},  # fmt: skip
+        ]
+    }
+
+
+def test_a_label_predicted_on_a_case_without_it_is_found_and_only_then() -> None:
+    cases = fr.case_counts(summary(32))
+    assert cases[1] == {"case": "synth_001", "labels": {"1": [80, 70], "2": [0, 32]}}
+    assert fr.false_labels(cases) == ["2"]
+    assert fr.false_labels(fr.case_counts(summary(0))) == []  # a missed voxel is not "false"
+
+
+def repeat(index: int, lesion_dice: float, false_voxels: int) -> dict:
+    return {"repeat": index, "dice": {"1": 0.9, "2": lesion_dice},
+            "cases": fr.case_counts(summary(false_voxels))}  # fmt: skip
+
+
+def test_the_report_counts_false_positive_runs_and_tests_the_sides(tmp_path: Path) -> None:
+    ours = [repeat(0, 0.45, 32), repeat(1, 0.46, 10), repeat(2, 0.9, 0), repeat(3, 0.44, 5)]
+    upstream = [repeat(k, 0.91, 0) for k in range(4)]
+    for side, runs in (("ours", ours), ("upstream", upstream)):
+        (tmp_path / f"{side}.json").write_text(json.dumps({"repeats": runs}))
+    table = fr.report(tmp_path)
+    assert table["ours"]["false_positive_runs"] == {"1": 0, "2": 3}
+    assert table["upstream"]["false_positive_runs"] == {"1": 0, "2": 0}
+    assert table["ours"]["dice"]["2"]["mean"] == pytest.approx((0.45 + 0.46 + 0.9 + 0.44) / 4)
+    assert table["upstream"]["dice"]["2"]["sd"] == 0.0
+    assert table["fisher_p"]["2"] == pytest.approx(1 / 7)  # 3 of 4 against 0 of 4, two-sided
+    assert table["fisher_p"]["1"] == 1.0
+    assert "3/4" in fr.format_report(table) and "0/4" in fr.format_report(table)
+
+
+def test_one_side_alone_is_reported_without_a_test(tmp_path: Path) -> None:
+    (tmp_path / "ours.json").write_text(json.dumps({"repeats": [repeat(0, 0.45, 32)]}))
+    table = fr.report(tmp_path)
+    assert set(table) == {"ours"} and table["ours"]["dice"]["2"]["sd"] is None
