@@ -17,7 +17,8 @@ fold's Dice per class and, per validation case, each label's reference and predi
 counts. ``--report`` prints per side the mean and sd of the Dice and how many repeats put a label
 on a case without it, with Fisher's exact test between the sides. One process per side (they can
 run at once on two cores); each writes ``--out``/<side>.json after every repeat and skips the
-repeats already there.
+repeats already there. A second process of a side takes other repeat numbers (``--start``) and
+its own file (<side>_from<start>.json); the report pools a side's files.
 """
 
 from __future__ import annotations
@@ -101,9 +102,12 @@ def side_rows(records: list[dict[str, Any]]) -> dict[str, Any]:
 
 def report(out: Path) -> dict[str, Any]:
     """Both sides' rows and, per label, Fisher's exact test on the false-positive runs."""
-    files = {side: out / f"{side}.json" for side in SIDES}
-    sides = {side: json.loads(path.read_text()) for side, path in files.items() if path.is_file()}
-    table = {side: side_rows(data["repeats"]) for side, data in sides.items() if data["repeats"]}
+    table: dict[str, Any] = {}
+    for side in SIDES:
+        files = [out / f"{side}.json", *sorted(out.glob(f"{side}_from*.json"))]
+        repeats = [r for f in files if f.is_file() for r in json.loads(f.read_text())["repeats"]]
+        if repeats:
+            table[side] = side_rows(repeats)
     if len(table) == 2:
         ours, upstream = table["ours"], table["upstream"]
         table["fisher_p"] = {}
@@ -138,6 +142,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--stage", default="3d_lowres")
     parser.add_argument("--fold", type=int, default=3)
     parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--start", type=int, default=0, help="first repeat number")
     parser.add_argument("--epochs", type=int, default=5)
     parser.add_argument("--iterations", type=int, default=10, help="per epoch")
     parser.add_argument("--val-iterations", type=int, default=3, help="per epoch")
@@ -169,14 +174,16 @@ def main() -> None:
             source = trainer_source(name, **schedule(args), writer="benchmarks/fold_repeats.py")
             install_trainer_source(args.peer, name, source)
         args.out.mkdir(parents=True, exist_ok=True)
-        path = args.out / f"{args.side}.json"
+        name = f"{args.side}_from{args.start}" if args.start else args.side
+        path = args.out / f"{name}.json"
         data = json.loads(path.read_text()) if path.is_file() else {"repeats": []}
         key = {"stage": args.stage, "fold": args.fold, "schedule": schedule(args)}
         if data.get("key", key) != key:
             sys.exit(f"{path} holds {data['key']}, not {key}: use another --out")
         data.update(key=key, code=args.commit if args.side == "ours" else "nnunetv2 2.8.1")
         done = {r["repeat"] for r in data["repeats"]}
-        for repeat in (r for r in range(args.repeats) if r not in done):
+        wanted = range(args.start, args.start + args.repeats)
+        for repeat in (r for r in wanted if r not in done):
             record = one_repeat(args, repeat, name)
             data["repeats"].append(record)
             path.write_text(json.dumps(data, indent=1) + "\n")

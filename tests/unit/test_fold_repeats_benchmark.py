@@ -42,11 +42,14 @@ def repeat(index: int, lesion_dice: float, false_voxels: int) -> dict:
 def test_the_report_counts_false_positive_runs_and_tests_the_sides(tmp_path: Path) -> None:
     ours = [repeat(0, 0.45, 32), repeat(1, 0.46, 10), repeat(2, 0.9, 0), repeat(3, 0.44, 5)]
     upstream = [repeat(k, 0.91, 0) for k in range(4)]
-    for side, runs in (("ours", ours), ("upstream", upstream)):
-        (tmp_path / f"{side}.json").write_text(json.dumps({"repeats": runs}))
+    (tmp_path / "ours.json").write_text(json.dumps({"repeats": ours}))
+    # upstream's repeats from two processes (the second with --start 2): pooled
+    (tmp_path / "upstream.json").write_text(json.dumps({"repeats": upstream[:2]}))
+    (tmp_path / "upstream_from2.json").write_text(json.dumps({"repeats": upstream[2:]}))
     table = fr.report(tmp_path)
     assert table["ours"]["false_positive_runs"] == {"1": 0, "2": 3}
     assert table["upstream"]["false_positive_runs"] == {"1": 0, "2": 0}
+    assert table["upstream"]["n"] == 4
     assert table["ours"]["dice"]["2"]["mean"] == pytest.approx((0.45 + 0.46 + 0.9 + 0.44) / 4)
     assert table["upstream"]["dice"]["2"]["sd"] == 0.0
     assert table["fisher_p"]["2"] == pytest.approx(1 / 7)  # 3 of 4 against 0 of 4, two-sided
