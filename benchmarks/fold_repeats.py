@@ -190,6 +190,8 @@ def main() -> None:
             print(f"{args.side} repeat {repeat}: Dice {record['dice']}, false labels "
                   f"{false_labels(record['cases'])}, {record['wall_s']} s", flush=True)  # fmt: skip
     table = report(args.out)
+    if not table:
+        sys.exit(f"{args.out}: no repeats recorded (ours.json, upstream.json)")
     print(format_report(table))
     if args.report:
         (args.out / "report.json").write_text(json.dumps(table, indent=1) + "\n")
