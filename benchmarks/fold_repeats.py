@@ -174,8 +174,8 @@ def main() -> None:
             source = trainer_source(name, **schedule(args), writer="benchmarks/fold_repeats.py")
             install_trainer_source(args.peer, name, source)
         args.out.mkdir(parents=True, exist_ok=True)
-        name = f"{args.side}_from{args.start}" if args.start else args.side
-        path = args.out / f"{name}.json"
+        stem = f"{args.side}_from{args.start}" if args.start else args.side
+        path = args.out / f"{stem}.json"
         data = json.loads(path.read_text()) if path.is_file() else {"repeats": []}
         key = {"stage": args.stage, "fold": args.fold, "schedule": schedule(args)}
         if data.get("key", key) != key:
