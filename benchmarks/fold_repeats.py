@@ -14,8 +14,9 @@ were not independent draws. A whole cascade run takes over an hour; one fold tak
 trains only ``--stage`` ``--fold`` on cascade_quality.py's ``--work`` (its preprocessed data, its
 schedule; ours with seeds 1000 + repeat, upstream's drawn by the OS) and records, per repeat, the
 fold's Dice per class and, per validation case, each label's reference and predicted voxel
-counts. ``--report`` prints per side the mean and sd of the Dice and how many repeats put a label
-on a case without it, with Fisher's exact test between the sides. One process per side (they can
+counts. ``--report`` prints per side the mean and sd of the Dice, how many repeats put a label
+on a case without it (Fisher's exact test between the sides) and how many voxels they put there
+(Mann-Whitney U test). One process per side (they can
 run at once on two cores); each writes ``--out``/<side>.json after every repeat and skips the
 repeats already there. A second process of a side takes other repeat numbers (``--start``) and
 its own file (<side>_from<start>.json); the report pools a side's files.
@@ -88,8 +89,14 @@ def one_repeat(args: argparse.Namespace, repeat: int, trainer: str) -> dict[str,
     }
 
 
+def false_voxels(cases: list[dict[str, Any]], label: str) -> int:
+    """Voxels of ``label`` predicted on the cases whose reference has none."""
+    return sum(c["labels"][label][1] for c in cases if c["labels"][label][0] == 0)
+
+
 def side_rows(records: list[dict[str, Any]]) -> dict[str, Any]:
-    """Per class the Dice's mean and sd; how many repeats put a label on a case without it."""
+    """Per class the Dice's mean and sd; how many repeats put a label on a case without it and
+    how many voxels each repeat put there."""
     labels = sorted({label for r in records for label in r["dice"]})
     dice = {}
     for label in labels:
@@ -97,7 +104,9 @@ def side_rows(records: list[dict[str, Any]]) -> dict[str, Any]:
         dice[label] = {"mean": statistics.fmean(values),
                        "sd": statistics.stdev(values) if len(values) > 1 else None}  # fmt: skip
     false = {label: sum(label in false_labels(r["cases"]) for r in records) for label in labels}
-    return {"n": len(records), "dice": dice, "false_positive_runs": false}
+    voxels = {label: [false_voxels(r["cases"], label) for r in records] for label in labels}
+    return {"n": len(records), "dice": dice, "false_positive_runs": false,
+            "false_voxels": voxels}  # fmt: skip
 
 
 def report(out: Path) -> dict[str, Any]:
@@ -110,16 +119,22 @@ def report(out: Path) -> dict[str, Any]:
             table[side] = side_rows(repeats)
     if len(table) == 2:
         ours, upstream = table["ours"], table["upstream"]
-        table["fisher_p"] = {}
+        table["fisher_p"], table["mann_whitney_p"] = {}, {}
         for label in ours["false_positive_runs"]:
             a, b = ours["false_positive_runs"][label], upstream["false_positive_runs"].get(label, 0)
             contingency = [[a, ours["n"] - a], [b, upstream["n"] - b]]
             table["fisher_p"][label] = float(stats.fisher_exact(contingency).pvalue)
+            mine, theirs = ours["false_voxels"][label], upstream["false_voxels"][label]
+            same = set(mine) | set(theirs) == {0}  # nothing to rank: the test is undefined
+            table["mann_whitney_p"][label] = (
+                1.0 if same else float(stats.mannwhitneyu(mine, theirs).pvalue)
+            )
     return table
 
 
 def format_report(table: dict[str, Any]) -> str:
-    lines = [f"{'side':<10}{'n':>3}  {'class':<6}{'Dice mean ± sd':<20}false-positive runs"]
+    lines = [f"{'side':<10}{'n':>3}  {'class':<6}{'Dice mean ± sd':<20}false-positive runs, "
+             "voxels per run (mean)"]
     for side in SIDES:
         if side not in table:
             continue
@@ -127,10 +142,12 @@ def format_report(table: dict[str, Any]) -> str:
         for label, dice in row["dice"].items():
             sd = f" ± {dice['sd']:.4f}" if dice["sd"] is not None else ""
             false = row["false_positive_runs"][label]
+            voxels = statistics.fmean(row["false_voxels"][label])
             lines.append(f"{side:<10}{row['n']:>3}  {label:<6}{dice['mean']:.4f}{sd:<12}"
-                         f"{false}/{row['n']}")  # fmt: skip
+                         f"{false}/{row['n']}, {voxels:.1f}")  # fmt: skip
     for label, p in table.get("fisher_p", {}).items():
-        lines.append(f"Fisher's exact test, false-positive runs of class {label}: p = {p:.4f}")
+        lines.append(f"class {label}: false-positive runs, Fisher's exact test p = {p:.4f}; "
+                     f"false voxels, Mann-Whitney U p = {table['mann_whitney_p'][label]:.4f}")
     return "\n".join(lines)
 
 

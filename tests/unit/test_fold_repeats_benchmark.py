@@ -54,6 +54,10 @@ def test_the_report_counts_false_positive_runs_and_tests_the_sides(tmp_path: Pat
     assert table["upstream"]["dice"]["2"]["sd"] == 0.0
     assert table["fisher_p"]["2"] == pytest.approx(1 / 7)  # 3 of 4 against 0 of 4, two-sided
     assert table["fisher_p"]["1"] == 1.0
+    assert table["ours"]["false_voxels"]["2"] == [32, 10, 0, 5]
+    assert table["upstream"]["false_voxels"]["2"] == [0, 0, 0, 0]
+    assert 0.02 < table["mann_whitney_p"]["2"] < 0.2  # 3 of 4 above all of upstream's zeros
+    assert table["mann_whitney_p"]["1"] == 1.0  # no false organ voxels on either side
     assert "3/4" in fr.format_report(table) and "0/4" in fr.format_report(table)
 
 
