@@ -19,10 +19,11 @@ from the OS), so the comparison is of distributions: means and a two-sample Kolm
 p-value per statistic. Samples of one batch are not independent, so read small p-values with care.
 
 ``--configuration 3d_lowres`` (with ``--folds``) compares the first stage's loaders the same way
-(image statistics, each label's share and presence per sample; no previous stage): our 3d_lowres
-fold 3 put lesion voxels on the lesion-free validation case in 4 of 5 runs, upstream's in none.
+(image statistics, each label's share and presence per sample; no previous stage). Issue 12:
+our 3d_lowres fold 3 put false lesion voxels on its lesion-free validation case more often than
+upstream's (``benchmarks/fold_repeats.py``), so its loader was compared too.
 
-A second table (``--repeats``, 0 to skip) takes the loader out: six crops of our fold-0 loader
+A second table (``--repeats``, 0 to skip) takes the loader out: six crops of our first fold's loader
 (before augmentation: image, target and previous stage) go through each side's whole training
 pipeline ``--repeats`` times each (upstream's ``get_training_transforms`` with the trainer's own
 arguments, ours the trainer's transform), so any difference left is the augmentation's.

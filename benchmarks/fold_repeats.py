@@ -10,16 +10,17 @@ the validation case has none.
 Issue 12: in ``benchmarks/cascade_quality.py`` our 3d_lowres fold 3, whose validation holds the
 one lesion-free case, put lesion voxels on that case in most runs and upstream's in none. Those
 runs were few, and ours reused the seeds of earlier runs (``--seed run * 10 + fold``), so they
-were not independent draws. A whole cascade run takes over an hour; one fold takes minutes. This
-trains only ``--stage`` ``--fold`` on cascade_quality.py's ``--work`` (its preprocessed data, its
-schedule; ours with seeds 1000 + repeat, upstream's drawn by the OS) and records, per repeat, the
-fold's Dice per class and, per validation case, each label's reference and predicted voxel
-counts. ``--report`` prints per side the mean and sd of the Dice, how many repeats put a label
-on a case without it (Fisher's exact test between the sides) and how many voxels they put there
-(Mann-Whitney U test). One process per side (they can
-run at once on two cores); each writes ``--out``/<side>.json after every repeat and skips the
-repeats already there. A second process of a side takes other repeat numbers (``--start``) and
-its own file (<side>_from<start>.json); the report pools a side's files.
+were not independent draws (14 repeats per side then found upstream doing it too, less often).
+A whole cascade run takes over an hour; one fold takes minutes. This trains only ``--stage``
+``--fold`` on cascade_quality.py's ``--work`` (its preprocessed data, its schedule; ours with
+seeds 1000 + repeat, upstream's drawn by the OS) and records, per repeat, the fold's Dice per
+class and, per validation case, each label's reference and predicted voxel counts. ``--report``
+prints per side the mean and sd of the Dice, how many repeats put a label on a case without it
+(Fisher's exact test between the sides) and how many voxels they put there (Mann-Whitney U
+test). One process per side (they can run at once on two cores); each writes
+``--out``/<side>.json after every repeat and skips the repeats already there. A second process
+of a side takes other repeat numbers (``--start``) and its own file (<side>_from<start>.json);
+the report pools a side's files.
 """
 
 from __future__ import annotations
