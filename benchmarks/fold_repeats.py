@@ -111,7 +111,8 @@ def side_rows(records: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def report(out: Path) -> dict[str, Any]:
-    """Both sides' rows and, per label, Fisher's exact test on the false-positive runs."""
+    """Both sides' rows and, per label, Fisher's exact test on the runs with false voxels and
+    the Mann-Whitney U test on their counts."""
     table: dict[str, Any] = {}
     for side in SIDES:
         files = [out / f"{side}.json", *sorted(out.glob(f"{side}_from*.json"))]
@@ -176,37 +177,44 @@ def parse_args() -> argparse.Namespace:
     return args
 
 
+def run_side(args: argparse.Namespace) -> None:
+    """``args.side``'s repeats not yet in its file, each saved as soon as it ends."""
+    args.work = args.work.resolve()
+    args.peer = args.peer.expanduser().resolve() if args.peer else None
+    args.code, args.commit = snapshot_code(args.work)
+    preprocessed = args.work / args.side / "preprocessed" / f"Dataset{NUMBER}_CascadeQuality"
+    if not preprocessed.is_dir():
+        sys.exit(f"{args.work}: no preprocessed data (run benchmarks/cascade_quality.py first)")
+    name = "nnUNetTrainer_Cascade{epochs}x{iterations}v{val_iterations}".format(
+        **schedule(args)
+    )
+    if args.side == "upstream":
+        source = trainer_source(name, **schedule(args), writer="benchmarks/fold_repeats.py")
+        install_trainer_source(args.peer, name, source)
+    args.out.mkdir(parents=True, exist_ok=True)
+    stem = f"{args.side}_from{args.start}" if args.start else args.side
+    path = args.out / f"{stem}.json"
+    data = json.loads(path.read_text()) if path.is_file() else {"repeats": []}
+    key = {"stage": args.stage, "fold": args.fold, "schedule": schedule(args)}
+    if data.get("key", key) != key:
+        sys.exit(f"{path} holds {data['key']}, not {key}: use another --out")
+    data.update(key=key, code=args.commit if args.side == "ours" else "nnunetv2 2.8.1")
+    done = {r["repeat"] for r in data["repeats"]}
+    wanted = range(args.start, args.start + args.repeats)
+    for repeat in (r for r in wanted if r not in done):
+        record = one_repeat(args, repeat, name)
+        data["repeats"].append(record)
+        partial = path.with_suffix(".json.partial")
+        partial.write_text(json.dumps(data, indent=1) + "\n")
+        partial.replace(path)  # a run stopped mid-write keeps the last whole record
+        print(f"{args.side} repeat {repeat}: Dice {record['dice']}, false labels "
+              f"{false_labels(record['cases'])}, {record['wall_s']} s", flush=True)  # fmt: skip
+
+
 def main() -> None:
     args = parse_args()
     if not args.report:
-        args.work = args.work.resolve()
-        args.peer = args.peer.expanduser().resolve() if args.peer else None
-        args.code, args.commit = snapshot_code(args.work)
-        preprocessed = args.work / args.side / "preprocessed" / f"Dataset{NUMBER}_CascadeQuality"
-        if not preprocessed.is_dir():
-            sys.exit(f"{args.work}: no preprocessed data (run benchmarks/cascade_quality.py first)")
-        name = "nnUNetTrainer_Cascade{epochs}x{iterations}v{val_iterations}".format(
-            **schedule(args)
-        )
-        if args.side == "upstream":
-            source = trainer_source(name, **schedule(args), writer="benchmarks/fold_repeats.py")
-            install_trainer_source(args.peer, name, source)
-        args.out.mkdir(parents=True, exist_ok=True)
-        stem = f"{args.side}_from{args.start}" if args.start else args.side
-        path = args.out / f"{stem}.json"
-        data = json.loads(path.read_text()) if path.is_file() else {"repeats": []}
-        key = {"stage": args.stage, "fold": args.fold, "schedule": schedule(args)}
-        if data.get("key", key) != key:
-            sys.exit(f"{path} holds {data['key']}, not {key}: use another --out")
-        data.update(key=key, code=args.commit if args.side == "ours" else "nnunetv2 2.8.1")
-        done = {r["repeat"] for r in data["repeats"]}
-        wanted = range(args.start, args.start + args.repeats)
-        for repeat in (r for r in wanted if r not in done):
-            record = one_repeat(args, repeat, name)
-            data["repeats"].append(record)
-            path.write_text(json.dumps(data, indent=1) + "\n")
-            print(f"{args.side} repeat {repeat}: Dice {record['dice']}, false labels "
-                  f"{false_labels(record['cases'])}, {record['wall_s']} s", flush=True)  # fmt: skip
+        run_side(args)
     table = report(args.out)
     if not table:
         sys.exit(f"{args.out}: no repeats recorded (ours.json, upstream.json)")
