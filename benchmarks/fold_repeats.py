@@ -68,14 +68,19 @@ def false_labels(cases: list[dict[str, Any]]) -> list[str]:
     )
 
 
+def variant(args: argparse.Namespace) -> str:
+    """The side, and for upstream with ``--our-augmentation`` the swap, in folder names."""
+    return f"{args.side}_our_augmentation" if args.our_augmentation else args.side
+
+
 def one_repeat(args: argparse.Namespace, repeat: int, trainer: str) -> dict[str, Any]:
     """Train the fold once into a fresh results folder; its Dice and voxel counts."""
-    results = args.work / args.side / "fold_repeats" / f"r{repeat}" / "results"
+    results = args.work / args.side / f"fold_repeats_{variant(args)}" / f"r{repeat}" / "results"
     shutil.rmtree(results, ignore_errors=True)
     command = train_commands(args, args.side, args.stage, args.fold, 0, trainer)
     if args.side == "ours":
         command[command.index("--seed") + 1] = str(SEED_BASE + repeat)
-    log = args.work / "logs" / f"repeat_{args.side}_{args.stage}_fold{args.fold}_r{repeat}.txt"
+    log = args.work / "logs" / f"repeat_{variant(args)}_{args.stage}_fold{args.fold}_r{repeat}.txt"
     start = time.time()
     run(command, side_env(args, args.side, results), log)
     found = list(results.glob(f"Dataset*/*__{args.stage}/fold_{args.fold}/validation/summary.json"))
@@ -167,6 +172,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--val-iterations", type=int, default=3, help="per epoch")
     parser.add_argument("--da-workers", type=int, default=2, help="$nnUNet_n_proc_DA")
     parser.add_argument("--processes", type=int, default=2, help="$nnUNet_def_n_proc")
+    parser.add_argument("--our-augmentation", action="store_true",
+                        help="upstream's trainer with our training transforms (give it its own "
+                        "--out with a copy of ours.json)")  # fmt: skip
     parser.add_argument("--out", type=Path, required=True, help="folder of <side>.json")
     parser.add_argument("--report", action="store_true", help="only print both sides' table")
     args = parser.parse_args()
@@ -174,6 +182,8 @@ def parse_args() -> argparse.Namespace:
         parser.error("--side and --work are needed unless --report")
     if args.side == "upstream" and not args.peer:
         parser.error("--side upstream needs --peer")
+    if args.our_augmentation and args.side != "upstream":
+        parser.error("--our-augmentation swaps upstream's transforms: --side upstream")
     return args
 
 
@@ -185,17 +195,21 @@ def run_side(args: argparse.Namespace) -> None:
     preprocessed = args.work / args.side / "preprocessed" / f"Dataset{NUMBER}_CascadeQuality"
     if not preprocessed.is_dir():
         sys.exit(f"{args.work}: no preprocessed data (run benchmarks/cascade_quality.py first)")
-    name = "nnUNetTrainer_Cascade{epochs}x{iterations}v{val_iterations}".format(
+    kind = "OurDA" if args.our_augmentation else "Cascade"
+    name = f"nnUNetTrainer_{kind}" + "{epochs}x{iterations}v{val_iterations}".format(
         **schedule(args)
     )
     if args.side == "upstream":
-        source = trainer_source(name, **schedule(args), writer="benchmarks/fold_repeats.py")
+        source = trainer_source(name, **schedule(args), writer="benchmarks/fold_repeats.py",
+                                our_augmentation=args.our_augmentation)  # fmt: skip
         install_trainer_source(args.peer, name, source)
     args.out.mkdir(parents=True, exist_ok=True)
     stem = f"{args.side}_from{args.start}" if args.start else args.side
     path = args.out / f"{stem}.json"
     data = json.loads(path.read_text()) if path.is_file() else {"repeats": []}
     key = {"stage": args.stage, "fold": args.fold, "schedule": schedule(args)}
+    if args.our_augmentation:
+        key["trainer"] = name
     if data.get("key", key) != key:
         sys.exit(f"{path} holds {data['key']}, not {key}: use another --out")
     data.update(key=key, code=args.commit if args.side == "ours" else "nnunetv2 2.8.1")

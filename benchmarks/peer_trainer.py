@@ -29,6 +29,43 @@ _NO_FINAL_VALIDATION = '''
         self.print_to_log_file("final validation skipped ({writer})")
 '''
 
+# Our training pipeline inside upstream's trainer (issue 12's swap experiment): the class sits at
+# module level so that upstream's augmentation worker processes can unpickle it; each worker
+# draws its own random stream on first use. nnunet_core comes from $PYTHONPATH.
+_OUR_AUGMENTATION_HELPER = '''
+import numpy as np
+from batchgeneratorsv2.transforms.utils.deep_supervision_downsampling import (
+    DownsampleSegForDSTransform)
+
+
+class OurTrainingTransforms:
+    def __init__(self, patch_size, rotation, ds_scales, mirror_axes, dummy_2d, mask_channels,
+                 cascade_labels):
+        from nnunet_core.training.augmentation import training_transforms
+        self.ours = training_transforms([int(p) for p in patch_size], rotation, dummy_2d,
+                                        mirror_axes, mask_channels, cascade_labels=cascade_labels)
+        self.downsample = None if ds_scales is None else DownsampleSegForDSTransform(ds_scales)
+        self.rng = None
+
+    def __call__(self, **data):
+        if self.rng is None:
+            self.rng = np.random.default_rng()
+        image, segmentation = self.ours(data["image"], data["segmentation"], self.rng)
+        out = {"image": image, "segmentation": segmentation}
+        return out if self.downsample is None else self.downsample(**out)
+'''
+_OUR_AUGMENTATION_METHOD = '''
+    @staticmethod
+    def get_training_transforms(patch_size, rotation_for_DA, deep_supervision_scales, mirror_axes,
+                                do_dummy_2d_data_aug, use_mask_for_norm=None, is_cascaded=False,
+                                foreground_labels=None, regions=None, ignore_label=None):
+        """nnunet-core's training pipeline instead of upstream's ({writer})."""
+        mask = [i for i, m in enumerate(use_mask_for_norm or []) if m]
+        return OurTrainingTransforms(patch_size, rotation_for_DA, deep_supervision_scales,
+                                     mirror_axes, do_dummy_2d_data_aug, mask,
+                                     foreground_labels if is_cascaded else None)
+'''
+
 
 def trainer_source(
     name: str,
@@ -38,8 +75,10 @@ def trainer_source(
     *,
     writer: str,
     skip_final_validation: bool = False,
+    our_augmentation: bool = False,
 ) -> str:
-    """The class file's text (``writer`` names the benchmark in its docstring and log line)."""
+    """The class file's text (``writer`` names the benchmark in its docstring and log line);
+    ``our_augmentation`` swaps upstream's training transforms for ours."""
     fields = {
         "name": name,
         "epochs": epochs,
@@ -50,6 +89,10 @@ def trainer_source(
     source = _HEAD.format(**fields)
     if skip_final_validation:
         source += _NO_FINAL_VALIDATION.format(**fields)
+    if our_augmentation:
+        head, classes = source.split("\n\nclass ", 1)
+        source = f"{head}\n{_OUR_AUGMENTATION_HELPER}\n\nclass {classes}"
+        source += _OUR_AUGMENTATION_METHOD.format(**fields)
     return source
 
 
