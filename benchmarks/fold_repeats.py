@@ -20,7 +20,9 @@ prints per side the mean and sd of the Dice, how many repeats put a label on a c
 test). One process per side (they can run at once on two cores); each writes
 ``--out``/<side>.json after every repeat and skips the repeats already there. A second process
 of a side takes other repeat numbers (``--start``) and its own file (<side>_from<start>.json);
-the report pools a side's files.
+the report pools a side's files. ``--our-augmentation`` (upstream's side) swaps upstream's
+training transforms for ours inside upstream's trainer: if the false voxels follow the
+transforms, the swapped runs look like ours; give it its own ``--out``.
 """
 
 from __future__ import annotations
