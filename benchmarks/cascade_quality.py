@@ -194,17 +194,22 @@ def save(path: Path, records: list[dict[str, Any]], rows: list[dict[str, Any]]) 
     path.write_text(json.dumps({"command": command, "runs": records, "summary": rows}, indent=1))
 
 
+def add_schedule_arguments(parser: argparse.ArgumentParser) -> None:
+    """The training schedule and worker counts, the same for both sides (also fold_repeats.py)."""
+    parser.add_argument("--epochs", type=int, default=5)
+    parser.add_argument("--iterations", type=int, default=10, help="per epoch")
+    parser.add_argument("--val-iterations", type=int, default=3, help="per epoch")
+    parser.add_argument("--da-workers", type=int, default=2, help="$nnUNet_n_proc_DA, both sides")
+    parser.add_argument("--processes", type=int, default=2, help="$nnUNet_def_n_proc")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--peer", type=Path, help="upstream's venv; without it only ours runs")
     parser.add_argument("--runs", type=int, default=2, help="runs per side")
-    parser.add_argument("--epochs", type=int, default=5)
-    parser.add_argument("--iterations", type=int, default=10, help="per epoch")
-    parser.add_argument("--val-iterations", type=int, default=3, help="per epoch")
+    add_schedule_arguments(parser)
     parser.add_argument("--num-training", type=int, default=10, help="synthetic training cases")
     parser.add_argument("--gpu-memory-target", type=float, default=0.02, help="GB, both planners")
-    parser.add_argument("--da-workers", type=int, default=2, help="$nnUNet_n_proc_DA, both sides")
-    parser.add_argument("--processes", type=int, default=2, help="$nnUNet_def_n_proc")
     parser.add_argument("--work", type=Path, required=True, help="data, models and logs")
     parser.add_argument("--out", type=Path, default=Path("cascade_quality.json"))
     parser.add_argument("--report", action="store_true", help="only print the table of --out")

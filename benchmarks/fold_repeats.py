@@ -1,6 +1,5 @@
 #!/usr/bin/env python
-"""One fold of one stage trained again and again per side: how often a label is predicted where
-the validation case has none.
+"""One fold trained again and again per side: how often it predicts a label a case lacks.
 
     taskset -c 0 python benchmarks/fold_repeats.py --side ours --work /tmp/cascade_quality \
         --peer ~/.cache/nnunet-peer/venv --stage 3d_lowres --fold 3 --repeats 10 --out DIR
@@ -39,7 +38,7 @@ from typing import Any
 from scipy import stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from cascade_quality import NUMBER, schedule, train_commands  # noqa: E402
+from cascade_quality import NUMBER, add_schedule_arguments, schedule, train_commands  # noqa: E402
 from peer_trainer import install_trainer_source, trainer_source  # noqa: E402
 from quality import run, side_env, snapshot_code  # noqa: E402
 
@@ -169,11 +168,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--fold", type=int, default=3)
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--start", type=int, default=0, help="first repeat number")
-    parser.add_argument("--epochs", type=int, default=5)
-    parser.add_argument("--iterations", type=int, default=10, help="per epoch")
-    parser.add_argument("--val-iterations", type=int, default=3, help="per epoch")
-    parser.add_argument("--da-workers", type=int, default=2, help="$nnUNet_n_proc_DA")
-    parser.add_argument("--processes", type=int, default=2, help="$nnUNet_def_n_proc")
+    add_schedule_arguments(parser)
     parser.add_argument("--our-augmentation", action="store_true",
                         help="upstream's trainer with our training transforms (give it its own "
                         "--out with a copy of ours.json)")  # fmt: skip
