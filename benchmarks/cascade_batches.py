@@ -109,8 +109,9 @@ PEER_SIDE = textwrap.dedent(
             train_batches, _ = t.get_dataloaders()
             for _ in range(int(count)):
                 batch = next(train_batches)
-                rows += sample_rows(np.asarray(batch["data"]),
-                                    np.asarray(first(batch["target"])), labels, cascaded)
+                new = sample_rows(np.asarray(batch["data"]),
+                                  np.asarray(first(batch["target"])), labels, cascaded)
+                rows += [dict(row, case=str(key)) for row, key in zip(new, batch["keys"])]
     else:
         t = trainer(folds[0])
         rotation, dummy_2d, _, mirror_axes = (
@@ -175,7 +176,8 @@ def our_batch_rows(loaders, iterations: int, cascaded: bool) -> list[dict]:
         for index in range(iterations):
             batch = loader(index // 10, index % 10)
             data, target = batch["data"].numpy(), first(batch["target"]).numpy()
-            rows += sample_rows(data, target, labels, cascaded)
+            new = sample_rows(data, target, labels, cascaded)
+            rows += [dict(row, case=str(key)) for row, key in zip(new, batch["keys"], strict=True)]
         print(f"  ours: {len(rows)} samples", flush=True)
     return rows
 
@@ -219,13 +221,21 @@ def peer_rows(peer: Path, work: Path, results: Path, run: tuple[str, list[int]],
 def compare(ours: list[dict], upstream: list[dict]) -> list[dict[str, Any]]:
     """Per statistic: both means, the difference and the KS p-value (None values dropped)."""
     table = []
-    for key in upstream[0]:
+    for key in (k for k in upstream[0] if k != "case"):
         a = np.array([r[key] for r in ours if r[key] is not None], dtype=float)
         b = np.array([r[key] for r in upstream if r[key] is not None], dtype=float)
         table.append({"statistic": key, "ours": float(a.mean()), "upstream": float(b.mean()),
                       "difference": float(a.mean() - b.mean()), "n": [len(a), len(b)],
                       "ks_p": float(stats.ks_2samp(a, b).pvalue)})  # fmt: skip
     return table
+
+
+def case_frequencies(ours: list[dict], upstream: list[dict]) -> dict[str, Any]:
+    """How often each case was drawn per side, and the chi-square test of equal shares."""
+    cases = sorted({r["case"] for r in ours} | {r["case"] for r in upstream})
+    counts = [[sum(r["case"] == c for r in side) for c in cases] for side in (ours, upstream)]
+    return {"cases": cases, "ours": counts[0], "upstream": counts[1],
+            "chi2_p": float(stats.chi2_contingency(counts).pvalue)}  # fmt: skip
 
 
 def format_table(table: list[dict[str, Any]]) -> str:
@@ -260,8 +270,13 @@ def main() -> None:
         ours = our_batch_rows(loaders, args.iterations, cascaded)
         upstream = peer_rows(args.peer, args.work, results, run, "loader", args.iterations, labels)
         tables["batches"] = compare(ours, upstream)
+        tables["cases"] = case_frequencies(ours, upstream)
         print(f"whole batches ({args.iterations} per fold and side):")
         print(format_table(tables["batches"]))
+        cases = tables["cases"]
+        print(f"samples per case, ours / upstream (chi-square p {cases['chi2_p']:.3f}):")
+        drawn = zip(cases["cases"], cases["ours"], cases["upstream"], strict=True)
+        print(", ".join(f"{case} {a}/{b}" for case, a, b in drawn))
     if args.repeats:
         crops = scratch / "crops.npz"
         ours = our_pipeline_rows(*loaders[0], crops, args.repeats, args.seed, cascaded)

@@ -50,3 +50,17 @@ def test_the_comparison_drops_missing_dice_and_finds_a_shifted_distribution() ->
     alike = {row["statistic"]: row for row in cb.compare(same, same)}
     assert alike["x"]["ks_p"] == 1.0 and alike["x"]["difference"] == 0.0
     assert "statistic" in cb.format_table(cb.compare(shifted, same)).splitlines()[0]
+
+
+def test_case_frequencies_count_each_sides_draws_and_test_them() -> None:
+    ours = [{"case": c} for c in ["a"] * 50 + ["b"] * 50]
+    even = [{"case": c} for c in ["a"] * 48 + ["b"] * 52]
+    skewed = [{"case": c} for c in ["a"] * 90 + ["b"] * 10]
+    alike = cb.case_frequencies(ours, even)
+    assert alike["cases"] == ["a", "b"] and alike["ours"] == [50, 50]
+    assert alike["upstream"] == [48, 52]
+    assert alike["chi2_p"] > 0.5
+    assert cb.case_frequencies(ours, skewed)["chi2_p"] < 1e-6
+    # the case name is not a statistic: the comparison of means leaves it out
+    rows = [{"case": "a", "x": 1.0}, {"case": "b", "x": 2.0}]
+    assert [row["statistic"] for row in cb.compare(rows, rows)] == ["x"]
