@@ -80,6 +80,12 @@ SAMPLE_STATS = textwrap.dedent(
                 row[f"dice_{label}"] = overlap / total if total else None
             rows.append(row)
         return rows
+
+    def batch_rows(batch, labels, cascaded):
+        \"\"\"A loader batch's rows, each with the case it was cropped from.\"\"\"
+        rows = sample_rows(np.asarray(batch["data"]), np.asarray(first(batch["target"])), labels,
+                           cascaded)
+        return [dict(row, case=str(key)) for row, key in zip(rows, batch["keys"])]
     """
 )
 
@@ -108,10 +114,7 @@ PEER_SIDE = textwrap.dedent(
             t._set_batch_size_and_oversample()
             train_batches, _ = t.get_dataloaders()
             for _ in range(int(count)):
-                batch = next(train_batches)
-                new = sample_rows(np.asarray(batch["data"]),
-                                  np.asarray(first(batch["target"])), labels, cascaded)
-                rows += [dict(row, case=str(key)) for row, key in zip(new, batch["keys"])]
+                rows += batch_rows(next(train_batches), labels, cascaded)
     else:
         t = trainer(folds[0])
         rotation, dummy_2d, _, mirror_axes = (
@@ -133,7 +136,7 @@ PEER_SIDE = textwrap.dedent(
 
 namespace: dict[str, Any] = {}
 exec(SAMPLE_STATS, namespace)  # noqa: S102 - our own text, shared verbatim with the peer
-sample_rows, first = namespace["sample_rows"], namespace["first"]
+sample_rows, batch_rows = namespace["sample_rows"], namespace["batch_rows"]
 
 
 def shared_results(work: Path, run: int, scratch: Path, cascaded: bool) -> Path:
@@ -174,10 +177,7 @@ def our_batch_rows(loaders, iterations: int, cascaded: bool) -> list[dict]:
     rows: list[dict] = []
     for loader, labels in loaders:
         for index in range(iterations):
-            batch = loader(index // 10, index % 10)
-            data, target = batch["data"].numpy(), first(batch["target"]).numpy()
-            new = sample_rows(data, target, labels, cascaded)
-            rows += [dict(row, case=str(key)) for row, key in zip(new, batch["keys"], strict=True)]
+            rows += batch_rows(loader(index // 10, index % 10), labels, cascaded)
         print(f"  ours: {len(rows)} samples", flush=True)
     return rows
 
