@@ -21,7 +21,8 @@ test). One process per side (they can run at once on two cores); each writes
 of a side takes other repeat numbers (``--start``) and its own file (<side>_from<start>.json);
 the report pools a side's files. ``--our-augmentation`` (upstream's side) swaps upstream's
 training transforms for ours inside upstream's trainer: if the false voxels follow the
-transforms, the swapped runs look like ours; give it its own ``--out``.
+transforms, the swapped runs look like ours; give it its own ``--out`` and compare with
+``--report --out SWAP --ours-from DIR``.
 """
 
 from __future__ import annotations
@@ -59,14 +60,8 @@ def case_counts(summary: dict[str, Any]) -> list[dict[str, Any]]:
 
 def false_labels(cases: list[dict[str, Any]]) -> list[str]:
     """The labels predicted on some case whose reference has none of them."""
-    return sorted(
-        {
-            label
-            for case in cases
-            for label, (reference, predicted) in case["labels"].items()
-            if reference == 0 and predicted > 0
-        }
-    )
+    labels = sorted({label for case in cases for label in case["labels"]})
+    return [label for label in labels if false_voxels(cases, label) > 0]
 
 
 def variant(args: argparse.Namespace) -> str:
@@ -116,12 +111,13 @@ def side_rows(records: list[dict[str, Any]]) -> dict[str, Any]:
             "false_voxels": voxels}  # fmt: skip
 
 
-def report(out: Path) -> dict[str, Any]:
+def report(out: Path, ours_from: Path | None = None) -> dict[str, Any]:
     """Both sides' rows and, per label, Fisher's exact test on the runs with false voxels and
     the Mann-Whitney U test on their counts."""
     table: dict[str, Any] = {}
     for side in SIDES:
-        files = [out / f"{side}.json", *sorted(out.glob(f"{side}_from*.json"))]
+        folder = ours_from if side == "ours" and ours_from else out
+        files = [folder / f"{side}.json", *sorted(folder.glob(f"{side}_from*.json"))]
         repeats = [r for f in files if f.is_file() for r in json.loads(f.read_text())["repeats"]]
         if repeats:
             table[side] = side_rows(repeats)
@@ -171,9 +167,11 @@ def parse_args() -> argparse.Namespace:
     add_schedule_arguments(parser)
     parser.add_argument("--our-augmentation", action="store_true",
                         help="upstream's trainer with our training transforms (give it its own "
-                        "--out with a copy of ours.json)")  # fmt: skip
+                        "--out; --report --ours-from names our runs' folder)")  # fmt: skip
     parser.add_argument("--out", type=Path, required=True, help="folder of <side>.json")
     parser.add_argument("--report", action="store_true", help="only print both sides' table")
+    parser.add_argument("--ours-from", type=Path,
+                        help="--report: our repeats from this folder instead of --out")  # fmt: skip
     args = parser.parse_args()
     if not args.report and not (args.side and args.work):
         parser.error("--side and --work are needed unless --report")
@@ -226,7 +224,7 @@ def main() -> None:
     args = parse_args()
     if not args.report:
         run_side(args)
-    table = report(args.out)
+    table = report(args.out, args.ours_from)
     if not table:
         sys.exit(f"{args.out}: no repeats recorded (ours.json, upstream.json)")
     print(format_report(table))

@@ -65,3 +65,14 @@ def test_one_side_alone_is_reported_without_a_test(tmp_path: Path) -> None:
     (tmp_path / "ours.json").write_text(json.dumps({"repeats": [repeat(0, 0.45, 32)]}))
     table = fr.report(tmp_path)
     assert set(table) == {"ours"} and table["ours"]["dice"]["2"]["sd"] is None
+
+
+def test_the_report_can_take_our_repeats_from_another_folder(tmp_path: Path) -> None:
+    ours, swap = tmp_path / "plain", tmp_path / "swap"
+    ours.mkdir(), swap.mkdir()
+    (ours / "ours.json").write_text(json.dumps({"repeats": [repeat(0, 0.45, 32)]}))
+    (swap / "upstream.json").write_text(json.dumps({"repeats": [repeat(0, 0.9, 0)]}))
+    table = fr.report(swap, ours)
+    assert table["ours"]["false_positive_runs"]["2"] == 1
+    assert table["upstream"]["false_positive_runs"]["2"] == 0
+    assert set(fr.report(swap)) == {"upstream"}  # without it, only the folder's own side
