@@ -13,7 +13,7 @@ _HEAD = '''"""Written by nnunet-core's {writer}: {epochs} epochs x {iterations} 
 {val_iterations} validation iterations per epoch; else nnUNetTrainer."""
 import torch
 from nnunetv2.training.nnUNetTrainer.nnUNetTrainer import nnUNetTrainer
-
+{helpers}
 
 class {name}(nnUNetTrainer):
     def __init__(self, plans: dict, configuration: str, fold: int, dataset_json: dict,
@@ -86,12 +86,10 @@ def trainer_source(
         "val_iterations": val_iterations,
         "writer": writer,
     }
-    source = _HEAD.format(**fields)
+    source = _HEAD.format(**fields, helpers=_OUR_AUGMENTATION_HELPER if our_augmentation else "")
     if skip_final_validation:
         source += _NO_FINAL_VALIDATION.format(**fields)
     if our_augmentation:
-        head, classes = source.split("\n\nclass ", 1)
-        source = f"{head}\n{_OUR_AUGMENTATION_HELPER}\n\nclass {classes}"
         source += _OUR_AUGMENTATION_METHOD.format(**fields)
     return source
 
