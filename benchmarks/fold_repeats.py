@@ -22,7 +22,8 @@ of a side takes other repeat numbers (``--start``) and its own file (<side>_from
 the report pools a side's files. ``--our-augmentation`` (upstream's side) swaps upstream's
 training transforms for ours inside upstream's trainer: if the false voxels follow the
 transforms, the swapped runs look like ours; give it its own ``--out`` and compare with
-``--report --out SWAP --ours-from DIR``.
+``--report --out SWAP --ours-from DIR``. ``--our-loader`` swaps upstream's whole batch
+pipeline (sampling, transforms, deep-supervision targets) for ours instead.
 """
 
 from __future__ import annotations
@@ -64,9 +65,16 @@ def false_labels(cases: list[dict[str, Any]]) -> list[str]:
     return [label for label in labels if false_voxels(cases, label) > 0]
 
 
+def swap(args: argparse.Namespace) -> str | None:
+    """Which part of our pipeline goes into upstream's trainer, if any."""
+    if args.our_loader:
+        return "our_loader"
+    return "our_augmentation" if args.our_augmentation else None
+
+
 def variant(args: argparse.Namespace) -> str:
-    """The side, and for upstream with ``--our-augmentation`` the swap, in folder names."""
-    return f"{args.side}_our_augmentation" if args.our_augmentation else args.side
+    """The side, and for upstream with a swap the swap, in folder names."""
+    return f"{args.side}_{swap(args)}" if swap(args) else args.side
 
 
 def one_repeat(args: argparse.Namespace, repeat: int, trainer: str) -> dict[str, Any]:
@@ -78,7 +86,11 @@ def one_repeat(args: argparse.Namespace, repeat: int, trainer: str) -> dict[str,
         command[command.index("--seed") + 1] = str(SEED_BASE + repeat)
     log = args.work / "logs" / f"repeat_{variant(args)}_{args.stage}_fold{args.fold}_r{repeat}.txt"
     start = time.time()
-    run(command, side_env(args, args.side, results), log)
+    env = side_env(args, args.side, results)
+    if args.our_loader:  # our copy of the same preprocessed cases (identical arrays)
+        data = args.work / "ours" / "preprocessed" / f"Dataset{NUMBER}_CascadeQuality"
+        env["NNUNET_CORE_SWAP_DATA"] = str(data / f"nnUNetPlans_{args.stage}")
+    run(command, env, log)
     found = list(results.glob(f"Dataset*/*__{args.stage}/fold_{args.fold}/validation/summary.json"))
     if len(found) != 1:
         sys.exit(f"{results}: expected one validation summary.json, found {found}")
@@ -168,6 +180,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--our-augmentation", action="store_true",
                         help="upstream's trainer with our training transforms (give it its own "
                         "--out; --report --ours-from names our runs' folder)")  # fmt: skip
+    parser.add_argument("--our-loader", action="store_true",
+                        help="upstream's trainer with our loaders and transforms (as above)")
     parser.add_argument("--out", type=Path, required=True, help="folder of <side>.json")
     parser.add_argument("--report", action="store_true", help="only print both sides' table")
     parser.add_argument("--ours-from", type=Path,
@@ -177,8 +191,10 @@ def parse_args() -> argparse.Namespace:
         parser.error("--side and --work are needed unless --report")
     if args.side == "upstream" and not args.peer:
         parser.error("--side upstream needs --peer")
-    if args.our_augmentation and args.side != "upstream":
-        parser.error("--our-augmentation swaps upstream's transforms: --side upstream")
+    if (args.our_augmentation or args.our_loader) and args.side != "upstream":
+        parser.error("--our-augmentation and --our-loader swap upstream's parts: --side upstream")
+    if args.our_augmentation and args.our_loader:
+        parser.error("--our-loader already includes our transforms: give one of the two")
     return args
 
 
@@ -190,20 +206,21 @@ def run_side(args: argparse.Namespace) -> None:
     preprocessed = args.work / args.side / "preprocessed" / f"Dataset{NUMBER}_CascadeQuality"
     if not preprocessed.is_dir():
         sys.exit(f"{args.work}: no preprocessed data (run benchmarks/cascade_quality.py first)")
-    kind = "OurDA" if args.our_augmentation else "Cascade"
+    kind = {"our_loader": "OurDL", "our_augmentation": "OurDA"}.get(swap(args) or "", "Cascade")
     name = f"nnUNetTrainer_{kind}" + "{epochs}x{iterations}v{val_iterations}".format(
         **schedule(args)
     )
     if args.side == "upstream":
         source = trainer_source(name, **schedule(args), writer="benchmarks/fold_repeats.py",
-                                our_augmentation=args.our_augmentation)  # fmt: skip
+                                our_augmentation=args.our_augmentation,
+                                our_loader=args.our_loader)  # fmt: skip
         install_trainer_source(args.peer, name, source)
     args.out.mkdir(parents=True, exist_ok=True)
     stem = f"{args.side}_from{args.start}" if args.start else args.side
     path = args.out / f"{stem}.json"
     data = json.loads(path.read_text()) if path.is_file() else {"repeats": []}
     key = {"stage": args.stage, "fold": args.fold, "schedule": schedule(args)}
-    if args.our_augmentation:
+    if swap(args):
         key["trainer"] = name
     if data.get("key", key) != key:
         sys.exit(f"{path} holds {data['key']}, not {key}: use another --out")

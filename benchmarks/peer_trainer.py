@@ -66,6 +66,59 @@ _OUR_AUGMENTATION_METHOD = '''
                                      foreground_labels if is_cascaded else None)
 '''
 
+# Our whole batch pipeline inside upstream's trainer (issue 12's second swap): nnunet_core's
+# PatchLoader (case and foreground draws, crop boxes, padding, our transforms, deep-supervision
+# targets) on our preprocessed copy of the same cases ($NNUNET_CORE_SWAP_DATA, identical
+# arrays), batches built in the training process; upstream's split, network, loss, optimizer and
+# loop. Its seed comes from the OS, like upstream's own.
+_OUR_LOADER_HELPER = '''
+import os
+import numpy as np
+
+
+class OurBatches:
+    """Batch (epoch, iteration) of one of our loaders, in upstream's next() order."""
+
+    def __init__(self, loader, iterations):
+        self.loader, self.iterations, self.t = loader, iterations, 0
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        epoch, iteration = divmod(self.t, self.iterations)
+        self.t += 1
+        return self.loader(epoch, iteration)
+'''
+_OUR_LOADER_METHOD = '''
+    def get_dataloaders(self):
+        """nnunet-core's training and validation loaders instead of upstream's ({writer})."""
+        from nnunetv2.training.dataloading.nnunet_dataset import infer_dataset_class
+        from nnunet_core.training.augmentation import configure_augmentation, training_transforms
+        from nnunet_core.training.case_store import CaseStore
+        from nnunet_core.training.data_loader import PatchLoader, validation_loader
+        from nnunet_core.training.deep_supervision import deep_supervision_scales
+
+        self.dataset_class = infer_dataset_class(self.preprocessed_dataset_folder)
+        folder = os.environ["NNUNET_CORE_SWAP_DATA"]
+        train_keys, val_keys = self.do_split()
+        patch = [int(p) for p in self.configuration_manager.patch_size]
+        augmentation = configure_augmentation(patch)
+        mask = [i for i, m in enumerate(self.configuration_manager.use_mask_for_norm or []) if m]
+        transform = training_transforms(patch, augmentation.rotation, augmentation.do_dummy_2d,
+                                        augmentation.mirror_axes, mask)
+        ds_scales = deep_supervision_scales(self.configuration_manager.pool_op_kernel_sizes)
+        seed = int(np.random.SeedSequence().entropy % 2**31)
+        self.print_to_log_file(f"our loaders, seed {{seed}}, data {{folder}}")
+        train = PatchLoader(CaseStore(folder, train_keys), self.batch_size, patch,
+                            augmentation.initial_patch_size, seed=seed, fold=self.fold,
+                            transform=transform, ds_scales=ds_scales)
+        val = validation_loader(CaseStore(folder, val_keys), self.batch_size, patch, seed=seed,
+                                fold=self.fold, ds_scales=ds_scales)
+        return (OurBatches(train, self.num_iterations_per_epoch),
+                OurBatches(val, self.num_val_iterations_per_epoch))
+'''
+
 
 def trainer_source(
     name: str,
@@ -76,9 +129,11 @@ def trainer_source(
     writer: str,
     skip_final_validation: bool = False,
     our_augmentation: bool = False,
+    our_loader: bool = False,
 ) -> str:
     """The class file's text (``writer`` names the benchmark in its docstring and log line);
-    ``our_augmentation`` swaps upstream's training transforms for ours."""
+    ``our_augmentation`` swaps upstream's training transforms for ours, ``our_loader`` its
+    whole batch pipeline (loaders and transforms) for ours."""
     fields = {
         "name": name,
         "epochs": epochs,
@@ -86,11 +141,15 @@ def trainer_source(
         "val_iterations": val_iterations,
         "writer": writer,
     }
-    source = _HEAD.format(**fields, helpers=_OUR_AUGMENTATION_HELPER if our_augmentation else "")
+    helpers = _OUR_AUGMENTATION_HELPER if our_augmentation else ""
+    helpers += _OUR_LOADER_HELPER if our_loader else ""
+    source = _HEAD.format(**fields, helpers=helpers)
     if skip_final_validation:
         source += _NO_FINAL_VALIDATION.format(**fields)
     if our_augmentation:
         source += _OUR_AUGMENTATION_METHOD.format(**fields)
+    if our_loader:
+        source += _OUR_LOADER_METHOD.format(**fields)
     return source
 
 
