@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import statistics
 import sys
 import time
@@ -123,8 +124,13 @@ def fold_dice(results: Path, stage: str, fold: int) -> dict[str, float]:
 
 
 def one_run(args, side: str, run_index: int, trainer: str) -> dict[str, Any]:
-    """Five lowres folds then five cascade folds; the per-stage cross-validation Dice."""
+    """Five lowres folds then five cascade folds; the per-stage cross-validation Dice.
+
+    A run not yet in ``--out`` starts from an empty results folder: folds left by a stopped
+    run (or by older code) would otherwise count as trained.
+    """
     results = args.work / side / f"run{run_index}" / "results"
+    shutil.rmtree(results, ignore_errors=True)
     env = side_env(args, side, results)
     record: dict[str, Any] = {"side": side, "run": run_index, "schedule": schedule(args)}
     record["code"] = args.commit if side == "ours" else "nnunetv2 2.8.1"

@@ -23,7 +23,10 @@ the report pools a side's files. ``--our-augmentation`` (upstream's side) swaps 
 training transforms for ours inside upstream's trainer: if the false voxels follow the
 transforms, the swapped runs look like ours; give it its own ``--out`` and compare with
 ``--report --out SWAP --ours-from DIR``. ``--our-loader`` swaps upstream's whole batch
-pipeline (sampling, transforms, deep-supervision targets) for ours instead.
+pipeline (sampling, transforms, deep-supervision targets) for ours instead; with ``--our-init``
+also our seed (1000 + repeat) and the initial weights our trainer draws from it, so that repeat
+k of upstream's trainer sees the very batches and start of our repeat k: what differs then is
+the training itself.
 """
 
 from __future__ import annotations
@@ -68,7 +71,7 @@ def false_labels(cases: list[dict[str, Any]]) -> list[str]:
 def swap(args: argparse.Namespace) -> str | None:
     """Which part of our pipeline goes into upstream's trainer, if any."""
     if args.our_loader:
-        return "our_loader"
+        return "our_loader_and_init" if args.our_init else "our_loader"
     return "our_augmentation" if args.our_augmentation else None
 
 
@@ -90,6 +93,11 @@ def one_repeat(args: argparse.Namespace, repeat: int, trainer: str) -> dict[str,
     if args.our_loader:  # our copy of the same preprocessed cases (identical arrays)
         data = args.work / "ours" / "preprocessed" / f"Dataset{NUMBER}_CascadeQuality"
         env["NNUNET_CORE_SWAP_DATA"] = str(data / f"nnUNetPlans_{args.stage}")
+    if args.our_init:  # our repeat's seed: its batches and its initial weights
+        env["NNUNET_CORE_SWAP_SEED"] = str(SEED_BASE + repeat)
+        init = results.parent / "initial_weights.pth"
+        write_our_initial_weights(args, SEED_BASE + repeat, init)
+        env["NNUNET_CORE_SWAP_INIT"] = str(init)
     run(command, env, log)
     found = list(results.glob(f"Dataset*/*__{args.stage}/fold_{args.fold}/validation/summary.json"))
     if len(found) != 1:
@@ -101,6 +109,23 @@ def one_repeat(args: argparse.Namespace, repeat: int, trainer: str) -> dict[str,
         "cases": case_counts(summary),
         "wall_s": round(time.time() - start, 1),
     }
+
+
+def write_our_initial_weights(args: argparse.Namespace, seed: int, path: Path) -> None:
+    """The network our trainer starts from with ``seed`` (upstream's parameter names)."""
+    import torch
+
+    from nnunet_core.paths import Roots
+    from nnunet_core.training import checkpoint
+    from nnunet_core.training.fold_setup import prepare_fold
+    from nnunet_core.training.trainer import Trainer, TrainerSettings
+
+    roots = Roots(preprocessed=args.work / "ours" / "preprocessed", results=path.parent / "ours")
+    setup = prepare_fold(roots, f"Dataset{NUMBER}_CascadeQuality", args.stage, args.fold,
+                         "nnUNetPlans", "nnUNetTrainer")  # fmt: skip
+    trainer = Trainer(setup, TrainerSettings(seed=seed), torch.device("cpu"))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.save(checkpoint.network_weights(trainer.network), path)
 
 
 def false_voxels(cases: list[dict[str, Any]], label: str) -> int:
@@ -182,6 +207,9 @@ def parse_args() -> argparse.Namespace:
                         "--out; --report --ours-from names our runs' folder)")  # fmt: skip
     parser.add_argument("--our-loader", action="store_true",
                         help="upstream's trainer with our loaders and transforms (as above)")
+    parser.add_argument("--our-init", action="store_true",
+                        help="with --our-loader: our repeat's seed and initial weights too, so "
+                        "that repeat k sees our repeat k's batches and start")  # fmt: skip
     parser.add_argument("--out", type=Path, required=True, help="folder of <side>.json")
     parser.add_argument("--report", action="store_true", help="only print both sides' table")
     parser.add_argument("--ours-from", type=Path,
@@ -193,6 +221,8 @@ def parse_args() -> argparse.Namespace:
         parser.error("--side upstream needs --peer")
     if (args.our_augmentation or args.our_loader) and args.side != "upstream":
         parser.error("--our-augmentation and --our-loader swap upstream's parts: --side upstream")
+    if args.our_init and not args.our_loader:
+        parser.error("--our-init gives our loader its seed: it needs --our-loader")
     if args.our_augmentation and args.our_loader:
         parser.error("--our-loader already includes our transforms: give one of the two")
     return args

@@ -70,7 +70,9 @@ _OUR_AUGMENTATION_METHOD = '''
 # PatchLoader (case and foreground draws, crop boxes, padding, our transforms, deep-supervision
 # targets) on our preprocessed copy of the same cases ($NNUNET_CORE_SWAP_DATA, identical
 # arrays), batches built in the training process; upstream's split, network, loss, optimizer and
-# loop. Its seed comes from the OS, like upstream's own.
+# loop. Its seed comes from the OS, like upstream's own, unless $NNUNET_CORE_SWAP_SEED gives one;
+# $NNUNET_CORE_SWAP_INIT names initial weights (ours for that seed: both trainers then see the
+# same start and the same batches, and any difference is in the training itself).
 _OUR_LOADER_HELPER = '''
 import os
 import numpy as np
@@ -108,8 +110,13 @@ _OUR_LOADER_METHOD = '''
         transform = training_transforms(patch, augmentation.rotation, augmentation.do_dummy_2d,
                                         augmentation.mirror_axes, mask)
         ds_scales = deep_supervision_scales(self.configuration_manager.pool_op_kernel_sizes)
-        seed = int(np.random.SeedSequence().entropy % 2**31)
+        seed = os.environ.get("NNUNET_CORE_SWAP_SEED")  # default: drawn by the OS
+        seed = int(seed) if seed else int(np.random.SeedSequence().entropy % 2**31)
         self.print_to_log_file(f"our loaders, seed {{seed}}, data {{folder}}")
+        start = os.environ.get("NNUNET_CORE_SWAP_INIT")  # our initial weights for that seed
+        if start:
+            self.network.load_state_dict(torch.load(start, map_location="cpu"))
+            self.print_to_log_file(f"initial weights from {{start}}")
         train = PatchLoader(CaseStore(folder, train_keys), self.batch_size, patch,
                             augmentation.initial_patch_size, seed=seed, fold=self.fold,
                             transform=transform, ds_scales=ds_scales)
