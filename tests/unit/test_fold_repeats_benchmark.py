@@ -76,3 +76,38 @@ def test_the_report_can_take_our_repeats_from_another_folder(tmp_path: Path) -> 
     assert table["ours"]["false_positive_runs"]["2"] == 1
     assert table["upstream"]["false_positive_runs"]["2"] == 0
     assert set(fr.report(swap)) == {"upstream"}  # without it, only the folder's own side
+
+
+def test_our_initial_weights_follow_the_seed_in_upstreams_names(
+    make_raw_dataset, tmp_path: Path
+) -> None:
+    """--our-init: the start our trainer draws from a seed, written for upstream's network."""
+    import argparse
+
+    import torch
+
+    from nnunet_core import cli
+    from nnunet_core.model import build_network
+    from nnunet_core.planning.plans import resolve_configuration
+    from nnunet_core.training import checkpoint
+
+    name = f"Dataset{fr.NUMBER}_CascadeQuality"
+    make_raw_dataset(tmp_path / "raw" / name, num_training=5, num_test=0)
+    roots = ["-d", name, "--raw", str(tmp_path / "raw"), "--preprocessed",
+             str(tmp_path / "ours" / "preprocessed")]  # fmt: skip
+    for step in (["fingerprint", "-np", "1"], ["plan"], ["preprocess", "-np", "1", "--no-pbar",
+                 "-c", "3d_fullres"]):  # fmt: skip
+        assert cli.main([step[0], *roots, *step[1:]]) == 0, step
+    args = argparse.Namespace(work=tmp_path, stage="3d_fullres", fold=0)
+    paths = [tmp_path / "init" / f"{k}.pth" for k in ("a", "b", "c")]
+    for seed, path in zip((1000, 1000, 1001), paths, strict=True):
+        fr.write_our_initial_weights(args, seed, path)
+    first, again, other = (torch.load(p) for p in paths)
+    assert "decoder.seg_layers.0.weight" in first  # upstream's parameter names
+    assert all(torch.equal(first[k], again[k]) for k in first)
+    head = "decoder.seg_layers.0.weight"
+    assert not torch.equal(first[head], other[head])
+    plans_file = tmp_path / "ours" / "preprocessed" / name / "nnUNetPlans.json"
+    plans = json.loads(plans_file.read_text())
+    network = build_network(resolve_configuration(plans, "3d_fullres"), 1, 3, True)
+    checkpoint.load_network_weights(network, first, paths[0])  # every tensor, strictly
