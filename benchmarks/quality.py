@@ -48,7 +48,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from peer_trainer import install_trainer_source, trainer_source  # noqa: E402
-from quality_stats import format_table, learned_epochs, read_pseudo_dice, summarise  # noqa: E402
+from quality_stats import (  # noqa: E402
+    format_table,
+    learned_epochs,
+    presence_split,
+    read_pseudo_dice,
+    summarise,
+)
 
 DATASETS = {"2d": (951, "QualitySynth2d", "2d"), "3d": (952, "QualitySynth3d", "3d_fullres")}
 PLAN_FIELDS = (
@@ -213,7 +219,8 @@ def train_and_predict(args, kind, side, index, schedule, trainer) -> dict[str, A
     run([*ours_cli(), "evaluate", str(raw / "labelsTs"), str(predictions), "-djfile",
          str(raw / "dataset.json"), "-o", str(summary), "-np", "1"], env,
         logs.with_name(logs.name + "_evaluate.txt"))  # fmt: skip
-    means = json.loads(summary.read_text())["mean"]
+    test = json.loads(summary.read_text())
+    means = test["mean"]
     curve = read_pseudo_dice(fold_folder(results, configuration))
     return {
         "set": kind,
@@ -224,6 +231,7 @@ def train_and_predict(args, kind, side, index, schedule, trainer) -> dict[str, A
         "test_dice": {label: values["Dice"] for label, values in means.items()},
         "pseudo_dice": curve,
         "learned": learned_epochs(curve),
+        "by_presence": presence_split(test),
         "train_s": round(train_s, 1),
         "folder": str(run_dir),
     }
@@ -267,6 +275,10 @@ def report(records, kind, schedule, raw: Path) -> tuple[str, list[dict[str, Any]
     labels = json.loads((raw / "dataset.json").read_text())["labels"]
     names = {str(v): k for k, v in labels.items() if int(v) != 0}
     mine = [r for r in records if r["set"] == kind and r["schedule"] == schedule]
+    for record in mine:  # runs recorded before by_presence existed: from their test summary
+        test = Path(record["folder"]) / "test_summary.json"
+        if "by_presence" not in record and test.is_file():
+            record["by_presence"] = presence_split(json.loads(test.read_text()))
     rows = summarise(mine, names)
     title = f"set {kind}, {schedule_key(schedule)} (epochs x iterations, val iterations)"
     return format_table(title, rows), rows

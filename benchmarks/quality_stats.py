@@ -15,6 +15,7 @@ from typing import Any
 
 LEARNED_THRESHOLD = 0.5  # a class counts as learned once its pseudo Dice passes this
 MEAN_TOLERANCE = 0.01  # target: our mean >= upstream's mean - this
+SIDES = ("ours", "upstream")
 
 EPOCH_LINE = re.compile(r":\s*Epoch (\d+)\s*$")
 PSEUDO_DICE = "Pseudo dice"
@@ -106,6 +107,33 @@ def verdict(ours: dict[str, Any], upstream: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def presence_split(summary: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Per label, from a test ``summary.json``: the mean Dice over the cases whose reference has
+    the label, and the voxels predicted on the cases whose reference lacks it.
+
+    A case without the label scores Dice 0 for a single false voxel (nnU-Net's rule), so a few
+    stray voxels there move a small class's mean by a whole case's weight; the two figures tell
+    that apart from a worse segmentation of the cases that have it.
+    """
+    out: dict[str, dict[str, Any]] = {}
+    for case in summary["metric_per_case"]:
+        for label, metrics in case["metrics"].items():
+            entry = out.setdefault(label, {"dice": [], "false_voxels": 0, "cases_without": 0})
+            if metrics["n_ref"] > 0:
+                entry["dice"].append(float(metrics["Dice"]))
+            else:
+                entry["false_voxels"] += int(metrics["n_pred"])
+                entry["cases_without"] += 1
+    return {
+        label: {
+            "dice_where_present": statistics.fmean(e["dice"]) if e["dice"] else None,
+            "false_voxels": e["false_voxels"],
+            "cases_without": e["cases_without"],
+        }
+        for label, e in out.items()
+    }
+
+
 def summarise(runs: Sequence[dict[str, Any]], labels: dict[str, str]) -> list[dict[str, Any]]:
     """One row per foreground class: test Dice and learned epochs of each side, the verdict.
 
@@ -115,10 +143,15 @@ def summarise(runs: Sequence[dict[str, Any]], labels: dict[str, str]) -> list[di
     rows = []
     for position, (label, name) in enumerate(sorted(labels.items(), key=lambda x: int(x[0]))):
         row: dict[str, Any] = {"label": label, "class": name}
-        for side in ("ours", "upstream"):
+        for side in SIDES:
             mine = [r for r in runs if r["side"] == side]
             row[side] = describe([r["test_dice"].get(label, math.nan) for r in mine])
             row[side]["learned"] = describe_learned([_at(r["learned"], position) for r in mine])
+            split = [r["by_presence"][label] for r in mine if label in r.get("by_presence", {})]
+            row[side]["dice_where_present"] = describe(
+                [x["dice_where_present"] for x in split if x["dice_where_present"] is not None]
+            )
+            row[side]["false_voxels"] = [x["false_voxels"] for x in split]
         row.update(verdict(row["ours"], row["upstream"]))
         rows.append(row)
     return rows
@@ -162,4 +195,17 @@ def format_table(title: str, rows: Sequence[dict[str, Any]]) -> str:
         "learned: runs whose pseudo Dice passed 0.5 / runs @ median first epoch (0-based); "
         "targets: mean >= upstream - 0.01, sd <= upstream's"
     )
+    lines += ["", "the same runs, split by the test cases that have the class and those without:"]
+    split_header = (
+        f"{'class':<8} | {'ours Dice where present':<36} | {'upstream Dice where present':<36} | "
+        "voxels where absent, per run: ours / upstream"
+    )
+    lines += [split_header, "-" * len(split_header)]
+    for row in rows:
+        ours, upstream = (row[side] for side in SIDES)
+        lines.append(
+            f"{row['class']:<8} | {_mean_sd(ours['dice_where_present']):<36} | "
+            f"{_mean_sd(upstream['dice_where_present']):<36} | "
+            f"{ours['false_voxels']} / {upstream['false_voxels']}"
+        )
     return "\n".join(lines)

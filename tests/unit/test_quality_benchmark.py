@@ -87,3 +87,37 @@ def test_summarise_and_table():
     assert lesion["upstream"]["learned"]["median_epoch"] == 4.5
     table = qs.format_table("set 2d", rows)
     assert "lesion" in table and "FAIL" in table and "1/2 @ 3" in table
+
+
+def test_presence_split_tells_stray_voxels_from_a_worse_segmentation():
+    """A case without the lesion scores 0 for one stray voxel (and is left out when nothing is
+    predicted there): the split shows both the Dice where the lesion exists and those voxels."""
+
+    def case(organ: tuple[int, int, float], lesion: tuple[int, int, float]) -> dict:
+        pairs = (("1", organ), ("2", lesion))
+        return {"metrics": {label: {"n_ref": n_ref, "n_pred": n_pred, "Dice": dice}
+                            for label, (n_ref, n_pred, dice) in pairs}}  # fmt: skip
+
+    nan = float("nan")
+    strays = {"metric_per_case": [case((90, 92, 0.95), (10, 9, 0.9)),
+                                  case((80, 81, 0.96), (0, 5, 0.0)),
+                                  case((70, 70, 0.97), (0, 0, nan))]}  # fmt: skip
+    split = qs.presence_split(strays)
+    assert split["2"] == {"dice_where_present": 0.9, "false_voxels": 5, "cases_without": 2}
+    assert split["1"]["dice_where_present"] == pytest.approx(0.96)
+    assert split["1"]["false_voxels"] == 0 and split["1"]["cases_without"] == 0
+    clean = {"metric_per_case": [case((90, 92, 0.95), (10, 9, 0.9)),
+                                 case((80, 81, 0.96), (0, 0, nan))]}  # fmt: skip
+    runs = [
+        {"side": "ours", "test_dice": {"1": 0.96, "2": 0.45}, "learned": [0, 1],
+         "by_presence": split},
+        {"side": "upstream", "test_dice": {"1": 0.955, "2": 0.9}, "learned": [0, 1],
+         "by_presence": qs.presence_split(clean)},
+        {"side": "upstream", "test_dice": {"1": 0.95, "2": 0.9}, "learned": [0, 1]},  # older record
+    ]  # fmt: skip
+    lesion = qs.summarise(runs, {"1": "organ", "2": "lesion"})[1]
+    assert lesion["mean_ok"] is False  # the headline Dice fails on the stray voxels ...
+    assert lesion["ours"]["dice_where_present"]["mean"] == 0.9  # ... the segmentation does not
+    assert lesion["ours"]["false_voxels"] == [5] and lesion["upstream"]["false_voxels"] == [0]
+    table = qs.format_table("set 3d", qs.summarise(runs, {"1": "organ", "2": "lesion"}))
+    assert "[5] / [0]" in table
