@@ -49,6 +49,9 @@ from quality import run, side_env, snapshot_code  # noqa: E402
 
 SEED_BASE = 1000  # apart from cascade_quality.py's seeds (run * 10 + fold)
 SIDES = ("ours", "upstream")
+# upstream's trainer class per swap (nnUNetTrainer_<kind><schedule>): each swap its own class file
+TRAINER_KINDS = {None: "Cascade", "our_augmentation": "OurDA", "our_loader": "OurDL",
+                 "our_loader_and_init": "OurDLInit"}  # fmt: skip
 
 
 def case_counts(summary: dict[str, Any]) -> list[dict[str, Any]]:
@@ -76,8 +79,9 @@ def swap(args: argparse.Namespace) -> str | None:
 
 
 def variant(args: argparse.Namespace) -> str:
-    """The side, and for upstream with a swap the swap, in folder names."""
-    return f"{args.side}_{swap(args)}" if swap(args) else args.side
+    """The side, the swap if any and a seed base other than the default, in folder names."""
+    name = f"{args.side}_{swap(args)}" if swap(args) else args.side
+    return name if args.seed_base == SEED_BASE else f"{name}_seeds{args.seed_base}"
 
 
 def one_repeat(args: argparse.Namespace, repeat: int, trainer: str) -> dict[str, Any]:
@@ -86,7 +90,7 @@ def one_repeat(args: argparse.Namespace, repeat: int, trainer: str) -> dict[str,
     shutil.rmtree(results, ignore_errors=True)
     command = train_commands(args, args.side, args.stage, args.fold, 0, trainer)
     if args.side == "ours":
-        command[command.index("--seed") + 1] = str(SEED_BASE + repeat)
+        command[command.index("--seed") + 1] = str(args.seed_base + repeat)
     log = args.work / "logs" / f"repeat_{variant(args)}_{args.stage}_fold{args.fold}_r{repeat}.txt"
     start = time.time()
     env = side_env(args, args.side, results)
@@ -94,9 +98,9 @@ def one_repeat(args: argparse.Namespace, repeat: int, trainer: str) -> dict[str,
         data = args.work / "ours" / "preprocessed" / f"Dataset{NUMBER}_CascadeQuality"
         env["NNUNET_CORE_SWAP_DATA"] = str(data / f"nnUNetPlans_{args.stage}")
     if args.our_init:  # our repeat's seed: its batches and its initial weights
-        env["NNUNET_CORE_SWAP_SEED"] = str(SEED_BASE + repeat)
+        env["NNUNET_CORE_SWAP_SEED"] = str(args.seed_base + repeat)
         init = results.parent / "initial_weights.pth"
-        write_our_initial_weights(args, SEED_BASE + repeat, init)
+        write_our_initial_weights(args, args.seed_base + repeat, init)
         env["NNUNET_CORE_SWAP_INIT"] = str(init)
     run(command, env, log)
     found = list(results.glob(f"Dataset*/*__{args.stage}/fold_{args.fold}/validation/summary.json"))
@@ -201,6 +205,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--fold", type=int, default=3)
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--start", type=int, default=0, help="first repeat number")
+    parser.add_argument("--seed-base", type=int, default=SEED_BASE,
+                        help="our repeat k trains with seed SEED_BASE + k (another base: another "
+                        "set of draws; give it its own --out)")  # fmt: skip
     add_schedule_arguments(parser)
     parser.add_argument("--our-augmentation", action="store_true",
                         help="upstream's trainer with our training transforms (give it its own "
@@ -236,7 +243,7 @@ def run_side(args: argparse.Namespace) -> None:
     preprocessed = args.work / args.side / "preprocessed" / f"Dataset{NUMBER}_CascadeQuality"
     if not preprocessed.is_dir():
         sys.exit(f"{args.work}: no preprocessed data (run benchmarks/cascade_quality.py first)")
-    kind = {"our_loader": "OurDL", "our_augmentation": "OurDA"}.get(swap(args) or "", "Cascade")
+    kind = TRAINER_KINDS[swap(args)]
     name = f"nnUNetTrainer_{kind}" + "{epochs}x{iterations}v{val_iterations}".format(
         **schedule(args)
     )
@@ -250,6 +257,8 @@ def run_side(args: argparse.Namespace) -> None:
     path = args.out / f"{stem}.json"
     data = json.loads(path.read_text()) if path.is_file() else {"repeats": []}
     key = {"stage": args.stage, "fold": args.fold, "schedule": schedule(args)}
+    if args.seed_base != SEED_BASE:
+        key["seed_base"] = args.seed_base
     if swap(args):
         key["trainer"] = name
     if data.get("key", key) != key:

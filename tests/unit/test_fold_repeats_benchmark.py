@@ -111,3 +111,20 @@ def test_our_initial_weights_follow_the_seed_in_upstreams_names(
     plans = json.loads(plans_file.read_text())
     network = build_network(resolve_configuration(plans, "3d_fullres"), 1, 3, True)
     checkpoint.load_network_weights(network, first, paths[0])  # every tensor, strictly
+
+
+@pytest.mark.parametrize(
+    ("flags", "kind"),
+    [([], "Cascade"), (["--our-augmentation"], "OurDA"), (["--our-loader"], "OurDL"),
+     (["--our-loader", "--our-init"], "OurDLInit")],  # fmt: skip
+)
+def test_each_swap_writes_its_own_upstream_trainer_class(flags: list[str], kind: str) -> None:
+    """A swap's class file must never take the plain trainer's name: cascade_quality.py runs
+    that one, and would otherwise train with a swapped pipeline."""
+    import argparse
+
+    args = argparse.Namespace(our_augmentation="--our-augmentation" in flags,
+                              our_loader="--our-loader" in flags,
+                              our_init="--our-init" in flags)  # fmt: skip
+    assert fr.TRAINER_KINDS[fr.swap(args)] == kind
+    assert len(set(fr.TRAINER_KINDS.values())) == len(fr.TRAINER_KINDS)
