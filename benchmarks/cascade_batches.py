@@ -59,6 +59,20 @@ SAMPLE_STATS = textwrap.dedent(
         \"\"\"The full-resolution target of a deep-supervision list.\"\"\"
         return target[0] if isinstance(target, list) else target
 
+    def centre_offset(mask):
+        \"\"\"The label centroid's distance from the patch centre, voxels (None: absent).\"\"\"
+        if not mask.any():
+            return None
+        centre = (np.asarray(mask.shape) - 1) / 2
+        return float(np.linalg.norm(np.argwhere(mask).mean(axis=0) - centre))
+
+    def border_share(mask, width=2):
+        \"\"\"The share of the label's voxels within ``width`` voxels of the patch border.\"\"\"
+        if not mask.any():
+            return None
+        inner = mask[tuple(slice(width, n - width) for n in mask.shape)]
+        return float(1 - inner.sum() / mask.sum())
+
     def sample_rows(data, target, labels, cascaded=True):
         \"\"\"Per sample: image statistics, each label's share and presence in the target and,
         for a cascade stage (one-hot channels after the images), the one-hot's share and Dice.\"\"\"
@@ -71,6 +85,8 @@ SAMPLE_STATS = textwrap.dedent(
                 truth = target[j, 0] == label
                 row[f"target_{label}"] = float(truth.mean())
                 row[f"present_{label}"] = float(truth.any())
+                row[f"offset_{label}"] = centre_offset(truth)
+                row[f"border_{label}"] = border_share(truth)
                 if not cascaded:
                     continue
                 one_hot = data[j, images + k] > 0.5

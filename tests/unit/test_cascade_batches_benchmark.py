@@ -37,6 +37,20 @@ def test_a_first_stage_sample_gives_label_shares_and_presence_without_one_hot() 
     assert first["present_2"] == 1.0 and second["present_2"] == 0.0 and second["target_2"] == 0.0
     assert second["present_1"] == 1.0 and second["target_1"] == 0.5
     assert not any(key.startswith(("input_", "dice_")) for key in first)
+    # where the label sits: the lesion voxel in the corner, the organ's rows 0-1 (centroid row
+    # 0.5, column 1.5) of a 4x4 patch whose centre is (1.5, 1.5)
+    assert first["offset_2"] == pytest.approx(np.hypot(1.5, 1.5))
+    assert first["offset_1"] == pytest.approx(1.0)
+    assert first["border_2"] == 1.0 and first["border_1"] == 1.0  # a 4x4 patch is all border
+    assert second["offset_2"] is None and second["border_2"] is None
+
+
+def test_the_border_share_counts_only_voxels_near_the_edge() -> None:
+    mask = np.zeros((8, 8), dtype=bool)
+    mask[3:5, 3:5] = True  # 4 voxels in the middle
+    mask[0, 0] = True  # 1 voxel on the edge
+    (row,) = cb.sample_rows(np.ones((1, 1, 8, 8)), mask[None, None].astype(np.int16), [1], False)
+    assert row["border_1"] == pytest.approx(1 / 5)
 
 
 def test_the_comparison_drops_missing_dice_and_finds_a_shifted_distribution() -> None:
