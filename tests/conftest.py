@@ -50,6 +50,29 @@ def make_raw_dataset(tmp_path_factory: pytest.TempPathFactory) -> MakeRawDataset
     return make
 
 
+MakePreprocessedDataset = Callable[..., Path]
+
+
+@pytest.fixture(scope="session")
+def make_preprocessed_dataset(make_raw_dataset: MakeRawDataset) -> MakePreprocessedDataset:
+    """Factory: ``make_preprocessed_dataset(root, "Dataset902_X", "3d_fullres", num_training=4)``
+    writes ``root/raw/<name>`` and preprocesses one configuration into ``root/pre/<name>`` with
+    the real command line, in-process (three interpreter start-ups would cost seconds); returns
+    the preprocessed dataset folder."""
+    from nnunet_core import cli
+
+    def make(root: Path, name: str, configuration: str, **options: Any) -> Path:
+        make_raw_dataset(root / "raw" / name, **{"num_test": 0, **options})
+        roots = ["-d", name, "--raw", str(root / "raw"), "--preprocessed", str(root / "pre")]
+        steps = (["fingerprint", "-np", "1"], ["plan"],
+                 ["preprocess", "-np", "1", "--no-pbar", "-c", configuration])  # fmt: skip
+        for step in steps:
+            assert cli.main([step[0], *roots, *step[1:]]) == 0, step
+        return root / "pre" / name
+
+    return make
+
+
 # The files that take longest under `make test` (--durations, December 2026), longest first.
 LONGEST_FILES = (
     "test_workflow_paper.py",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -79,25 +80,20 @@ def test_the_report_can_take_our_repeats_from_another_folder(tmp_path: Path) -> 
 
 
 def test_our_initial_weights_follow_the_seed_in_upstreams_names(
-    make_raw_dataset, tmp_path: Path
+    make_preprocessed_dataset, tmp_path: Path
 ) -> None:
     """--our-init: the start our trainer draws from a seed, written for upstream's network."""
     import argparse
 
     import torch
 
-    from nnunet_core import cli
     from nnunet_core.model import build_network
     from nnunet_core.planning.plans import resolve_configuration
     from nnunet_core.training import checkpoint
 
     name = f"Dataset{fr.NUMBER}_CascadeQuality"
-    make_raw_dataset(tmp_path / "raw" / name, num_training=5, num_test=0)
-    roots = ["-d", name, "--raw", str(tmp_path / "raw"), "--preprocessed",
-             str(tmp_path / "ours" / "preprocessed")]  # fmt: skip
-    for step in (["fingerprint", "-np", "1"], ["plan"], ["preprocess", "-np", "1", "--no-pbar",
-                 "-c", "3d_fullres"]):  # fmt: skip
-        assert cli.main([step[0], *roots, *step[1:]]) == 0, step
+    pre = make_preprocessed_dataset(tmp_path / "build", name, "3d_fullres", num_training=5)
+    shutil.copytree(pre, tmp_path / "ours" / "preprocessed" / name)  # cascade_quality's layout
     args = argparse.Namespace(work=tmp_path, stage="3d_fullres", fold=0)
     paths = [tmp_path / "init" / f"{k}.pth" for k in ("a", "b", "c")]
     for seed, path in zip((1000, 1000, 1001), paths, strict=True):
@@ -107,8 +103,7 @@ def test_our_initial_weights_follow_the_seed_in_upstreams_names(
     assert all(torch.equal(first[k], again[k]) for k in first)
     head = "decoder.seg_layers.0.weight"
     assert not torch.equal(first[head], other[head])
-    plans_file = tmp_path / "ours" / "preprocessed" / name / "nnUNetPlans.json"
-    plans = json.loads(plans_file.read_text())
+    plans = json.loads((pre / "nnUNetPlans.json").read_text())
     network = build_network(resolve_configuration(plans, "3d_fullres"), 1, 3, True)
     checkpoint.load_network_weights(network, first, paths[0])  # every tensor, strictly
 

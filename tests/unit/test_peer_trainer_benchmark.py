@@ -113,19 +113,12 @@ LOADERS = textwrap.dedent(
 
 @pytest.mark.skipif(not HAS_PEER, reason="upstream's peer venv is not set up")
 def test_the_loader_swap_feeds_upstreams_trainer_our_batches(
-    make_raw_dataset, tmp_path: Path
+    make_preprocessed_dataset, tmp_path: Path
 ) -> None:
-    from nnunet_core import cli
-
-    make_raw_dataset(tmp_path / "raw" / "Dataset902_Swap", num_training=4, num_test=0)
-    roots = ["-d", "Dataset902_Swap", "--raw", str(tmp_path / "raw"), "--preprocessed",
-             str(tmp_path / "pre")]  # fmt: skip
-    for step in (["fingerprint", "-np", "1"], ["plan"], ["preprocess", "-np", "1", "--no-pbar",
-                 "-c", "3d_fullres"]):  # fmt: skip
-        assert cli.main([step[0], *roots, *step[1:]]) == 0, step
-    plans = json.loads((tmp_path / "pre" / "Dataset902_Swap" / "nnUNetPlans.json").read_text())
+    pre = make_preprocessed_dataset(tmp_path, "Dataset902_Swap", "3d_fullres", num_training=4)
+    plans = json.loads((pre / "nnUNetPlans.json").read_text())
     config = plans["configurations"]["3d_fullres"]
-    folder = tmp_path / "pre" / "Dataset902_Swap" / config["data_identifier"]
+    folder = pre / config["data_identifier"]
     # upstream's own folder of the cases, which the method only inspects for its file type
     upstream_folder = tmp_path / "upstream" / config["data_identifier"]
     upstream_folder.mkdir(parents=True)
