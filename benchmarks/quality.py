@@ -32,7 +32,7 @@ against labelsTs, so only the models differ. Per class: test Dice mean, sd (ddof
 side, and the first epoch (0-based, as both logs count) at which the pseudo Dice (the ``Pseudo
 dice`` line both logs print) passes 0.5. Records are written to ``--out`` after each run; a rerun
 with the same ``--out`` skips the runs already there (same set and schedule), and ``--report``
-only prints the tables. The pure parts live in quality_stats.py.
+only prints the tables of every set and schedule it holds. The pure parts live in quality_stats.py.
 """
 
 from __future__ import annotations
@@ -271,10 +271,28 @@ def write_out(path: Path, records: list[dict[str, Any]], args, tables: dict) -> 
     path.write_text(json.dumps(content, indent=1))
 
 
+def label_names(raw: Path, records: list[dict[str, Any]]) -> dict[str, str]:
+    """Label value -> name from the set's dataset.json; "label N" where the raw set is gone
+    (a record read on another machine)."""
+    if (raw / "dataset.json").is_file():
+        labels = json.loads((raw / "dataset.json").read_text())["labels"]
+        return {str(v): k for k, v in labels.items() if int(v) != 0}
+    values = sorted({label for r in records for label in r["test_dice"]}, key=int)
+    return {value: f"label {value}" for value in values}
+
+
+def recorded_schedules(records: list[dict[str, Any]]) -> list[tuple[str, dict[str, int]]]:
+    """Every (set, schedule) the records hold, in the order first recorded."""
+    seen: list[tuple[str, dict[str, int]]] = []
+    for record in records:
+        if (record["set"], record["schedule"]) not in seen:
+            seen.append((record["set"], record["schedule"]))
+    return seen
+
+
 def report(records, kind, schedule, raw: Path) -> tuple[str, list[dict[str, Any]]]:
-    labels = json.loads((raw / "dataset.json").read_text())["labels"]
-    names = {str(v): k for k, v in labels.items() if int(v) != 0}
     mine = [r for r in records if r["set"] == kind and r["schedule"] == schedule]
+    names = label_names(raw, mine)
     for record in mine:  # runs recorded before by_presence existed: from their test summary
         test = Path(record["folder"]) / "test_summary.json"
         if "by_presence" not in record and test.is_file():
@@ -322,17 +340,21 @@ def main() -> None:
     parser.add_argument("--work", type=Path, required=True, help="data, models and logs")
     parser.add_argument("--out", type=Path, default=Path("quality.json"))
     parser.add_argument(
-        "--report", action="store_true", help="only print the tables of the runs in --out"
+        "--report",
+        action="store_true",
+        help="only print the tables of every set and schedule recorded in --out",
     )
     args = parser.parse_args()
     args.work = args.work.resolve()
     args.peer = args.peer.expanduser().resolve() if args.peer else None
     sides = ["ours", "upstream"] if args.peer else ["ours"]
-    args.code, args.commit = snapshot_code(args.work)
-    print(f"our code: {args.commit} (copy in {args.code})", flush=True)
+    if not args.report:
+        args.code, args.commit = snapshot_code(args.work)
+        print(f"our code: {args.commit} (copy in {args.code})", flush=True)
     records = load_records(args.out)
     tables: dict[str, Any] = {}
-    for kind, schedule in schedules(args).items():
+    wanted = recorded_schedules(records) if args.report else list(schedules(args).items())
+    for kind, schedule in wanted:
         raw = args.work / "raw" / "Dataset{}_{}".format(*DATASETS[kind][:2])
         if not args.report:
             run_set(args, kind, schedule, sides, records, tables)

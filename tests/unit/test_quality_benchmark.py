@@ -121,3 +121,33 @@ def test_presence_split_tells_stray_voxels_from_a_worse_segmentation():
     assert lesion["ours"]["false_voxels"] == [5] and lesion["upstream"]["false_voxels"] == [0]
     table = qs.format_table("set 3d", qs.summarise(runs, {"1": "organ", "2": "lesion"}))
     assert "[5] / [0]" in table
+
+
+def test_report_prints_every_recorded_schedule_without_the_raw_set(tmp_path):
+    """``--report`` on a record from another machine: no schedule flags, no raw folder, no work
+    written; each set and schedule in the record gets its table, labels named by value."""
+    import json
+    import subprocess
+    import sys
+
+    def record(side: str, epochs: int, lesion: float) -> dict:
+        schedule = {"epochs": epochs, "iterations": 25, "val_iterations": 5}
+        return {"set": "3d", "side": side, "run": 0, "schedule": schedule,
+                "test_dice": {"1": 0.95, "2": lesion}, "learned": [0, 1],
+                "folder": str(tmp_path / "gone")}  # fmt: skip
+
+    runs = [record("ours", 4, 0.0), record("upstream", 4, 0.9), record("ours", 6, 0.91),
+            record("upstream", 6, 0.9)]  # fmt: skip
+    out = tmp_path / "quality.json"
+    out.write_text(json.dumps({"command": "quality.py --seeds 1", "runs": runs}))
+    work = tmp_path / "work"
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "quality.py"), "--report", "--work",
+         str(work), "--out", str(out)], capture_output=True, text=True, check=True)  # fmt: skip
+    tables = done.stdout.split("set 3d, ")[1:]
+    assert [t.split(" ")[0] for t in tables] == ["4x25v5", "6x25v5"]
+    assert "label 2" in tables[0] and "FAIL" in tables[0] and "FAIL" not in tables[1]
+    assert not work.exists()
+    written = json.loads(out.read_text())
+    assert written["command"] == "quality.py --seeds 1" and len(written["runs"]) == 4
+    assert set(written["summary"]) == {"3d_4x25v5", "3d_6x25v5"}
