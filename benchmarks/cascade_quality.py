@@ -22,8 +22,11 @@ upstream 0, ours 1, ...) so that machine load hits both alike.
 Quality: each fold's final validation ``summary.json`` (Dice per class over that fold's validation
 cases, same metric code on each side) pooled as the cross-validation mean per class, for both
 stages. Per side: mean and sd over runs. Target (issue 12): our cascade mean Dice within 0.02 of
-upstream's for every class. Records are saved after each run; a rerun with the same ``--out``
-skips finished runs, ``--report`` only prints the table.
+upstream's for every class. The same runs are also split, over the validation cases of all
+folds, into the Dice where the reference has the class and the voxels predicted on the cases
+without it (the lesion-free case scores 0 for one stray voxel). Records are saved after each run;
+a rerun with the same ``--out`` skips finished runs, ``--report`` only prints the tables (and
+adds the split to older records whose run folder is still under ``--work``).
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from peer_trainer import install_trainer_source, trainer_source  # noqa: E402
 from quality import ours_cli, run, side_env, snapshot_code  # noqa: E402
+from quality_stats import describe, presence_split  # noqa: E402
 
 NUMBER, NAME = 953, "CascadeQuality"
 STAGES = ("3d_lowres", "3d_cascade_fullres")
@@ -114,13 +118,53 @@ def train_commands(args, side: str, stage: str, fold: int, run_index: int, train
             trainer, "-device", "cpu"]  # fmt: skip
 
 
-def fold_dice(results: Path, stage: str, fold: int) -> dict[str, float]:
-    """Per-class Dice of one fold's final validation (``summary.json``'s ``mean``)."""
+def fold_summary(results: Path, stage: str, fold: int) -> Path:
+    """The ``summary.json`` of one fold's final validation."""
     found = sorted(results.glob(f"Dataset*/*__{stage}/fold_{fold}/validation/summary.json"))
     if len(found) != 1:
         sys.exit(f"expected one {stage} fold {fold} summary.json under {results}, found {found}")
-    means = json.loads(found[0].read_text())["mean"]
+    return found[0]
+
+
+def fold_dice(results: Path, stage: str, fold: int) -> dict[str, float]:
+    """Per-class Dice of one fold's final validation (``summary.json``'s ``mean``)."""
+    means = json.loads(fold_summary(results, stage, fold).read_text())["mean"]
     return {label: float(values["Dice"]) for label, values in means.items()}
+
+
+def stage_presence(results: Path, stage: str) -> dict[str, dict[str, Any]]:
+    """Per class over the validation cases of all five folds (each training case once): the
+    Dice where the reference has the class, and the voxels predicted where it has none. The
+    lesion-free case scores 0 for one stray voxel; this tells that from a worse segmentation."""
+    cases: list[dict[str, Any]] = []
+    for fold in FOLDS:
+        summary = json.loads(fold_summary(results, stage, fold).read_text())
+        cases += summary["metric_per_case"]
+    return presence_split({"metric_per_case": cases})
+
+
+def run_results(args: argparse.Namespace, side: str, run_index: int) -> Path:
+    return args.work / side / f"run{run_index}" / "results"
+
+
+def fill_presence(args: argparse.Namespace, records: list[dict[str, Any]]) -> None:
+    """Records written before ``by_presence`` existed: from their run's folder, when its
+    summaries still give the recorded cross-validation Dice (the folder is that run's)."""
+    for record in records:
+        results = run_results(args, record["side"], record["run"])
+        if "by_presence" in record or not results.is_dir():
+            continue
+        try:
+            dice = {stage: [fold_dice(results, stage, fold) for fold in FOLDS] for stage in STAGES}
+        except SystemExit:  # a fold missing: not a finished run's folder
+            continue
+        same = all(
+            abs(statistics.fmean(d[label] for d in dice[stage]) - value) < 1e-9
+            for stage in STAGES
+            for label, value in record[stage].items()
+        )
+        if same:
+            record["by_presence"] = {stage: stage_presence(results, stage) for stage in STAGES}
 
 
 def one_run(args, side: str, run_index: int, trainer: str) -> dict[str, Any]:
@@ -129,7 +173,7 @@ def one_run(args, side: str, run_index: int, trainer: str) -> dict[str, Any]:
     A run not yet in ``--out`` starts from an empty results folder: folds left by a stopped
     run (or by older code) would otherwise count as trained.
     """
-    results = args.work / side / f"run{run_index}" / "results"
+    results = run_results(args, side, run_index)
     shutil.rmtree(results, ignore_errors=True)
     env = side_env(args, side, results)
     record: dict[str, Any] = {"side": side, "run": run_index, "schedule": schedule(args)}
@@ -144,6 +188,7 @@ def one_run(args, side: str, run_index: int, trainer: str) -> dict[str, Any]:
             print(f"  {side} run {run_index} {stage} fold {fold}: {per_fold[-1]}", flush=True)
         labels = per_fold[0].keys()
         record[stage] = {label: statistics.fmean(d[label] for d in per_fold) for label in labels}
+    record["by_presence"] = {stage: stage_presence(results, stage) for stage in STAGES}
     record["wall_s"] = round(time.time() - start, 1)
     return record
 
@@ -168,6 +213,12 @@ def summary_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
                     "sd": statistics.stdev(values) if len(values) > 1 else None,
                     "values": [round(v, 4) for v in values],
                 }
+                split = [r["by_presence"][stage][label] for r in records
+                         if r["side"] == side and "by_presence" in r]  # fmt: skip
+                row[side]["dice_where_present"] = describe(
+                    [x["dice_where_present"] for x in split if x["dice_where_present"] is not None]
+                )
+                row[side]["false_voxels"] = [x["false_voxels"] for x in split]
             if row["ours"]["n"] and row["upstream"]["n"]:
                 delta = row["ours"]["mean"] - row["upstream"]["mean"]
                 row["ours_minus_upstream"] = delta
@@ -190,6 +241,18 @@ def format_rows(rows: list[dict[str, Any]]) -> str:
         lines.append(
             f"{row['stage']:<20}{row['class']:<7}{cell(row['ours']):<28}"
             f"{cell(row['upstream']):<28}{shown}"
+        )
+    lines += ["", "split by the cases that have the class and those without (runs with the split):"]
+    lines.append(
+        f"{'stage':<20}{'class':<7}{'ours where present':<28}{'upstream where present':<28}"
+        "voxels where absent, per run: ours / upstream"
+    )
+    for row in rows:
+        ours, upstream = row["ours"], row["upstream"]
+        lines.append(
+            f"{row['stage']:<20}{row['class']:<7}{cell(ours['dice_where_present']):<28}"
+            f"{cell(upstream['dice_where_present']):<28}"
+            f"{ours['false_voxels']} / {upstream['false_voxels']}"
         )
     return "\n".join(lines)
 
@@ -226,6 +289,7 @@ def main() -> None:
     args.code, args.commit = snapshot_code(args.work)
     records = json.loads(args.out.read_text())["runs"] if args.out.is_file() else []
     records = [r for r in records if r["schedule"] == schedule(args)]
+    fill_presence(args, records)
     if not args.report:
         synthesize(args)
         plans = {side: preprocess(args, side) for side in sides}
