@@ -193,7 +193,7 @@ def train_and_predict(args, kind, side, index, schedule, trainer) -> dict[str, A
     run_dir = args.work / side / f"{kind}_{schedule_key(schedule)}_run{index}"
     results = run_dir / "results"
     env = side_env(args, side, results)
-    logs = args.work / "logs" / f"{kind}_{side}_{index}"
+    logs = args.work / "logs" / f"{kind}_{schedule_key(schedule)}_{side}_{index}"  # per schedule
     dataset = str(number)
     if side == "ours":
         train = [*ours_cli(), "train", dataset, configuration, "0", "-device", "cpu", "--epochs",
