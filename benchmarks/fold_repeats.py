@@ -26,7 +26,8 @@ transforms, the swapped runs look like ours; give it its own ``--out`` and compa
 pipeline (sampling, transforms, deep-supervision targets) for ours instead; with ``--our-init``
 also our seed (1000 + repeat) and the initial weights our trainer draws from it, so that repeat
 k of upstream's trainer sees the very batches and start of our repeat k: what differs then is
-the training itself.
+the training itself. ``--our-init`` alone keeps upstream's loader and swaps only the initial
+weights (those of our seed ``--seed-base`` + repeat): whether the start decides the rate.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ SEED_BASE = 1000  # apart from cascade_quality.py's seeds (run * 10 + fold)
 SIDES = ("ours", "upstream")
 # upstream's trainer class per swap (nnUNetTrainer_<kind><schedule>): each swap its own class file
 TRAINER_KINDS = {None: "Cascade", "our_augmentation": "OurDA", "our_loader": "OurDL",
-                 "our_loader_and_init": "OurDLInit"}  # fmt: skip
+                 "our_loader_and_init": "OurDLInit", "our_init": "OurInit"}  # fmt: skip
 
 
 def case_counts(summary: dict[str, Any]) -> list[dict[str, Any]]:
@@ -75,6 +76,8 @@ def swap(args: argparse.Namespace) -> str | None:
     """Which part of our pipeline goes into upstream's trainer, if any."""
     if args.our_loader:
         return "our_loader_and_init" if args.our_init else "our_loader"
+    if args.our_init:
+        return "our_init"
     return "our_augmentation" if args.our_augmentation else None
 
 
@@ -97,7 +100,7 @@ def one_repeat(args: argparse.Namespace, repeat: int, trainer: str) -> dict[str,
     if args.our_loader:  # our copy of the same preprocessed cases (identical arrays)
         data = args.work / "ours" / "preprocessed" / f"Dataset{NUMBER}_CascadeQuality"
         env["NNUNET_CORE_SWAP_DATA"] = str(data / f"nnUNetPlans_{args.stage}")
-    if args.our_init:  # our repeat's seed: its batches and its initial weights
+    if args.our_init:  # our repeat's initial weights (and, with our loader, its batches)
         env["NNUNET_CORE_SWAP_SEED"] = str(args.seed_base + repeat)
         init = results.parent / "initial_weights.pth"
         write_our_initial_weights(args, args.seed_base + repeat, init)
@@ -215,8 +218,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--our-loader", action="store_true",
                         help="upstream's trainer with our loaders and transforms (as above)")
     parser.add_argument("--our-init", action="store_true",
-                        help="with --our-loader: our repeat's seed and initial weights too, so "
-                        "that repeat k sees our repeat k's batches and start")  # fmt: skip
+                        help="upstream's trainer starts from the initial weights of our repeat "
+                        "k's seed; with --our-loader also our repeat k's batches")  # fmt: skip
     parser.add_argument("--out", type=Path, required=True, help="folder of <side>.json")
     parser.add_argument("--report", action="store_true", help="only print both sides' table")
     parser.add_argument("--ours-from", type=Path,
@@ -228,8 +231,8 @@ def parse_args() -> argparse.Namespace:
         parser.error("--side upstream needs --peer")
     if (args.our_augmentation or args.our_loader) and args.side != "upstream":
         parser.error("--our-augmentation and --our-loader swap upstream's parts: --side upstream")
-    if args.our_init and not args.our_loader:
-        parser.error("--our-init gives our loader its seed: it needs --our-loader")
+    if args.our_init and args.side != "upstream":
+        parser.error("--our-init gives upstream's trainer our initial weights: --side upstream")
     if args.our_augmentation and args.our_loader:
         parser.error("--our-loader already includes our transforms: give one of the two")
     return args
@@ -250,7 +253,7 @@ def run_side(args: argparse.Namespace) -> None:
     if args.side == "upstream":
         source = trainer_source(name, **schedule(args), writer="benchmarks/fold_repeats.py",
                                 our_augmentation=args.our_augmentation,
-                                our_loader=args.our_loader)  # fmt: skip
+                                our_loader=args.our_loader, our_init=args.our_init)  # fmt: skip
         install_trainer_source(args.peer, name, source)
     args.out.mkdir(parents=True, exist_ok=True)
     stem = f"{args.side}_from{args.start}" if args.start else args.side

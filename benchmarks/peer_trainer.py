@@ -126,6 +126,20 @@ _OUR_LOADER_METHOD = '''
                 OurBatches(val, self.num_val_iterations_per_epoch))
 '''
 
+# Only our initial weights in upstream's trainer (issue 12's third swap): upstream's loaders,
+# network, loss and loop; the network starts from $NNUNET_CORE_SWAP_INIT (ours for a seed).
+# on_train_start builds the network and optimizer, then asks for the loaders: the weights are
+# copied in place there, before the first step.
+_OUR_INIT_METHOD = '''
+    def get_dataloaders(self):
+        """Upstream's loaders; the network starts from our initial weights ({writer})."""
+        import os
+        start = os.environ["NNUNET_CORE_SWAP_INIT"]
+        self.network.load_state_dict(torch.load(start, map_location="cpu"))
+        self.print_to_log_file(f"initial weights from {{start}}")
+        return super().get_dataloaders()
+'''
+
 
 def trainer_source(
     name: str,
@@ -137,10 +151,12 @@ def trainer_source(
     skip_final_validation: bool = False,
     our_augmentation: bool = False,
     our_loader: bool = False,
+    our_init: bool = False,
 ) -> str:
     """The class file's text (``writer`` names the benchmark in its docstring and log line);
     ``our_augmentation`` swaps upstream's training transforms for ours, ``our_loader`` its
-    whole batch pipeline (loaders and transforms) for ours."""
+    whole batch pipeline (loaders and transforms) for ours, ``our_init`` only its initial
+    weights (with ``our_loader`` the loader method reads them itself)."""
     fields = {
         "name": name,
         "epochs": epochs,
@@ -157,6 +173,8 @@ def trainer_source(
         source += _OUR_AUGMENTATION_METHOD.format(**fields)
     if our_loader:
         source += _OUR_LOADER_METHOD.format(**fields)
+    elif our_init:
+        source += _OUR_INIT_METHOD.format(**fields)
     return source
 
 

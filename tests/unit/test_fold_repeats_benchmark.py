@@ -111,7 +111,7 @@ def test_our_initial_weights_follow_the_seed_in_upstreams_names(
 @pytest.mark.parametrize(
     ("flags", "kind"),
     [([], "Cascade"), (["--our-augmentation"], "OurDA"), (["--our-loader"], "OurDL"),
-     (["--our-loader", "--our-init"], "OurDLInit")],  # fmt: skip
+     (["--our-loader", "--our-init"], "OurDLInit"), (["--our-init"], "OurInit")],  # fmt: skip
 )
 def test_each_swap_writes_its_own_upstream_trainer_class(flags: list[str], kind: str) -> None:
     """A swap's class file must never take the plain trainer's name: cascade_quality.py runs

@@ -45,6 +45,15 @@ def test_the_loader_swap_replaces_upstreams_loaders_and_only_when_asked() -> Non
     assert "get_training_transforms" not in swap  # our loader applies our transforms itself
 
 
+def test_the_init_swap_keeps_upstreams_loaders_and_loads_our_start() -> None:
+    init = pt.trainer_source("T5x10v3", 5, 10, 3, writer="w", our_init=True)
+    compile(init, "trainer.py", "exec")
+    assert "NNUNET_CORE_SWAP_INIT" in init and "return super().get_dataloaders()" in init
+    assert "OurBatches" not in init and "NNUNET_CORE_SWAP_DATA" not in init
+    both = pt.trainer_source("T5x10v3", 5, 10, 3, writer="w", our_loader=True, our_init=True)
+    assert both.count("def get_dataloaders(self):") == 1  # the loader swap reads the start itself
+
+
 CHECK = textwrap.dedent(
     """
     import json
