@@ -43,7 +43,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from peer_trainer import install_trainer_source, trainer_source  # noqa: E402
 from quality import ours_cli, run, side_env, snapshot_code  # noqa: E402
-from quality_stats import describe, presence_split  # noqa: E402
+from quality_stats import describe_presence, presence_split  # noqa: E402
 
 NUMBER, NAME = 953, "CascadeQuality"
 STAGES = ("3d_lowres", "3d_cascade_fullres")
@@ -215,10 +215,7 @@ def summary_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 }
                 split = [r["by_presence"][stage][label] for r in records
                          if r["side"] == side and "by_presence" in r]  # fmt: skip
-                row[side]["dice_where_present"] = describe(
-                    [x["dice_where_present"] for x in split if x["dice_where_present"] is not None]
-                )
-                row[side]["false_voxels"] = [x["false_voxels"] for x in split]
+                row[side].update(describe_presence(split))
             if row["ours"]["n"] and row["upstream"]["n"]:
                 delta = row["ours"]["mean"] - row["upstream"]["mean"]
                 row["ours_minus_upstream"] = delta

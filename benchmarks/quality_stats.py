@@ -134,6 +134,16 @@ def presence_split(summary: dict[str, Any]) -> dict[str, dict[str, Any]]:
     }
 
 
+def describe_presence(splits: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Over runs' ``presence_split`` entries of one class: the Dice where present (described)
+    and the voxels each run predicted where the class is absent."""
+    present = [x["dice_where_present"] for x in splits if x["dice_where_present"] is not None]
+    return {
+        "dice_where_present": describe(present),
+        "false_voxels": [x["false_voxels"] for x in splits],
+    }
+
+
 def summarise(runs: Sequence[dict[str, Any]], labels: dict[str, str]) -> list[dict[str, Any]]:
     """One row per foreground class: test Dice and learned epochs of each side, the verdict.
 
@@ -148,10 +158,7 @@ def summarise(runs: Sequence[dict[str, Any]], labels: dict[str, str]) -> list[di
             row[side] = describe([r["test_dice"].get(label, math.nan) for r in mine])
             row[side]["learned"] = describe_learned([_at(r["learned"], position) for r in mine])
             split = [r["by_presence"][label] for r in mine if label in r.get("by_presence", {})]
-            row[side]["dice_where_present"] = describe(
-                [x["dice_where_present"] for x in split if x["dice_where_present"] is not None]
-            )
-            row[side]["false_voxels"] = [x["false_voxels"] for x in split]
+            row[side].update(describe_presence(split))
         row.update(verdict(row["ours"], row["upstream"]))
         rows.append(row)
     return rows
