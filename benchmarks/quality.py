@@ -32,7 +32,9 @@ against labelsTs, so only the models differ. Per class: test Dice mean, sd (ddof
 side, and the first epoch (0-based, as both logs count) at which the pseudo Dice (the ``Pseudo
 dice`` line both logs print) passes 0.5. Records are written to ``--out`` after each run; a rerun
 with the same ``--out`` skips the runs already there (same set and schedule), and ``--report``
-only prints the tables of every set and schedule it holds. The pure parts live in quality_stats.py.
+only prints the tables of every set and schedule it holds. A second invocation beside the first
+takes other run numbers (``--start``) and its own ``--out``; ``--merge`` adds its records to the
+first file afterwards. The pure parts live in quality_stats.py.
 """
 
 from __future__ import annotations
@@ -55,6 +57,8 @@ from quality_stats import (  # noqa: E402
     read_pseudo_dice,
     summarise,
 )
+
+from nnunet_core.io.atomic import write_text  # noqa: E402
 
 DATASETS = {"2d": (951, "QualitySynth2d", "2d"), "3d": (952, "QualitySynth3d", "3d_fullres")}
 PLAN_FIELDS = (
@@ -268,7 +272,28 @@ def write_out(path: Path, records: list[dict[str, Any]], args, tables: dict) -> 
         "runs": records,
         "summary": tables,
     }
-    path.write_text(json.dumps(content, indent=1))
+    if old.get("merged_commands") or getattr(args, "merged_commands", None):
+        content["merged_commands"] = old.get("merged_commands", []) + args.merged_commands
+    write_text(path, json.dumps(content, indent=1))
+
+
+def run_identity(record: dict[str, Any]) -> tuple:
+    return record["set"], record["side"], record["run"], schedule_key(record["schedule"])
+
+
+def merge_records(records: list[dict[str, Any]], files: list[Path]) -> list[str]:
+    """Add the runs of other --out files (a second process's) that ``records`` lacks; a run
+    recorded in both is kept once, as ``records`` has it. Returns those files' commands."""
+    known = {run_identity(r) for r in records}
+    commands = []
+    for path in files:
+        content = json.loads(path.read_text())
+        for record in content.get("runs", []):
+            if run_identity(record) not in known:
+                known.add(run_identity(record))
+                records.append(record)
+        commands.append(content.get("command", str(path)))
+    return commands
 
 
 def label_names(raw: Path, records: list[dict[str, Any]]) -> dict[str, str]:
@@ -309,7 +334,7 @@ def run_set(args, kind, schedule, sides, records, tables) -> None:
     if args.peer:
         check_plans(kind, plans["ours"], plans["upstream"])
     trainer = peer_trainer(args, schedule) if args.peer else ""
-    for index in range(args.seeds):
+    for index in range(args.start, args.start + args.seeds):
         for side in sides:
             done = [r for r in records if (r["set"], r["side"], r["run"]) == (kind, side, index)
                     and r["schedule"] == schedule]  # fmt: skip
@@ -327,6 +352,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--peer", type=Path, help="upstream's venv; without it only ours runs")
     parser.add_argument("--seeds", type=int, default=3, help="runs per side and set")
+    parser.add_argument(
+        "--start", type=int, default=0, help="first run number (the seed of our first run)"
+    )
     parser.add_argument("--sets", nargs="+", choices=sorted(DATASETS), default=["2d", "3d"])
     parser.add_argument("--epochs", type=int, nargs="+", default=[10], help="one, or per set")
     parser.add_argument("--iterations", type=int, nargs="+", default=[10], help="per epoch")
@@ -344,6 +372,13 @@ def main() -> None:
         action="store_true",
         help="only print the tables of every set and schedule recorded in --out",
     )
+    parser.add_argument(
+        "--merge",
+        type=Path,
+        nargs="+",
+        default=[],
+        help="with --report: add the runs of these --out files (another process's) to --out",
+    )
     args = parser.parse_args()
     args.work = args.work.resolve()
     args.peer = args.peer.expanduser().resolve() if args.peer else None
@@ -351,7 +386,10 @@ def main() -> None:
     if not args.report:
         args.code, args.commit = snapshot_code(args.work)
         print(f"our code: {args.commit} (copy in {args.code})", flush=True)
+    if args.merge and not args.report:
+        parser.error("--merge goes with --report")
     records = load_records(args.out)
+    args.merged_commands = merge_records(records, args.merge)
     tables: dict[str, Any] = {}
     wanted = recorded_schedules(records) if args.report else list(schedules(args).items())
     for kind, schedule in wanted:
