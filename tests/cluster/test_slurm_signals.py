@@ -44,10 +44,11 @@ WALLTIME_LIMIT = "3 if attempt == 1 else 30"  # minutes (resources are evaluated
 WALLTIME_SIGNAL = "--signal=USR1@135"
 SIGNAL_BY, TRAINING_FROM = 45, 6  # seconds into the job, at the latest / at the earliest
 # The walltime fold's epochs are planned with the measured epoch, but with no more than this
-# many seconds: the fastest epoch seen here alone on one core. Load that slowed the measurement
-# may be gone when the fold trains (a CI run measured 13-19 s, then the fold finished its 4
-# epochs before the warning came); a fold planned too long only makes its retry longer.
-FASTEST_EPOCH = 3.0
+# many seconds: a third below the fastest epoch seen here alone on one core (3 s). Load that
+# slowed the measurement may be gone when the fold trains (a CI run measured 13-19 s, then the
+# fold finished its 4 epochs before the warning came); a fold planned too long only makes its
+# retry longer.
+FASTEST_EPOCH = 2.0
 RUN_TIMEOUT = 360  # seconds for each run (about 2 minutes expected), plus its training time
 STOPPED = re.compile(
     r"train 3d_fullres fold (\d): stopped at epoch (\d+) by (SIGUSR1|deadline); "
