@@ -272,8 +272,9 @@ def write_out(path: Path, records: list[dict[str, Any]], args, tables: dict) -> 
         "runs": records,
         "summary": tables,
     }
-    if old.get("merged_commands") or getattr(args, "merged_commands", None):
-        content["merged_commands"] = old.get("merged_commands", []) + args.merged_commands
+    merged = old.get("merged_commands", []) + getattr(args, "merged_commands", [])
+    if merged:  # each once, in the order merged (a report writes after every schedule)
+        content["merged_commands"] = list(dict.fromkeys(merged))
     write_text(path, json.dumps(content, indent=1))
 
 

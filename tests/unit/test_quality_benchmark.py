@@ -161,26 +161,30 @@ def test_report_merges_a_second_process_records_once(tmp_path):
     import subprocess
     import sys
 
-    def record(side: str, run: int, lesion: float) -> dict:
-        schedule = {"epochs": 6, "iterations": 25, "val_iterations": 5}
+    def record(side: str, run: int, lesion: float, epochs: int = 6) -> dict:
+        schedule = {"epochs": epochs, "iterations": 25, "val_iterations": 5}
         return {"set": "3d", "side": side, "run": run, "schedule": schedule,
                 "test_dice": {"1": 0.95, "2": lesion}, "learned": [0, 1],
                 "folder": str(tmp_path / "gone")}  # fmt: skip
 
     first, second = tmp_path / "quality.json", tmp_path / "quality_from2.json"
     mine = [record("ours", 0, 0.9), record("upstream", 0, 0.9), record("ours", 1, 0.9),
-            record("upstream", 1, 0.9)]  # fmt: skip
+            record("upstream", 1, 0.9), record("ours", 0, 0.5, epochs=4)]  # fmt: skip
     beside = [record("ours", 1, 0.1), record("ours", 2, 0.8), record("upstream", 2, 0.7)]
     first.write_text(json.dumps({"command": "quality.py --seeds 2", "runs": mine}))
     second.write_text(json.dumps({"command": "quality.py --start 1 --seeds 2", "runs": beside}))
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "quality.py"), "--report", "--work",
-         str(tmp_path / "work"), "--out", str(first), "--merge", str(second)],
-        capture_output=True, text=True, check=True)  # fmt: skip
+    for _ in range(2):  # merging again adds nothing
+        done = subprocess.run(
+            [sys.executable, str(ROOT / "benchmarks" / "quality.py"), "--report", "--work",
+             str(tmp_path / "work"), "--out", str(first), "--merge", str(second)],
+            capture_output=True, text=True, check=True)  # fmt: skip
     written = json.loads(first.read_text())
-    runs = {(r["side"], r["run"]): r["test_dice"]["2"] for r in written["runs"]}
-    assert runs == {("ours", 0): 0.9, ("upstream", 0): 0.9, ("ours", 1): 0.9,
-                    ("upstream", 1): 0.9, ("ours", 2): 0.8, ("upstream", 2): 0.7}  # fmt: skip
+    runs = {(r["side"], r["run"], r["schedule"]["epochs"]): r["test_dice"]["2"]
+            for r in written["runs"]}  # fmt: skip
+    assert runs == {("ours", 0, 6): 0.9, ("upstream", 0, 6): 0.9, ("ours", 1, 6): 0.9,
+                    ("upstream", 1, 6): 0.9, ("ours", 2, 6): 0.8, ("upstream", 2, 6): 0.7,
+                    ("ours", 0, 4): 0.5}  # fmt: skip
     assert written["command"] == "quality.py --seeds 2"
     assert written["merged_commands"] == ["quality.py --start 1 --seeds 2"]
-    assert done.stdout.count("n=3)") == 4, done.stdout  # both classes, both sides
+    six = done.stdout.split("set 3d, 6x25v5")[1]
+    assert six.count("n=3)") == 4, done.stdout  # both classes, both sides
