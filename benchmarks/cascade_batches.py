@@ -23,6 +23,12 @@ p-value per statistic. Samples of one batch are not independent, so read small p
 our 3d_lowres fold 3 put false lesion voxels on its lesion-free validation case more often than
 upstream's (``benchmarks/fold_repeats.py``), so its loader was compared too.
 
+``--dataset`` with ``--configuration 3d_fullres`` (or ``2d``) does the same for another set
+laid out like ``benchmarks/quality.py``'s ``--work`` (``raw/``, ``ours/preprocessed/``,
+``upstream/preprocessed/``). Issue 16: on quality.py's 3-D set our trainer learned the lesion
+later than upstream's in more runs; upstream's trainer on our draws fails the same way, so the
+distribution of the draws is what is left to compare.
+
 A second table (``--repeats``, 0 to skip) takes the loader out: six crops of our first fold's loader
 (before augmentation: image, target and previous stage) go through each side's whole training
 pipeline ``--repeats`` times each (upstream's ``get_training_transforms`` with the trainer's own
@@ -46,7 +52,8 @@ import numpy as np
 from scipy import stats
 
 DATASET = "Dataset953_CascadeQuality"
-CONFIGURATIONS = ("3d_cascade_fullres", "3d_lowres")  # the cascade stage (default); its source
+# The cascade stage (default), its source, and the plain stages of another --dataset.
+CONFIGURATIONS = ("3d_cascade_fullres", "3d_lowres", "3d_fullres", "2d")
 LOWRES = "nnUNetTrainer__nnUNetPlans__3d_lowres"
 FOLDS = range(5)
 
@@ -155,24 +162,24 @@ exec(SAMPLE_STATS, namespace)  # noqa: S102 - our own text, shared verbatim with
 sample_rows, batch_rows = namespace["sample_rows"], namespace["batch_rows"]
 
 
-def shared_results(work: Path, run: int, scratch: Path, cascaded: bool) -> Path:
+def shared_results(work: Path, dataset: str, run: int, scratch: Path, cascaded: bool) -> Path:
     """A results root whose 3d_lowres folder holds ``run``'s next-stage files (ours, by default
     our run's; both sides read this same copy). A 3d_lowres loader reads none: an empty root."""
     if not cascaded:
         (scratch / "results").mkdir(parents=True, exist_ok=True)
         return scratch / "results"
-    source = work / "ours" / f"run{run}" / "results" / DATASET / LOWRES / "predicted_next_stage"
+    source = work / "ours" / f"run{run}" / "results" / dataset / LOWRES / "predicted_next_stage"
     if not source.is_dir():
         sys.exit(f"{source}: missing (run benchmarks/cascade_quality.py --work {work} first)")
-    target = scratch / "results" / DATASET / LOWRES / "predicted_next_stage"
+    target = scratch / "results" / dataset / LOWRES / "predicted_next_stage"
     if not target.is_dir():
         shutil.copytree(source, target)
     return scratch / "results"
 
 
-def our_loaders(work: Path, results: Path, scratch: Path, seed: int, config: str, folds):
-    """Each of ``folds``' training loader of ``config`` (our trainer's, with its transform) and
-    the label list."""
+def our_loaders(work: Path, results: Path, scratch: Path, seed: int, run: tuple[str, str, list]):
+    """Each training loader of ``run`` = (dataset, configuration, folds), our trainer's with its
+    transform, and the label list."""
     import torch
 
     from nnunet_core.paths import Roots
@@ -180,8 +187,9 @@ def our_loaders(work: Path, results: Path, scratch: Path, seed: int, config: str
     from nnunet_core.training.trainer import Trainer, TrainerSettings
 
     roots = Roots.from_env(work / "raw", work / "ours" / "preprocessed", results)
+    dataset, config, folds = run
     for fold in folds:
-        setup = prepare_fold(roots, DATASET, config, fold, "nnUNetPlans", "nnUNetTrainer")
+        setup = prepare_fold(roots, dataset, config, fold, "nnUNetPlans", "nnUNetTrainer")
         setup = dataclasses.replace(setup, output_folder=scratch / "ours_fold")
         settings = TrainerSettings(num_workers=0, seed=seed + fold)
         loader, _ = Trainer(setup, settings, torch.device("cpu"))._loaders()
@@ -216,17 +224,17 @@ def our_pipeline_rows(loader, labels: list[int], crops: Path, repeats: int, seed
     return rows
 
 
-def peer_rows(peer: Path, work: Path, results: Path, run: tuple[str, list[int]], mode: str,
+def peer_rows(peer: Path, work: Path, results: Path, run: tuple[str, str, list[int]], mode: str,
               count: int, labels: list[int]) -> list[dict]:
-    """Upstream's rows, by the peer venv's python, for ``run`` = (configuration, folds):
+    """Upstream's rows, by the peer venv's python, for ``run`` = (dataset, configuration, folds):
     ``mode`` "loader" (``count`` batches per fold) or a crops file (each crop through the
     training pipeline ``count`` times)."""
     env = dict(os.environ, nnUNet_raw=str(work / "raw"), nnUNet_results=str(results))
     env.update(nnUNet_preprocessed=str(work / "upstream" / "preprocessed"), nnUNet_n_proc_DA="0")
     env.pop("PYTHONPATH", None)
     command = [str(peer / "bin" / "python"), "-c", SAMPLE_STATS + PEER_SIDE,
-               str(work / "upstream" / "preprocessed" / DATASET), run[0], mode, str(count),
-               json.dumps(labels), json.dumps(run[1])]  # fmt: skip
+               str(work / "upstream" / "preprocessed" / run[0]), run[1], mode, str(count),
+               json.dumps(labels), json.dumps(run[2])]  # fmt: skip
     done = subprocess.run(command, env=env, capture_output=True, text=True)
     lines = [line for line in done.stdout.splitlines() if line.startswith("ROWS ")]
     if done.returncode != 0 or not lines:
@@ -264,7 +272,10 @@ def format_table(table: list[dict[str, Any]]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--work", type=Path, required=True, help="cascade_quality.py's --work")
+    parser.add_argument("--work", type=Path, required=True,
+                        help="cascade_quality.py's or quality.py's --work")  # fmt: skip
+    parser.add_argument("--dataset", default=DATASET,
+                        help="folder name, e.g. Dataset952_QualitySynth3d")  # fmt: skip
     parser.add_argument("--run", type=int, default=0, help="whose 3d_lowres files both read")
     parser.add_argument("--peer", type=Path, required=True, help="upstream's venv")
     parser.add_argument("--iterations", type=int, default=200, help="batches per fold and side")
@@ -277,10 +288,10 @@ def main() -> None:
     args = parser.parse_args()
     cascaded = args.configuration == CONFIGURATIONS[0]
     scratch = args.work / "cascade_batches"
-    results = shared_results(args.work, args.run, scratch, cascaded)
-    loaders = list(our_loaders(args.work, results, scratch, args.seed, args.configuration,
-                               args.folds))  # fmt: skip
-    labels, run = loaders[0][1], (args.configuration, args.folds)
+    results = shared_results(args.work, args.dataset, args.run, scratch, cascaded)
+    run = (args.dataset, args.configuration, args.folds)
+    loaders = list(our_loaders(args.work, results, scratch, args.seed, run))
+    labels = loaders[0][1]
     tables = {}
     if args.iterations:
         ours = our_batch_rows(loaders, args.iterations, cascaded)
