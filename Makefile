@@ -54,10 +54,13 @@ demo: install
 # test of their file left (tests/unit/test_make_test_workers.py checks this). The SLURM tests
 # (marker cluster) run afterwards on their own: one test cluster, jobs timed against walltimes.
 TEST_JOBS ?= 3
+# The slowest tests are printed at the end of each part, so that a run (CI's included) shows
+# where the suite's time goes.
+DURATIONS ?= 25
 
 test: install
-	$(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist loadfile -m "not cluster"
-	$(BIN)/python -m pytest -q -m cluster
+	$(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist loadfile -m "not cluster" --durations $(DURATIONS)
+	$(BIN)/python -m pytest -q -m cluster --durations $(DURATIONS)
 
 # The edit-test loop: everything but the end-to-end runs (marker slow) and the SLURM tests
 # (marker cluster); a few minutes instead of make test's half hour. Not a replacement.

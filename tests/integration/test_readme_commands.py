@@ -171,8 +171,8 @@ def test_make_test_and_install_slurm_run_what_they_say(checkout, user_env) -> No
     assert make_installs(TEST, checkout, user_env) == [], "venv out of date: run make install"
     planned = run(with_flags(TEST, "-n"), checkout, user_env).stdout.splitlines()
     assert planned[-2:] == [
-        '.venv/bin/python -m pytest -q -n 3 --dist loadfile -m "not cluster"',
-        ".venv/bin/python -m pytest -q -m cluster",
+        '.venv/bin/python -m pytest -q -n 3 --dist loadfile -m "not cluster" --durations 25',
+        ".venv/bin/python -m pytest -q -m cluster --durations 25",
     ]
     slurm = make_installs(INSTALL_SLURM, checkout, user_env)
     assert slurm[-1] == '.venv/bin/pip install -q -e ".[slurm,dev]"'
