@@ -13,6 +13,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from scipy import stats
+
 LEARNED_THRESHOLD = 0.5  # a class counts as learned once its pseudo Dice passes this
 MEAN_TOLERANCE = 0.01  # target: our mean >= upstream's mean - this
 SIDES = ("ours", "upstream")
@@ -92,6 +94,21 @@ def describe_learned(epochs: Sequence[int | None]) -> dict[str, Any]:
     }
 
 
+def learning_tests(ours: dict[str, Any], upstream: dict[str, Any], epochs: int) -> dict[str, Any]:
+    """Whether one side learns a class less often (Fisher's exact test on the runs that did)
+    or later (Mann-Whitney U on the first epoch; a run that never did ranks after the last of
+    ``epochs``). None where a side has no runs."""
+    if not ours["runs"] or not upstream["runs"]:
+        return {"learned_p": None, "learned_epoch_p": None}
+    table = [[side["learned"], side["runs"] - side["learned"]] for side in (ours, upstream)]
+    first = [[epochs if e is None else e for e in side["epochs"]] for side in (ours, upstream)]
+    same = len(set(first[0] + first[1])) == 1  # all tied: no test, nothing differs
+    return {
+        "learned_p": float(stats.fisher_exact(table).pvalue),
+        "learned_epoch_p": 1.0 if same else float(stats.mannwhitneyu(*first).pvalue),
+    }
+
+
 def verdict(ours: dict[str, Any], upstream: dict[str, Any]) -> dict[str, Any]:
     """The issue's targets: our mean >= upstream's mean - 0.01, our spread no wider."""
     if ours["mean"] is None or upstream["mean"] is None:
@@ -160,6 +177,8 @@ def summarise(runs: Sequence[dict[str, Any]], labels: dict[str, str]) -> list[di
             split = [r["by_presence"][label] for r in mine if label in r.get("by_presence", {})]
             row[side].update(describe_presence(split))
         row.update(verdict(row["ours"], row["upstream"]))
+        epochs = max((r["schedule"]["epochs"] for r in runs if "schedule" in r), default=0)
+        row.update(learning_tests(row["ours"]["learned"], row["upstream"]["learned"], epochs))
         rows.append(row)
     return rows
 
@@ -215,4 +234,10 @@ def format_table(title: str, rows: Sequence[dict[str, Any]]) -> str:
             f"{_mean_sd(upstream['dice_where_present']):<36} | "
             f"{ours['false_voxels']} / {upstream['false_voxels']}"
         )
+    lines += ["", "learned less often (Fisher's exact test) or later (Mann-Whitney U, never = "
+              "after the last epoch), ours against upstream's:"]  # fmt: skip
+    for row in rows:
+        if row.get("learned_p") is not None:
+            lines.append(f"{row['class']:<8} | runs learned p {row['learned_p']:.3f} | "
+                         f"first epoch p {row['learned_epoch_p']:.3f}")  # fmt: skip
     return "\n".join(lines)

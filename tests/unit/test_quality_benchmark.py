@@ -89,6 +89,28 @@ def test_summarise_and_table():
     assert "lesion" in table and "FAIL" in table and "1/2 @ 3" in table
 
 
+def test_learning_tests_tell_less_often_and_later_from_chance():
+    def side(epochs):
+        return qs.describe_learned(epochs)
+
+    # 8 of 8 runs at epoch 1 against 0 of 8: both tests see it
+    apart = qs.learning_tests(side([1] * 8), side([None] * 8), epochs=6)
+    assert apart["learned_p"] < 0.001 and apart["learned_epoch_p"] < 0.001
+    # all learned, ours two epochs later in every run: not less often, but later
+    later = qs.learning_tests(side([3] * 8), side([1] * 8), epochs=6)
+    assert later["learned_p"] == 1.0 and later["learned_epoch_p"] < 0.001
+    # 3 of 4 against 4 of 4: nothing to tell; identical runs tie
+    close = qs.learning_tests(side([2, 1, 3, None]), side([1, 1, 1, 2]), epochs=6)
+    assert close["learned_p"] == 1.0 and close["learned_epoch_p"] > 0.05
+    assert qs.learning_tests(side([1, 1]), side([1, 1]), epochs=4)["learned_epoch_p"] == 1.0
+    pairs = [("ours", 1), ("ours", None), ("upstream", 1), ("upstream", 1)]
+    runs = [{"side": s, "schedule": {"epochs": 6}, "test_dice": {"1": 0.9}, "learned": [e]}
+            for s, e in pairs]  # fmt: skip
+    (row,) = qs.summarise(runs, {"1": "lesion"})
+    assert row["learned_p"] == 1.0
+    assert "runs learned p 1.000" in qs.format_table("set 3d", [row])
+
+
 def test_presence_split_tells_stray_voxels_from_a_worse_segmentation():
     """A case without the lesion scores 0 for one stray voxel (and is left out when nothing is
     predicted there): the split shows both the Dice where the lesion exists and those voxels."""
