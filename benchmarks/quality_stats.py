@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import re
 import statistics
+import warnings
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -109,6 +110,21 @@ def learning_tests(ours: dict[str, Any], upstream: dict[str, Any], epochs: int) 
     }
 
 
+def dice_tests(ours: Sequence[float], upstream: Sequence[float]) -> dict[str, Any]:
+    """Whether the test Dice differs in location (Mann-Whitney U) or in spread (Brown-Forsythe:
+    Levene's test about the medians, robust to the all-or-nothing runs of a small class). None
+    with fewer than two runs a side or no variation at all."""
+    if len(ours) < 2 or len(upstream) < 2 or len(set(ours) | set(upstream)) < 2:
+        return {"dice_p": None, "spread_p": None}
+    with warnings.catch_warnings():  # no spread within either side: no test (None)
+        warnings.simplefilter("ignore", RuntimeWarning)
+        spread = float(stats.levene(ours, upstream, center="median").pvalue)
+    return {
+        "dice_p": float(stats.mannwhitneyu(ours, upstream).pvalue),
+        "spread_p": spread if math.isfinite(spread) else None,
+    }
+
+
 def verdict(ours: dict[str, Any], upstream: dict[str, Any]) -> dict[str, Any]:
     """The issue's targets: our mean >= upstream's mean - 0.01, our spread no wider."""
     if ours["mean"] is None or upstream["mean"] is None:
@@ -179,6 +195,7 @@ def summarise(runs: Sequence[dict[str, Any]], labels: dict[str, str]) -> list[di
         row.update(verdict(row["ours"], row["upstream"]))
         epochs = max((r["schedule"]["epochs"] for r in runs if "schedule" in r), default=0)
         row.update(learning_tests(row["ours"]["learned"], row["upstream"]["learned"], epochs))
+        row.update(dice_tests(row["ours"]["values"], row["upstream"]["values"]))
         rows.append(row)
     return rows
 
@@ -197,6 +214,10 @@ def _mean_sd(stats: dict[str, Any]) -> str:
 def _learned(stats: dict[str, Any]) -> str:
     median = stats["median_epoch"]
     return f"{stats['learned']}/{stats['runs']} @ {'-' if median is None else median}"
+
+
+def _p(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
 
 
 def _flag(value: bool | None) -> str:
@@ -234,10 +255,12 @@ def format_table(title: str, rows: Sequence[dict[str, Any]]) -> str:
             f"{_mean_sd(upstream['dice_where_present']):<36} | "
             f"{ours['false_voxels']} / {upstream['false_voxels']}"
         )
-    lines += ["", "learned less often (Fisher's exact test) or later (Mann-Whitney U, never = "
-              "after the last epoch), ours against upstream's:"]  # fmt: skip
+    lines += ["", "ours against upstream's: test Dice (Mann-Whitney U) and its spread "
+              "(Brown-Forsythe); learned less often (Fisher's exact test) or later "
+              "(Mann-Whitney U on the first epoch, never = after the last):"]  # fmt: skip
     for row in rows:
         if row.get("learned_p") is not None:
-            lines.append(f"{row['class']:<8} | runs learned p {row['learned_p']:.3f} | "
+            lines.append(f"{row['class']:<8} | Dice p {_p(row.get('dice_p'))} | spread p "
+                         f"{_p(row.get('spread_p'))} | runs learned p {row['learned_p']:.3f} | "
                          f"first epoch p {row['learned_epoch_p']:.3f}")  # fmt: skip
     return "\n".join(lines)

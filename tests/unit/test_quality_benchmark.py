@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 from benchmark_modules import load_benchmark
 
@@ -109,6 +110,19 @@ def test_learning_tests_tell_less_often_and_later_from_chance():
     (row,) = qs.summarise(runs, {"1": "lesion"})
     assert row["learned_p"] == 1.0
     assert "runs learned p 1.000" in qs.format_table("set 3d", [row])
+
+
+def test_dice_tests_tell_a_shift_and_a_wider_spread():
+    rng = np.random.default_rng(1)
+    base = list(rng.normal(0.90, 0.01, 12))
+    shifted = qs.dice_tests([v - 0.05 for v in base], list(rng.normal(0.90, 0.01, 12)))
+    assert shifted["dice_p"] < 0.001 and shifted["spread_p"] > 0.01
+    wide = qs.dice_tests(list(rng.normal(0.90, 0.1, 12)), base)
+    assert wide["spread_p"] < 0.01
+    # one all-or-nothing run a side: the spread is alike
+    assert qs.dice_tests([0.93, 0.94, 0.0, 0.92], [0.92, 0.0, 0.93, 0.94])["spread_p"] > 0.5
+    assert qs.dice_tests([0.9], [0.8, 0.7]) == {"dice_p": None, "spread_p": None}
+    assert qs.dice_tests([0.9, 0.9], [0.9, 0.9]) == {"dice_p": None, "spread_p": None}
 
 
 def test_presence_split_tells_stray_voxels_from_a_worse_segmentation():
