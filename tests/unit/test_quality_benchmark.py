@@ -123,6 +123,7 @@ def test_dice_tests_tell_a_shift_and_a_wider_spread():
     assert qs.dice_tests([0.93, 0.94, 0.0, 0.92], [0.92, 0.0, 0.93, 0.94])["spread_p"] > 0.5
     assert qs.dice_tests([0.9], [0.8, 0.7]) == {"dice_p": None, "spread_p": None}
     assert qs.dice_tests([0.9, 0.9], [0.9, 0.9]) == {"dice_p": None, "spread_p": None}
+    assert qs.dice_tests([0.98, 0.97], [0.98, 0.98])["spread_p"] is None  # nothing to compare
 
 
 def test_presence_split_tells_stray_voxels_from_a_worse_segmentation():
