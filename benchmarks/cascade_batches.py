@@ -235,10 +235,16 @@ def peer_rows(peer: Path, work: Path, results: Path, run: tuple[str, str, list[i
     command = [str(peer / "bin" / "python"), "-c", SAMPLE_STATS + PEER_SIDE,
                str(work / "upstream" / "preprocessed" / run[0]), run[1], mode, str(count),
                json.dumps(labels), json.dumps(run[2])]  # fmt: skip
+    return peer_script_rows(command, env, f"upstream's {mode}")
+
+
+def peer_script_rows(command: list[str], env: dict[str, str], what: str) -> list[dict]:
+    """The rows a script run by the peer venv's python printed on its last ``ROWS`` line;
+    exits naming ``what`` with the script's error where it failed."""
     done = subprocess.run(command, env=env, capture_output=True, text=True)
     lines = [line for line in done.stdout.splitlines() if line.startswith("ROWS ")]
     if done.returncode != 0 or not lines:
-        sys.exit(f"upstream's {mode} failed ({done.returncode}):\n{done.stderr[-3000:]}")
+        sys.exit(f"{what} failed ({done.returncode}):\n{done.stderr[-3000:]}")
     return json.loads(lines[-1][5:])
 
 

@@ -22,14 +22,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from scipy import stats
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from cascade_batches import compare as compare_rows  # noqa: E402
+from cascade_batches import peer_script_rows  # noqa: E402
 
 # Shared by both sides (the peer runs it from this text): one row of statistics per network.
 NETWORK_STATS = textwrap.dedent(
@@ -125,25 +127,19 @@ def peer_rows(peer: Path, work: Path, dataset: str, configuration: str, seeds: l
     command = [str(peer / "bin" / "python"), "-c", NETWORK_STATS + PEER_SIDE,
                str(work / "upstream" / "preprocessed" / dataset), configuration,
                str(image_path), json.dumps(seeds)]  # fmt: skip
-    done = subprocess.run(command, env=env, capture_output=True, text=True)
-    lines = [line for line in done.stdout.splitlines() if line.startswith("ROWS ")]
-    if done.returncode != 0 or not lines:
-        sys.exit(f"upstream's networks failed ({done.returncode}):\n{done.stderr[-3000:]}")
-    return json.loads(lines[-1][5:])
+    return peer_script_rows(command, env, "upstream's networks")
 
 
 def compare(ours: list[dict], upstream: list[dict]) -> dict[str, Any]:
-    """Per statistic both means over seeds and the KS p-value; the statistics both sides have
-    (a tensor one side lacks is listed, not compared)."""
-    keys = [k for k in upstream[0] if k in ours[0]]
-    rows = []
-    for key in keys:
-        a, b = np.array([r[key] for r in ours]), np.array([r[key] for r in upstream])
-        rows.append({"statistic": key, "ours": float(a.mean()), "upstream": float(b.mean()),
-                     "ours_sd": float(a.std(ddof=1)), "upstream_sd": float(b.std(ddof=1)),
-                     "ks_p": float(stats.ks_2samp(a, b).pvalue)})  # fmt: skip
+    """Per statistic both means over seeds and the KS p-value (cascade_batches' comparison);
+    the statistics both sides have (a tensor one side lacks is listed, not compared)."""
+    shared = [k for k in upstream[0] if k in ours[0]]
+
+    def pick(rows: list[dict]) -> list[dict]:
+        return [{k: row[k] for k in shared} for row in rows]
+
     only = sorted(set(ours[0]) ^ set(upstream[0]))
-    return {"rows": rows, "one_side_only": only}
+    return {"rows": compare_rows(pick(ours), pick(upstream)), "one_side_only": only}
 
 
 def format_summary(table: dict[str, Any], alpha: float = 0.01) -> str:
