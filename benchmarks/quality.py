@@ -30,8 +30,9 @@ Quality: the fold-0 model of each run predicts imagesTs (``nnunet-core predict -
 ``nnUNetv2_predict -f 0``, default mirroring), and our ``nnunet-core evaluate`` scores both
 against labelsTs, so only the models differ. Per class: test Dice mean, sd (ddof=1) and min per
 side, and the first epoch (0-based, as both logs count) at which the pseudo Dice (the ``Pseudo
-dice`` line both logs print) passes 0.5, with Fisher's exact test on how many runs of each side
-learned the class and a Mann-Whitney U test on that epoch. Records are written to ``--out``
+dice`` line both logs print) passes 0.5. Tests between the sides: Mann-Whitney U on the Dice,
+Brown-Forsythe on its spread, Fisher's exact test on the runs that learned the class and
+Mann-Whitney U on that first epoch. Records are written to ``--out``
 after each run; a rerun with the same ``--out`` skips the runs already there (same set and
 schedule), and ``--report`` only prints the tables of every set and schedule it holds. A second
 invocation beside the first takes other run numbers (``--start``) and its own ``--out``;

@@ -180,6 +180,7 @@ def summarise(runs: Sequence[dict[str, Any]], labels: dict[str, str]) -> list[di
     ``learned`` [epoch or None per class]); ``labels`` maps label value -> class name.
     """
     rows = []
+    epochs = max((r["schedule"]["epochs"] for r in runs if "schedule" in r), default=0)
     for position, (label, name) in enumerate(sorted(labels.items(), key=lambda x: int(x[0]))):
         row: dict[str, Any] = {"label": label, "class": name}
         for side in SIDES:
@@ -189,7 +190,6 @@ def summarise(runs: Sequence[dict[str, Any]], labels: dict[str, str]) -> list[di
             split = [r["by_presence"][label] for r in mine if label in r.get("by_presence", {})]
             row[side].update(describe_presence(split))
         row.update(verdict(row["ours"], row["upstream"]))
-        epochs = max((r["schedule"]["epochs"] for r in runs if "schedule" in r), default=0)
         row.update(learning_tests(row["ours"]["learned"], row["upstream"]["learned"], epochs))
         row.update(dice_tests(row["ours"]["values"], row["upstream"]["values"]))
         rows.append(row)
