@@ -5,8 +5,8 @@ from pathlib import Path
 
 import yaml
 
-from nnunet_core.workflow_config import coerce_command_line_values, validate_config
-from nnunet_core.workflow_runs import as_single_run, check_run_keys, is_several_runs
+from nnunet_core.workflow.config import coerce_command_line_values, validate_config
+from nnunet_core.workflow.runs import as_single_run, check_run_keys, is_several_runs
 
 from snakemake.utils import min_version
 

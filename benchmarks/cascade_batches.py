@@ -182,7 +182,7 @@ def our_loaders(work: Path, results: Path, scratch: Path, seed: int, run: tuple[
     transform, and the label list."""
     import torch
 
-    from nnunet_core.paths import Roots
+    from nnunet_core.layout.paths import Roots
     from nnunet_core.training.fold_setup import prepare_fold
     from nnunet_core.training.trainer import Trainer, TrainerSettings
 
@@ -206,8 +206,9 @@ def our_batch_rows(loaders, iterations: int, cascaded: bool) -> list[dict]:
     return rows
 
 
-def our_pipeline_rows(loader, labels: list[int], crops: Path, repeats: int, seed: int,
-                      cascaded: bool) -> list[dict]:
+def our_pipeline_rows(
+    loader, labels: list[int], crops: Path, repeats: int, seed: int, cascaded: bool
+) -> list[dict]:
     """Six un-augmented crops of ``loader`` saved to ``crops``; our transform ``repeats`` times
     on each (the rng differs per repeat)."""
     saved = {}
@@ -224,8 +225,15 @@ def our_pipeline_rows(loader, labels: list[int], crops: Path, repeats: int, seed
     return rows
 
 
-def peer_rows(peer: Path, work: Path, results: Path, run: tuple[str, str, list[int]], mode: str,
-              count: int, labels: list[int]) -> list[dict]:
+def peer_rows(
+    peer: Path,
+    work: Path,
+    results: Path,
+    run: tuple[str, str, list[int]],
+    mode: str,
+    count: int,
+    labels: list[int],
+) -> list[dict]:
     """Upstream's rows, by the peer venv's python, for ``run`` = (dataset, configuration, folds):
     ``mode`` "loader" (``count`` batches per fold) or a crops file (each crop through the
     training pipeline ``count`` times)."""

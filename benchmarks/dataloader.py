@@ -108,7 +108,7 @@ def prepare_peer(work: Path, venv: Path, configurations: list[str]) -> dict[str,
 
 def build_ours(dataset_folder: Path, configuration: str, plans_name: str = "nnUNetPlans"):
     """Our training make_batch for one configuration, wired as the trainer wires it."""
-    from nnunet_core.planning.plans import resolve_configuration
+    from nnunet_core.io.plans import resolve_configuration
     from nnunet_core.training.augmentation.pipeline import (
         configure_augmentation,
         training_transforms,

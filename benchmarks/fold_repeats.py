@@ -122,8 +122,8 @@ def write_our_initial_weights(args: argparse.Namespace, seed: int, path: Path) -
     """The network our trainer starts from with ``seed`` (upstream's parameter names)."""
     import torch
 
-    from nnunet_core.paths import Roots
-    from nnunet_core.training import checkpoint
+    from nnunet_core.layout.paths import Roots
+    from nnunet_core.model import checkpoint
     from nnunet_core.training.fold_setup import prepare_fold
     from nnunet_core.training.trainer import Trainer, TrainerSettings
 
@@ -181,8 +181,10 @@ def report(out: Path, ours_from: Path | None = None) -> dict[str, Any]:
 
 
 def format_report(table: dict[str, Any]) -> str:
-    lines = [f"{'side':<10}{'n':>3}  {'class':<6}{'Dice mean ± sd':<20}false-positive runs, "
-             "voxels per run (mean)"]
+    lines = [
+        f"{'side':<10}{'n':>3}  {'class':<6}{'Dice mean ± sd':<20}false-positive runs, "
+        "voxels per run (mean)"
+    ]
     for side in SIDES:
         if side not in table:
             continue
@@ -194,8 +196,10 @@ def format_report(table: dict[str, Any]) -> str:
             lines.append(f"{side:<10}{row['n']:>3}  {label:<6}{dice['mean']:.4f}{sd:<12}"
                          f"{false}/{row['n']}, {voxels:.1f}")  # fmt: skip
     for label, p in table.get("fisher_p", {}).items():
-        lines.append(f"class {label}: false-positive runs, Fisher's exact test p = {p:.4f}; "
-                     f"false voxels, Mann-Whitney U p = {table['mann_whitney_p'][label]:.4f}")
+        lines.append(
+            f"class {label}: false-positive runs, Fisher's exact test p = {p:.4f}; "
+            f"false voxels, Mann-Whitney U p = {table['mann_whitney_p'][label]:.4f}"
+        )
     return "\n".join(lines)
 
 
@@ -215,8 +219,11 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--our-augmentation", action="store_true",
                         help="upstream's trainer with our training transforms (give it its own "
                         "--out; --report --ours-from names our runs' folder)")  # fmt: skip
-    parser.add_argument("--our-loader", action="store_true",
-                        help="upstream's trainer with our loaders and transforms (as above)")
+    parser.add_argument(
+        "--our-loader",
+        action="store_true",
+        help="upstream's trainer with our loaders and transforms (as above)",
+    )
     parser.add_argument("--our-init", action="store_true",
                         help="upstream's trainer starts from the initial weights of our repeat "
                         "k's seed; with --our-loader also our repeat k's batches")  # fmt: skip

@@ -22,8 +22,8 @@ from gpu_check_folds import folds_section
 from gpu_check_upstream import upstream_step_rows
 from train_step import LABELS, make_trainer, time_ours
 
+from nnunet_core.io.plans import resolve_configuration
 from nnunet_core.model import build_network, count_parameters
-from nnunet_core.planning.plans import resolve_configuration
 
 DATASET = "Dataset978_GpuCheck"
 

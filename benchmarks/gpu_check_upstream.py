@@ -73,7 +73,7 @@ def scratch_tree(ctx: Any) -> tuple[Path, dict[str, Any], dict[str, str]]:
     """Plans file, dataset.json and nnU-Net folders in which upstream's trainer initialises."""
     from train_step import LABELS
 
-    from nnunet_core.planning.plans import resolve_configuration
+    from nnunet_core.io.plans import resolve_configuration
 
     root = ctx.work / "upstream"
     name = ctx.plans.get("dataset_name", "Dataset900_Synth")

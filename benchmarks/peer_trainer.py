@@ -32,7 +32,7 @@ _NO_FINAL_VALIDATION = '''
 # Our training pipeline inside upstream's trainer (issue 12's swap experiment): the class sits at
 # module level so that upstream's augmentation worker processes can unpickle it; each worker
 # draws its own random stream on first use. nnunet_core comes from $PYTHONPATH.
-_OUR_AUGMENTATION_HELPER = '''
+_OUR_AUGMENTATION_HELPER = """
 import numpy as np
 from batchgeneratorsv2.transforms.utils.deep_supervision_downsampling import (
     DownsampleSegForDSTransform)
@@ -53,7 +53,7 @@ class OurTrainingTransforms:
         image, segmentation = self.ours(data["image"], data["segmentation"], self.rng)
         out = {"image": image, "segmentation": segmentation}
         return out if self.downsample is None else self.downsample(**out)
-'''
+"""
 _OUR_AUGMENTATION_METHOD = '''
     @staticmethod
     def get_training_transforms(patch_size, rotation_for_DA, deep_supervision_scales, mirror_axes,

@@ -41,10 +41,10 @@ from nnunet_core.inference.export import export_prediction
 from nnunet_core.inference.model_folder import LoadedModel, load_trained_model
 from nnunet_core.inference.predictor import tile_batch_size
 from nnunet_core.inference.sliding_window import predict_logits_from_folds, tile_slicers
+from nnunet_core.io.plans import resolve_configuration
 from nnunet_core.model import build_network
-from nnunet_core.planning.plans import resolve_configuration
+from nnunet_core.model import checkpoint as ckpt
 from nnunet_core.preprocessing.preprocessor import run_case
-from nnunet_core.training import checkpoint as ckpt
 
 HARNESS = Path(__file__).resolve().parents[2] / "shared" / "peer" / "bench_predict.py"
 LABELS = {"background": 0, "organ": 1, "lesion": 2}

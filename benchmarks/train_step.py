@@ -33,8 +33,8 @@ from pathlib import Path
 import torch
 
 from nnunet_core.io.dataset_json import parse_dataset_json
+from nnunet_core.io.plans import resolve_configuration
 from nnunet_core.model import count_parameters
-from nnunet_core.planning.plans import resolve_configuration
 from nnunet_core.training.deep_supervision import downsample_targets
 from nnunet_core.training.fold_setup import FoldSetup
 from nnunet_core.training.trainer import Trainer, TrainerSettings

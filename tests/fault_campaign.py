@@ -544,7 +544,7 @@ def draw_moments(
 
 # ------------------------------------------------------------------------ tree and manifest
 _TEMP_SUFFIXES = (".partial", ".tmp", ".part", "~")
-# Snakemake's marker of a finished directory; the work_dir lock (nnunet_core.work_lock).
+# Snakemake's marker of a finished directory; the work_dir lock (nnunet_core.workflow.work_lock).
 _SKIP_NAMES = {".snakemake_timestamp", ".workflow.lock"}
 _PLOTS_OF_TIMES = ("progress.png", "run_times.png", "run_times.pdf", "run_times.svg")
 _TIME_KEYS = ("epoch_start_timestamps", "epoch_end_timestamps")

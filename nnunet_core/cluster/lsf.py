@@ -23,7 +23,8 @@ def bsub_extra(
 ) -> str:
     """``-gpu num=N`` (none for a CPU job, gpus 0), then ``-wa SIG -wt M`` when the job resumes.
 
-    ``stop_signal``: the configured signal name (``USR1``; nnunet_core.stop_signal), which LSF's
+    ``stop_signal``: the configured signal name (``USR1``; nnunet_core.cluster.stop_signal), which
+    LSF's
     warning action sends ``warning_minutes`` before the run limit so that the trainer checkpoints
     and the retry continues; None for jobs that cannot resume (prediction).
     """

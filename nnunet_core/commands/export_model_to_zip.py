@@ -13,9 +13,9 @@ import argparse
 from pathlib import Path
 
 from nnunet_core.commands.common import add_root_flags, dataset_from_args
+from nnunet_core.layout.paths import DEFAULT_PLANS_NAME, DEFAULT_TRAINER, parse_fold
+from nnunet_core.layout.results_tree import CHECKPOINT_FINAL
 from nnunet_core.model_sharing.export import ExportRequest, archive_files, write_archive
-from nnunet_core.paths import DEFAULT_PLANS_NAME, DEFAULT_TRAINER, parse_fold
-from nnunet_core.results_tree import CHECKPOINT_FINAL
 
 # upstream's default -c (its order)
 DEFAULT_CONFIGURATIONS = ("3d_lowres", "3d_fullres", "2d", "3d_cascade_fullres")

@@ -11,8 +11,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from nnunet_core.layout.paths import Roots
 from nnunet_core.model_sharing.install import install_archive
-from nnunet_core.paths import Roots
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:

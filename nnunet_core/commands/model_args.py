@@ -9,13 +9,13 @@ import argparse
 
 from nnunet_core.commands.common import dataset_from_args
 from nnunet_core.errors import ConfigurationError
-from nnunet_core.paths import (
+from nnunet_core.layout.paths import (
     DEFAULT_PLANS_NAME,
     DEFAULT_TRAINER,
     preprocessed_dataset_dir,
     results_dataset_dir,
 )
-from nnunet_core.results_tree import DEFAULT_FOLDS, DatasetDirs, TrainedModel
+from nnunet_core.layout.results_tree import DEFAULT_FOLDS, DatasetDirs, TrainedModel
 
 
 def add_dataset_argument(parser: argparse.ArgumentParser) -> None:

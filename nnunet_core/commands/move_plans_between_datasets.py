@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 
 from nnunet_core.commands.common import add_root_flags, roots_from_args
-from nnunet_core.paths import (
+from nnunet_core.layout.paths import (
     preprocessed_dataset_dir,
     raw_dataset_dir,
     resolve_dataset_name,

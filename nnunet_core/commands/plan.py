@@ -27,7 +27,8 @@ from nnunet_core.commands.verify import ensure_verified
 from nnunet_core.errors import ConfigurationError
 from nnunet_core.io.atomic import atomic_path, read_json, write_json
 from nnunet_core.io.dataset_json import load_dataset_json
-from nnunet_core.paths import (
+from nnunet_core.io.plans import resolve_configuration
+from nnunet_core.layout.paths import (
     DATASET_JSON,
     FINGERPRINT_JSON,
     Roots,
@@ -37,7 +38,6 @@ from nnunet_core.paths import (
 )
 from nnunet_core.planning.overrides import apply_overrides
 from nnunet_core.planning.planner import PREPROCESSOR_NAME, PRESETS, get_preset, plan_experiment
-from nnunet_core.planning.plans import resolve_configuration
 
 
 def add_planning_flags(parser: argparse.ArgumentParser) -> None:

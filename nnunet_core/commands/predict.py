@@ -21,15 +21,15 @@ from pathlib import Path
 
 from nnunet_core.commands.common import add_root_flags, dataset_from_args
 from nnunet_core.dataset.discovery import RawCase
-from nnunet_core.devices import resolve_device as resolve_torch_device
 from nnunet_core.errors import ConfigurationError
 from nnunet_core.inference.cascade import PREVIOUS_STAGE_FOLDER, with_previous_stage
 from nnunet_core.inference.model_folder import LoadedModel, load_trained_model, parse_fold
 from nnunet_core.inference.predictor import PredictionSettings, predict_cases, prepare_inputs
 from nnunet_core.io.atomic import write_json
-from nnunet_core.paths import DEFAULT_PLANS_NAME, DEFAULT_TRAINER, results_dataset_dir
-from nnunet_core.results_tree import trained_model_dir
-from nnunet_core.training.checkpoint import FINAL
+from nnunet_core.layout.paths import DEFAULT_PLANS_NAME, DEFAULT_TRAINER, results_dataset_dir
+from nnunet_core.layout.results_tree import trained_model_dir
+from nnunet_core.model.checkpoint import FINAL
+from nnunet_core.runtime.devices import resolve_device as resolve_torch_device
 
 ARGS_JSON = "predict_from_raw_data_args.json"
 

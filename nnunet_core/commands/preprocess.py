@@ -33,7 +33,8 @@ from nnunet_core.dataset.discovery import RawCase, training_cases
 from nnunet_core.errors import ConfigurationError, DatasetError
 from nnunet_core.io.atomic import atomic_path
 from nnunet_core.io.dataset_json import DatasetJson, load_dataset_json
-from nnunet_core.paths import (
+from nnunet_core.io.plans import configuration_names, load_plans
+from nnunet_core.layout.paths import (
     DATASET_JSON,
     DEFAULT_PLANS_NAME,
     GT_FOLDER,
@@ -42,7 +43,6 @@ from nnunet_core.paths import (
     preprocessed_dataset_dir,
     raw_dataset_dir,
 )
-from nnunet_core.planning.plans import configuration_names, load_plans
 
 
 def add_preprocessing_flags(parser: argparse.ArgumentParser) -> None:

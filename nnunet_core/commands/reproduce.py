@@ -6,7 +6,8 @@
     nnunet-core reproduce check reproduce.tar.gz rerun/work
 
 The workflow's ``reproduce`` target runs ``pack`` (``snakemake reproduce``); what the archive
-holds and what ``check`` compares is in ``nnunet_core.reproduce``. ``check`` exits 1 and names
+holds and what ``check`` compares is in ``nnunet_core.workflow.reproduce``. ``check`` exits 1 and
+names
 each file that differs.
 """
 
@@ -52,7 +53,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from nnunet_core import reproduce
+    from nnunet_core.workflow import reproduce
 
     if args.action == "pack":
         return _pack(args)
@@ -70,8 +71,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _pack(args: argparse.Namespace) -> int:
-    from nnunet_core import reproduce
     from nnunet_core.training.provenance import git_commit, package_versions
+    from nnunet_core.workflow import reproduce
 
     text = args.config_json
     config = json.loads(text if text.lstrip().startswith("{") else Path(text).read_text())

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 
 from nnunet_core.commands.common import roots_from_args
 from nnunet_core.commands.train_args import check_flags, configure_parser, settings_from_args
-from nnunet_core.devices import resolve_device
-from nnunet_core.paths import parse_fold, resolve_dataset_name
+from nnunet_core.layout.paths import parse_fold, resolve_dataset_name
+from nnunet_core.runtime.devices import resolve_device
 
 if TYPE_CHECKING:  # torch and the trainer load only when a command runs (the CLI stays fast)
     from nnunet_core.training.fold_run import FoldRequest
@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
     launched = launch(args)
     if launched is not None:
         return launched
-    from nnunet_core import stop_signal
+    from nnunet_core.cluster import stop_signal
     from nnunet_core.training.fold_run import run_fold
 
     stop_signal.for_trainer()  # first: from now on the stop signal only sets the stop flag

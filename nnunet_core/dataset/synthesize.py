@@ -21,7 +21,7 @@ import SimpleITK as sitk
 from nnunet_core.dataset.shapes import BACKGROUND, LESION, ORGAN, make_phantom
 from nnunet_core.errors import ConfigurationError
 from nnunet_core.io.atomic import current_umask, write_json
-from nnunet_core.paths import DATASET_JSON, DATASET_NAME_RE
+from nnunet_core.layout.paths import DATASET_JSON, DATASET_NAME_RE
 
 # Not "CT" (nor another scheme name), so normalisation is ZScore as for real MR data.
 CHANNEL_NAMES = ("MR", "T2", "FLAIR", "ADC")

@@ -34,8 +34,8 @@ from nnunet_core.dataset.verify_case import (
 from nnunet_core.errors import DatasetError
 from nnunet_core.io.dataset_json import DatasetJson, LabelSpec, load_dataset_json
 from nnunet_core.io.readers import reader_for_dataset, reader_name
-from nnunet_core.parallel import map_cases
-from nnunet_core.paths import DATASET_JSON
+from nnunet_core.layout.paths import DATASET_JSON
+from nnunet_core.runtime.parallel import map_cases
 
 
 @dataclass

@@ -31,9 +31,8 @@ from nnunet_core.evaluation.surface import SurfaceSettings
 from nnunet_core.io.atomic import atomic_path, read_json, write_json
 from nnunet_core.io.dataset_json import LabelSpec, load_dataset_json
 from nnunet_core.io.images import read_seg, write_seg
-from nnunet_core.parallel import map_cases
-from nnunet_core.paths import DATASET_JSON
-from nnunet_core.results_tree import (
+from nnunet_core.layout.paths import DATASET_JSON
+from nnunet_core.layout.results_tree import (
     DEFAULT_FOLDS,
     PLANS_JSON,
     SUMMARY_JSON,
@@ -41,6 +40,7 @@ from nnunet_core.results_tree import (
     TrainedModel,
     ensemble_name,
 )
+from nnunet_core.runtime.parallel import map_cases
 
 
 def average_probabilities(npz_files: Sequence[Path]) -> np.ndarray:

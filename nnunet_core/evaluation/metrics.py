@@ -27,7 +27,7 @@ from nnunet_core.io.atomic import write_json
 from nnunet_core.io.dataset_json import IGNORE_KEY, DatasetJson, LabelSpec
 from nnunet_core.io.images import readers_for_file
 from nnunet_core.io.readers import FileImage
-from nnunet_core.parallel import map_cases
+from nnunet_core.runtime.parallel import map_cases
 
 LabelOrRegion = int | tuple[int, ...]
 METRIC_NAMES = ("Dice", "IoU", "FP", "TP", "FN", "TN", "n_pred", "n_ref")

@@ -22,9 +22,9 @@ import numpy as np
 
 from nnunet_core.dataset.discovery import RawCase
 from nnunet_core.errors import ConfigurationError, DatasetError
+from nnunet_core.inference.cascade_input import cascade_input, is_cascade_stage
 from nnunet_core.io.dataset_json import DatasetJson
 from nnunet_core.preprocessing.preprocessor import run_case
-from nnunet_core.training.cascade_input import cascade_input, is_cascade_stage
 
 PREVIOUS_STAGE_FOLDER = "prediction_{stage}"
 

@@ -19,7 +19,7 @@ from nnunet_core.dataset.verify_case import check_test_case, display_path
 from nnunet_core.errors import DatasetError
 from nnunet_core.io.atomic import read_json
 from nnunet_core.io.readers import reader_for_plans
-from nnunet_core.parallel import map_cases
+from nnunet_core.runtime.parallel import map_cases
 
 PREFIX = "nnunet-core predict"
 

@@ -17,19 +17,19 @@ from typing import Any
 from torch import nn
 
 from nnunet_core.errors import ConfigurationError
+from nnunet_core.inference.cascade_input import num_input_channels
 from nnunet_core.io.dataset_json import DatasetJson, load_dataset_json
-from nnunet_core.model import build_network
-from nnunet_core.paths import DATASET_JSON, parse_fold
-from nnunet_core.planning.plans import load_plans, resolve_configuration
-from nnunet_core.results_tree import (
+from nnunet_core.io.plans import load_plans, resolve_configuration
+from nnunet_core.layout.paths import DATASET_JSON, parse_fold
+from nnunet_core.layout.results_tree import (
     PLANS_JSON,
     TrainedModel,
     fold_dir,
     fold_dirs_in,
     fold_of_folder,
 )
-from nnunet_core.training import checkpoint as ckpt
-from nnunet_core.training.cascade_input import num_input_channels
+from nnunet_core.model import build_network
+from nnunet_core.model import checkpoint as ckpt
 
 Fold = int | str
 

@@ -28,7 +28,6 @@ from typing import Any
 
 import torch
 
-from nnunet_core.case_progress import CaseProgress, wants_bar
 from nnunet_core.dataset.discovery import (
     RawCase,
     case_channel_files,
@@ -48,9 +47,10 @@ from nnunet_core.inference.model_folder import (
 from nnunet_core.inference.sliding_window import predict_logits_from_folds
 from nnunet_core.io.atomic import write_json
 from nnunet_core.io.dataset_json import DatasetJson, load_dataset_json
-from nnunet_core.paths import DATASET_JSON
-from nnunet_core.results_tree import PLANS_JSON
-from nnunet_core.training import checkpoint as ckpt
+from nnunet_core.layout.paths import DATASET_JSON
+from nnunet_core.layout.results_tree import PLANS_JSON
+from nnunet_core.model import checkpoint as ckpt
+from nnunet_core.runtime.case_progress import CaseProgress, wants_bar
 
 MAX_TILE_BATCH = 8
 

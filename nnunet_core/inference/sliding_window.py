@@ -27,8 +27,8 @@ import torch
 from scipy.ndimage import gaussian_filter1d
 from tqdm import tqdm
 
-from nnunet_core.case_progress import wants_bar
 from nnunet_core.errors import ConfigurationError
+from nnunet_core.runtime.case_progress import wants_bar
 
 SIGMA_SCALE = 1.0 / 8
 VALUE_SCALING_FACTOR = 10.0

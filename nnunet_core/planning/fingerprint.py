@@ -25,8 +25,8 @@ from nnunet_core.dataset.discovery import training_cases
 from nnunet_core.errors import DatasetError
 from nnunet_core.io.dataset_json import load_dataset_json
 from nnunet_core.io.readers import reader_by_name, reader_for_dataset
-from nnunet_core.parallel import map_cases
 from nnunet_core.preprocessing.cropping import bbox_of, slicer
+from nnunet_core.runtime.parallel import map_cases
 
 TOTAL_FOREGROUND_SAMPLES = 10e7
 SAMPLING_SEED = 1234

@@ -15,7 +15,7 @@ import re
 from typing import Any
 
 from nnunet_core.errors import ConfigurationError
-from nnunet_core.planning.plans import INHERITS_KEY, resolve_configuration
+from nnunet_core.io.plans import INHERITS_KEY, resolve_configuration
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
 # Keys that change the preprocessed arrays: changing them needs a data_identifier of its own.

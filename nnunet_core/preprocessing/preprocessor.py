@@ -27,10 +27,9 @@ from nnunet_core.errors import ConfigurationError, DatasetError
 from nnunet_core.io.atomic import write_json
 from nnunet_core.io.blosc2_store import FILE_MODE, save_case
 from nnunet_core.io.dataset_json import DatasetJson
+from nnunet_core.io.plans import resolve_configuration
 from nnunet_core.io.readers import ImageReader, reader_for_plans
-from nnunet_core.parallel import map_cases
-from nnunet_core.paths import PREPROCESS_SUMMARY_JSON, preprocess_summary_file
-from nnunet_core.planning.plans import resolve_configuration
+from nnunet_core.layout.paths import PREPROCESS_SUMMARY_JSON, preprocess_summary_file
 from nnunet_core.preprocessing.cropping import crop_to_nonzero, slicer
 from nnunet_core.preprocessing.foreground import (
     locations_to_json,
@@ -46,8 +45,9 @@ from nnunet_core.preprocessing.resampling import (
     resample,
     resampling_kwargs,
 )
+from nnunet_core.runtime.parallel import map_cases
 
-SUMMARY_NAME = PREPROCESS_SUMMARY_JSON  # the name lives in nnunet_core.paths
+SUMMARY_NAME = PREPROCESS_SUMMARY_JSON  # the name lives in nnunet_core.layout.paths
 REQUIRED_KEYS = (
     "data_identifier",
     "spacing",

@@ -12,12 +12,12 @@ import math
 import os
 from pathlib import Path
 
+from nnunet_core.layout.results_tree import REPORT_PAGE_MD
 from nnunet_core.report import figures, paper_tables, tables
 from nnunet_core.report.collect import FOREGROUND, ReportData, ReportInputError, collect
 from nnunet_core.report.methods import methods_paragraph
 from nnunet_core.report.paper_data import Run, run_frame
 from nnunet_core.report.summaries import configuration_of
-from nnunet_core.results_tree import REPORT_PAGE_MD
 
 REPORT_DIR = "report"
 # one figure per model folder, in their own folder so the workflow can declare it as one output

@@ -20,7 +20,20 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from nnunet_core.paths import DATASET_JSON
+from nnunet_core.layout.paths import DATASET_JSON
+from nnunet_core.layout.results_tree import (
+    DEFAULT_FOLDS,
+    INFERENCE_INFORMATION_JSON,
+    SUMMARY_JSON,
+    crossval_dir,
+    ensembles_dir,
+    fold_dirs_in,
+    fold_of_folder,
+    inference_information_file,
+    is_ensemble_name,
+    is_model_folder_name,
+    validation_dir,
+)
 from nnunet_core.report.history import CURVE_COLUMNS, read_fold_history
 from nnunet_core.report.outcome import Selection, collect_selection, collect_test
 from nnunet_core.report.runtimes import (
@@ -38,19 +51,6 @@ from nnunet_core.report.summaries import (
     per_class_rows,
     read_json_file,
     short_names,
-)
-from nnunet_core.results_tree import (
-    DEFAULT_FOLDS,
-    INFERENCE_INFORMATION_JSON,
-    SUMMARY_JSON,
-    crossval_dir,
-    ensembles_dir,
-    fold_dirs_in,
-    fold_of_folder,
-    inference_information_file,
-    is_ensemble_name,
-    is_model_folder_name,
-    validation_dir,
 )
 
 __all__ = ["FOREGROUND", "ReportData", "ReportInputError", "Selection", "collect"]

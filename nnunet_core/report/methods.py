@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from nnunet_core.errors import ConfigurationError
-from nnunet_core.planning.plans import resolve_configuration
+from nnunet_core.io.plans import resolve_configuration
+from nnunet_core.layout.results_tree import TrainedModel, fold_dirs_in, is_model_folder_name
 from nnunet_core.report.summaries import read_json_file
-from nnunet_core.results_tree import TrainedModel, fold_dirs_in, is_model_folder_name
 
 PROVENANCE = "provenance.json"
 

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from nnunet_core.layout.results_tree import DEFAULT_FOLDS, inference_information_file
 from nnunet_core.report.collect import candidate_entries, candidate_summary_file
 from nnunet_core.report.summaries import (
     ReportInputError,
@@ -26,7 +27,6 @@ from nnunet_core.report.summaries import (
     read_json_file,
     short_names,
 )
-from nnunet_core.results_tree import DEFAULT_FOLDS, inference_information_file
 
 PAPER_METRICS = ("Dice", "HD95", "NSD")
 TEST_SET = "test set"

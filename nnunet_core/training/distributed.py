@@ -34,7 +34,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from nnunet_core import stop_signal
+from nnunet_core.cluster import stop_signal
 from nnunet_core.errors import ConfigurationError, NnunetCoreError
 from nnunet_core.training.sampling import OVERSAMPLE_FOREGROUND_PERCENT, forced_mask
 
@@ -219,7 +219,8 @@ def spawn(num_workers: int, fn: Callable[..., Any], *args: Any) -> int:
     Each worker gets ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``LOCAL_WORLD_SIZE`` (as torchrun
     sets them) and joins the group itself. When one worker fails the others are terminated (they
     would wait in a collective until the timeout). The stop signal sent to this launcher is
-    forwarded to the workers (its role in ``nnunet_core.stop_signal``). Returns 0, or the first
+    forwarded to the workers (its role in ``nnunet_core.cluster.stop_signal``). Returns 0, or the
+    first
     non-zero exit code.
     """
     import multiprocessing as mp

@@ -14,9 +14,11 @@ from typing import Any
 import numpy as np
 
 from nnunet_core.errors import ConfigurationError
+from nnunet_core.inference.cascade_input import num_input_channels
 from nnunet_core.io.atomic import atomic_path, read_json, write_json
 from nnunet_core.io.dataset_json import LabelSpec, load_dataset_json
-from nnunet_core.paths import (
+from nnunet_core.io.plans import load_plans, resolve_configuration
+from nnunet_core.layout.paths import (
     DATASET_JSON,
     FINGERPRINT_JSON,
     GT_FOLDER,
@@ -26,10 +28,8 @@ from nnunet_core.paths import (
     preprocessed_dataset_dir,
     results_dataset_dir,
 )
-from nnunet_core.planning.plans import load_plans, resolve_configuration
+from nnunet_core.layout.results_tree import PLANS_JSON, TrainedModel, fold_dir, trained_model_dir
 from nnunet_core.planning.splits import DEFAULT_SEED, kfold_splits
-from nnunet_core.results_tree import PLANS_JSON, TrainedModel, fold_dir, trained_model_dir
-from nnunet_core.training.cascade_input import num_input_channels
 from nnunet_core.training.previous_stage import check_previous_stage, previous_stage_folder
 
 

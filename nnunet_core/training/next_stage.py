@@ -29,11 +29,11 @@ import torch
 from nnunet_core.inference.export import logits_to_segmentation, resample_probabilities
 from nnunet_core.io.blosc2_store import DATA_SUFFIX, comp_blosc2_params, open_array, save_array
 from nnunet_core.io.dataset_json import LabelSpec
-from nnunet_core.planning.plans import resolve_configuration
+from nnunet_core.io.plans import resolve_configuration
+from nnunet_core.layout.results_tree import next_stage_file
 from nnunet_core.preprocessing.resampling import (
     compute_new_shape,
 )
-from nnunet_core.results_tree import next_stage_file
 
 NOT_A_SOURCE_FOLD = "all"
 

@@ -24,9 +24,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from nnunet_core.case_progress import format_duration
 from nnunet_core.errors import ConfigurationError
 from nnunet_core.io.atomic import atomic_path
+from nnunet_core.runtime.case_progress import format_duration
 from nnunet_core.training.loss import regions_one_hot
 
 EMA_DECAY = 0.9

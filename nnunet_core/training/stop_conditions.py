@@ -1,7 +1,8 @@
 """When a training stops before its walltime: the signal flag, the deadline, and the check of both.
 
 The trainer asks ``StopConditions(epoch)`` at the end of every epoch; it answers True when the
-stop signal (``nnunet_core.stop_signal``, SIGUSR1 by default) has set the flag, or when the next
+stop signal (``nnunet_core.cluster.stop_signal``, SIGUSR1 by default) has set the flag, or when the
+next
 epoch (estimated from the longest epoch of this attempt) plus ``margin`` would end after the
 deadline. Under DDP the answer is all-reduced with MAX, so a signal that reached one rank stops
 every rank after the same epoch.
@@ -23,7 +24,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from nnunet_core import stop_signal
+from nnunet_core.cluster import stop_signal
 from nnunet_core.errors import ConfigurationError
 
 

@@ -26,7 +26,7 @@ import torch
 
 from nnunet_core.errors import ConfigurationError
 from nnunet_core.model import build_network, count_parameters
-from nnunet_core.training import checkpoint as ckpt
+from nnunet_core.model import checkpoint as ckpt
 from nnunet_core.training.augmentation import configure_augmentation
 from nnunet_core.training.data_loader import PatchLoader
 from nnunet_core.training.deep_supervision import deep_supervision_scales

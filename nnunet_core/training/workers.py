@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from nnunet_core import stop_signal
+from nnunet_core.cluster import stop_signal
 from nnunet_core.errors import NnunetCoreError
 
 MakeBatch = Callable[[int, int], Any]

@@ -98,7 +98,7 @@ def epoch_seconds(cluster, prepared_workdir, tmp_path_factory) -> float:
 
 
 def _checkpoint_epoch(path: Path) -> int:
-    from nnunet_core.training.checkpoint import load_checkpoint
+    from nnunet_core.model.checkpoint import load_checkpoint
 
     return int(load_checkpoint(path)["current_epoch"])
 

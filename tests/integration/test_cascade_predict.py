@@ -23,11 +23,17 @@ from training_helpers import check, cli, roots_env
 from nnunet_core.cli import main
 from nnunet_core.dataset.discovery import RawCase
 from nnunet_core.inference.cascade import preprocess_case, with_previous_stage
+from nnunet_core.inference.cascade_input import (
+    cascade_input,
+    num_input_channels,
+    one_hot_foreground,
+)
 from nnunet_core.inference.model_folder import load_trained_model
 from nnunet_core.inference.predictor import PredictionSettings, input_cases, predict_cases
 from nnunet_core.io.dataset_json import parse_dataset_json
+from nnunet_core.io.plans import resolve_configuration
 from nnunet_core.model import build_network
-from nnunet_core.planning.plans import resolve_configuration
+from nnunet_core.model import checkpoint as ckpt
 from nnunet_core.preprocessing.cropping import crop_to_nonzero
 from nnunet_core.preprocessing.preprocessor import run_case
 from nnunet_core.preprocessing.resampling import (
@@ -35,12 +41,6 @@ from nnunet_core.preprocessing.resampling import (
     plan_resampling,
     resample,
     resampling_kwargs,
-)
-from nnunet_core.training import checkpoint as ckpt
-from nnunet_core.training.cascade_input import (
-    cascade_input,
-    num_input_channels,
-    one_hot_foreground,
 )
 
 pytestmark = pytest.mark.slow

@@ -28,7 +28,7 @@ from training_helpers import CONFIG, DATASET, MODEL, check, cli
 from workflow_helpers import snakemake, tiny_config
 
 from nnunet_core.io.atomic import atomic_path
-from nnunet_core.training import checkpoint as ckpt
+from nnunet_core.model import checkpoint as ckpt
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="tmpfs mounts")
 

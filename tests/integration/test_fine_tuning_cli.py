@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from training_helpers import CONFIG, MODEL, check, cli
 
-from nnunet_core.training import checkpoint as ckpt
+from nnunet_core.model import checkpoint as ckpt
 
 pytestmark = pytest.mark.slow
 

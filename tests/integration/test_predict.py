@@ -22,10 +22,10 @@ import torch
 
 from nnunet_core.inference.model_folder import load_trained_model
 from nnunet_core.inference.predictor import PredictionSettings, input_cases, predict_cases
+from nnunet_core.io.plans import resolve_configuration
 from nnunet_core.model import build_network
+from nnunet_core.model import checkpoint as ckpt
 from nnunet_core.planning.overrides import apply_overrides
-from nnunet_core.planning.plans import resolve_configuration
-from nnunet_core.training import checkpoint as ckpt
 
 DATASET = "Dataset900_Synth"
 PLANS = Path(__file__).parents[1] / "data" / "plans" / "synth3d_peer900" / "nnUNetPlans.json"

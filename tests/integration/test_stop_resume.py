@@ -24,7 +24,7 @@ import pytest
 import torch
 from training_helpers import CONFIG, DATASET, MODEL, check, cli
 
-from nnunet_core.training import checkpoint as ckpt
+from nnunet_core.model import checkpoint as ckpt
 
 pytestmark = [
     pytest.mark.slow,
@@ -127,7 +127,7 @@ PARENT = textwrap.dedent(
     # workflow does; it runs a shell that does not exec the command (two commands).
     import subprocess, sys
     if sys.argv[1] == "ignore":
-        from nnunet_core import stop_signal
+        from nnunet_core.cluster import stop_signal
         stop_signal.for_workflow_process()
     shell = subprocess.run(["bash", "-c", sys.argv[2]])
     print("parent alive, shell", shell.returncode, flush=True)

@@ -3,7 +3,8 @@
 On one work_dir: a second run from the same ``--directory`` gets Snakemake's own "Directory
 cannot be locked"; a second run from another ``--directory`` (Snakemake locks only its own
 folder, and an absolute work_dir is the same from anywhere) gets our work_dir lock
-(nnunet_core.work_lock) before any of its jobs. Neither disturbs the first, which finishes with
+(nnunet_core.workflow.work_lock) before any of its jobs. Neither disturbs the first, which finishes
+with
 one training attempt.
 
 On two work_dirs sharing ``training.gpu_lock_dir``: the fold jobs of both take GPU slots from the
@@ -29,7 +30,7 @@ import pytest
 import yaml
 from workflow_helpers import DATASET, REPO, snakemake, tiny_config
 
-from nnunet_core import work_lock
+from nnunet_core.workflow import work_lock
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="flock and /proc")
 
@@ -124,7 +125,7 @@ def test_the_work_dir_lock_names_its_holder_and_dies_with_it(tmp_path: Path) -> 
         [
             sys.executable,
             "-c",
-            "import sys; from nnunet_core.work_lock import acquire; acquire(sys.argv[1]); "
+            "import sys; from nnunet_core.workflow.work_lock import acquire; acquire(sys.argv[1]); "
             "print('held', flush=True); sys.stdin.read()",
             str(tmp_path / "work"),
         ],

@@ -20,7 +20,7 @@ import pytest
 from workflow_helpers import DATASET, snakemake, tiny_config
 
 from nnunet_core.errors import ConfigurationError
-from nnunet_core.workflow_config import check_config, configurations_of_run
+from nnunet_core.workflow.config import check_config, configurations_of_run
 
 LOWRES, CASCADE = "3d_lowres", "3d_cascade_fullres"
 MODEL = "nnUNetTrainerNoMirroring__nnUNetPlans__{}"

@@ -17,11 +17,11 @@ from pathlib import Path
 
 import yaml
 
-from nnunet_core import results_tree
 from nnunet_core.cli import main
-from nnunet_core.paths import FINGERPRINT_JSON, VERIFY_JSON
-from nnunet_core.results_tree import DatasetDirs, TrainedModel
-from nnunet_core.training import checkpoint
+from nnunet_core.layout import results_tree
+from nnunet_core.layout.paths import FINGERPRINT_JSON, VERIFY_JSON
+from nnunet_core.layout.results_tree import DatasetDirs, TrainedModel
+from nnunet_core.model import checkpoint
 from tests.fake_results import DATASET, DATASET_JSON, exact, make_tree
 from tests.workflow_helpers import REPO, snakemake
 

@@ -20,7 +20,7 @@ import pytest
 from nnunet_core.cli import main
 from nnunet_core.errors import ConfigurationError
 from nnunet_core.training.fold_setup import RANDOM_SPLIT_ENV, fold_keys
-from nnunet_core.workflow_config import Execution, check_config
+from nnunet_core.workflow.config import Execution, check_config
 
 REPO = Path(__file__).resolve().parents[2]
 DATASET = "Dataset900_Synth"

@@ -16,15 +16,15 @@ import numpy as np
 import pytest
 
 from nnunet_core.errors import ConfigurationError
-from nnunet_core.io.dataset_json import parse_dataset_json
-from nnunet_core.model.build import build_network, count_parameters
-from nnunet_core.planning.plans import resolve_configuration
-from nnunet_core.training.cascade_input import (
+from nnunet_core.inference.cascade_input import (
     cascade_input,
     is_cascade_stage,
     num_input_channels,
     one_hot_foreground,
 )
+from nnunet_core.io.dataset_json import parse_dataset_json
+from nnunet_core.io.plans import resolve_configuration
+from nnunet_core.model.build import build_network, count_parameters
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "cascade"
 PLANS = json.loads((DATA / "plans.json").read_text())

@@ -79,7 +79,10 @@ def test_presence_split_is_filled_from_the_runs_folder_and_shown(tmp_path) -> No
     records[1]["3d_cascade_fullres"]["2"] = 0.7  # not what its folder gives: left alone
     cq.fill_presence(args, records)
     assert records[0]["by_presence"]["3d_cascade_fullres"]["2"] == {
-        "dice_where_present": pytest.approx(0.8), "false_voxels": 7, "cases_without": 1}
+        "dice_where_present": pytest.approx(0.8),
+        "false_voxels": 7,
+        "cases_without": 1,
+    }
     assert "by_presence" not in records[1]
     rows = {(r["stage"], r["class"]): r for r in cq.summary_rows(records)}
     lesion = rows[("3d_lowres", "2")]

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from nnunet_core import case_progress
-from nnunet_core.case_progress import (
+from nnunet_core.runtime import case_progress
+from nnunet_core.runtime.case_progress import (
     EVERY_CASE_LIMIT,
     CaseProgress,
     case_line,
@@ -34,7 +34,7 @@ from nnunet_core.case_progress import (
 SCRIPT = textwrap.dedent(
     """
     import operator, sys
-    from nnunet_core.parallel import map_cases
+    from nnunet_core.runtime.parallel import map_cases
     tasks = [(f"case_{i:03d}", (i, 1)) for i in range(int(sys.argv[1]))]
     result = map_cases(operator.add, tasks, int(sys.argv[2]), "preprocess 3d_fullres")
     print("results", list(result.values()))

@@ -16,8 +16,8 @@ import pytest
 import torch
 from torch import nn
 
-from nnunet_core.training import checkpoint as ckpt
-from nnunet_core.training.checkpoint import (
+from nnunet_core.model import checkpoint as ckpt
+from nnunet_core.model.checkpoint import (
     CheckpointError,
     find_resume_checkpoint,
     load_checkpoint,
@@ -145,7 +145,7 @@ def test_failure_while_writing_leaves_the_previous_checkpoint(
 WRITER = textwrap.dedent(
     """
     import sys, torch
-    from nnunet_core.training.checkpoint import save_checkpoint
+    from nnunet_core.model.checkpoint import save_checkpoint
     target = sys.argv[1]
     weights = {"w": torch.randn(2_000_000)}
     epoch = 0

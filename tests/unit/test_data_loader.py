@@ -16,7 +16,7 @@ from nnunet_core import cli
 from nnunet_core.errors import ConfigurationError
 from nnunet_core.io.blosc2_store import save_array
 from nnunet_core.io.dataset_json import load_dataset_json
-from nnunet_core.planning.plans import resolve_configuration
+from nnunet_core.io.plans import resolve_configuration
 from nnunet_core.training.augmentation.pipeline import (
     ValidationTransforms,
     configure_augmentation,

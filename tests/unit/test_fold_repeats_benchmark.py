@@ -22,8 +22,10 @@ def summary(lesion_on_free_case: int) -> dict:
     return {
         "metric_per_case": [
             {"reference_file": "/x/gt/synth_008.nii.gz", "metrics": metrics((90, 95), (9, 7))},
-            {"reference_file": "/x/gt/synth_001.nii.gz",
-             "metrics": metrics((80, 70), (0, lesion_on_free_case))},  # fmt: skip
+            {
+                "reference_file": "/x/gt/synth_001.nii.gz",
+                "metrics": metrics((80, 70), (0, lesion_on_free_case)),
+            },  # fmt: skip
         ]
     }
 
@@ -87,9 +89,8 @@ def test_our_initial_weights_follow_the_seed_in_upstreams_names(
 
     import torch
 
-    from nnunet_core.model import build_network
-    from nnunet_core.planning.plans import resolve_configuration
-    from nnunet_core.training import checkpoint
+    from nnunet_core.io.plans import resolve_configuration
+    from nnunet_core.model import build_network, checkpoint
 
     name = f"Dataset{fr.NUMBER}_CascadeQuality"
     pre = make_preprocessed_dataset(tmp_path / "build", name, "3d_fullres", num_training=5)
@@ -110,8 +111,13 @@ def test_our_initial_weights_follow_the_seed_in_upstreams_names(
 
 @pytest.mark.parametrize(
     ("flags", "kind"),
-    [([], "Cascade"), (["--our-augmentation"], "OurDA"), (["--our-loader"], "OurDL"),
-     (["--our-loader", "--our-init"], "OurDLInit"), (["--our-init"], "OurInit")],  # fmt: skip
+    [
+        ([], "Cascade"),
+        (["--our-augmentation"], "OurDA"),
+        (["--our-loader"], "OurDL"),
+        (["--our-loader", "--our-init"], "OurDLInit"),
+        (["--our-init"], "OurInit"),
+    ],  # fmt: skip
 )
 def test_each_swap_writes_its_own_upstream_trainer_class(flags: list[str], kind: str) -> None:
     """A swap's class file must never take the plain trainer's name: cascade_quality.py runs

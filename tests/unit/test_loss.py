@@ -9,8 +9,8 @@ import torch
 
 from nnunet_core.errors import ConfigurationError
 from nnunet_core.io.dataset_json import parse_labels
+from nnunet_core.io.plans import load_plans, resolve_configuration
 from nnunet_core.model import build_network
-from nnunet_core.planning.plans import load_plans, resolve_configuration
 from nnunet_core.training.deep_supervision import (
     deep_supervision_scales,
     deep_supervision_weights,

@@ -27,7 +27,7 @@ import pytest
 import yaml
 from workflow_helpers import DATASET, REPO, snakemake, tiny_config
 
-from nnunet_core import paths, results_tree
+from nnunet_core.layout import paths, results_tree
 from nnunet_core.planning.planner import get_preset
 
 PROFILE = REPO / "profiles" / "lsf" / "profile.yaml"

@@ -12,9 +12,9 @@ import torch
 from torch import nn
 
 from nnunet_core.errors import ConfigurationError
+from nnunet_core.io.plans import load_plans, resolve_configuration
 from nnunet_core.model import PlainConvUNet, ResidualEncoderUNet, build_network, count_parameters
 from nnunet_core.model.residual_unet import ResidualBlock
-from nnunet_core.planning.plans import load_plans, resolve_configuration
 from nnunet_core.training.deep_supervision import deep_supervision_scales
 
 PLANS_DIR = Path(__file__).resolve().parents[1] / "data" / "plans"

@@ -22,9 +22,9 @@ import pytest
 from nnunet_core.cli import main
 from nnunet_core.commands import plan as plan_command
 from nnunet_core.errors import ConfigurationError
+from nnunet_core.io.plans import resolve_configuration
 from nnunet_core.planning.overrides import apply_overrides
 from nnunet_core.planning.planner import get_preset, plan_experiment
-from nnunet_core.planning.plans import resolve_configuration
 from nnunet_core.planning.target_spacing import fullres_target_spacing, transpose_axes
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "plans"

@@ -28,7 +28,7 @@ from nnunet_core.dataset.discovery import training_cases
 from nnunet_core.errors import ConfigurationError, DatasetError
 from nnunet_core.io.blosc2_store import open_case
 from nnunet_core.io.dataset_json import load_dataset_json
-from nnunet_core.planning.plans import load_plans
+from nnunet_core.io.plans import load_plans
 from nnunet_core.preprocessing.foreground import (
     locations_from_json,
     locations_to_json,

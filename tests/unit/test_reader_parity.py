@@ -305,7 +305,7 @@ def test_export_writes_with_the_plans_reader(scenario: str, tmp_path: Path) -> N
     geometry (voxel order, affine/direction, spacing file) whatever the reader."""
     from nnunet_core.dataset.discovery import training_cases
     from nnunet_core.inference.export import export_prediction
-    from nnunet_core.planning.plans import resolve_configuration
+    from nnunet_core.io.plans import resolve_configuration
     from nnunet_core.preprocessing.preprocessor import run_case
 
     folder = DATA / scenario

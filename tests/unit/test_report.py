@@ -17,13 +17,13 @@ from nnunet_core import cli
 from nnunet_core.evaluation.metrics import compute_metrics_on_folder
 from nnunet_core.evaluation.selection import find_best_configuration
 from nnunet_core.io.dataset_json import load_dataset_json
+from nnunet_core.layout.results_tree import DatasetDirs, TrainedModel
+from nnunet_core.model.checkpoint import save_checkpoint
 from nnunet_core.report import build_report
 from nnunet_core.report.collect import ReportInputError, collect
 from nnunet_core.report.runtimes import snakemake_log_rows
 from nnunet_core.report.tables import per_class_table, to_markdown, write_csv
-from nnunet_core.results_tree import DatasetDirs, TrainedModel
 from nnunet_core.training import provenance
-from nnunet_core.training.checkpoint import save_checkpoint
 from nnunet_core.training.progress import ProgressHistory, TrainingLog
 
 CONFIGS = ("3d_fullres", "2d")

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from nnunet_core import stop_signal
+from nnunet_core.cluster import stop_signal
 from nnunet_core.errors import ConfigurationError
 
 needs_usr = pytest.mark.skipif(not hasattr(signal, "SIGUSR1"), reason="no SIGUSR1/2 here")

@@ -19,11 +19,11 @@ from pathlib import Path
 import pytest
 import torch
 
+from nnunet_core.inference.cascade_input import num_input_channels
 from nnunet_core.io.dataset_json import load_dataset_json
+from nnunet_core.io.plans import resolve_configuration
 from nnunet_core.model import build_network
 from nnunet_core.model.upstream_names import upstream_parameter_order, upstream_state_dict
-from nnunet_core.planning.plans import resolve_configuration
-from nnunet_core.training.cascade_input import num_input_channels
 from nnunet_core.training.loss import build_loss
 from nnunet_core.training.optimizer import OptimizerSettings, build_optimizer, optimizer_step
 

@@ -20,6 +20,7 @@ import pytest
 import torch
 from peer_helpers import HAS_PEER, PEER_BIN
 
+from nnunet_core.io.plans import load_plans, resolve_configuration
 from nnunet_core.model import build_network
 from nnunet_core.model.upstream_names import (
     WeightNamesError,
@@ -27,7 +28,6 @@ from nnunet_core.model.upstream_names import (
     upstream_parameter_order,
     upstream_state_dict,
 )
-from nnunet_core.planning.plans import load_plans, resolve_configuration
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 LAYOUTS = sorted((DATA / "upstream_state_dicts").glob("*.json"))

@@ -8,8 +8,8 @@ import pytest
 import yaml
 
 from nnunet_core.errors import ConfigurationError
-from nnunet_core.workflow_config import check_config, coerce_command_line_values, schema_errors
-from nnunet_core.workflow_devices import (
+from nnunet_core.workflow.config import check_config, coerce_command_line_values, schema_errors
+from nnunet_core.workflow.devices import (
     cpu_schedule_warning,
     gpus_per_fold_job,
     requested_gpus,

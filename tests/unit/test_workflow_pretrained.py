@@ -1,5 +1,5 @@
 """``training.pretrained_weights`` found and checked at workflow start
-(nnunet_core.workflow_pretrained): a checkpoint file, a model folder and fold, a model zip and
+(nnunet_core.workflow.pretrained): a checkpoint file, a model folder and fold, a model zip and
 fold (upstream's archive in tests/data/upstream_model); what is wrong is one line naming the key
 and the path. Also the schema's reading of the key and the extraction of a zip member."""
 
@@ -12,8 +12,8 @@ import pytest
 import yaml
 
 from nnunet_core.errors import ConfigurationError
-from nnunet_core.workflow_config import check_config, coerce_command_line_values, schema_errors
-from nnunet_core.workflow_pretrained import (
+from nnunet_core.workflow.config import check_config, coerce_command_line_values, schema_errors
+from nnunet_core.workflow.pretrained import (
     PRETRAINED_FOLDER,
     extract_member,
     main,

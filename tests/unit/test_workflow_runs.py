@@ -11,8 +11,8 @@ import yaml
 from workflow_helpers import REPO, SCHEMA
 
 from nnunet_core.errors import ConfigurationError
-from nnunet_core.workflow_config import schema_errors
-from nnunet_core.workflow_runs import (
+from nnunet_core.workflow.config import schema_errors
+from nnunet_core.workflow.runs import (
     RunTree,
     as_single_run,
     check_run_keys,

@@ -9,12 +9,14 @@ from pathlib import Path
 
 from snakemake.utils import validate
 
-from nnunet_core.workflow_config import Execution, check_config, fold_count
-from nnunet_core import stop_signal, work_lock, workflow_devices
+from nnunet_core.workflow.config import Execution, check_config, fold_count
+from nnunet_core.cluster import stop_signal
+from nnunet_core.workflow import devices as workflow_devices
+from nnunet_core.workflow import work_lock
 
 # The stop signal (SIGUSR1, or $NNUNET_STOP_SIGNAL) asks a training to stop before the walltime;
 # SLURM sends it to every process of the job step. This process plays the Snakemake role of
-# nnunet_core.stop_signal: it exports the setting (the profile's --signal and every job read it)
+# nnunet_core.cluster.stop_signal: it exports the setting (the profile's --signal and every job read it)
 # and ignores the signal, and so does the rule's shell (inherited); only the trainer reacts.
 stop_signal.for_workflow_process()
 
@@ -22,7 +24,7 @@ stop_signal.for_workflow_process()
 # the schema defaults (upstream's method).
 validate(config, schema="../schemas/config.schema.yaml")
 check_config(config, Execution.of_workflow(workflow))
-# One workflow per work_dir, also when started from another --directory (nnunet_core.work_lock).
+# One workflow per work_dir, also when started from another --directory (nnunet_core.workflow.work_lock).
 work_lock.lock_when_started(workflow, config["work_dir"])
 
 SYNTHETIC = config["dataset"]["synthetic"].get("enabled", False)

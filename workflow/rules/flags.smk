@@ -4,7 +4,7 @@ import json
 import shlex
 import sys
 
-from nnunet_core import workflow_devices
+from nnunet_core.workflow import devices as workflow_devices
 from nnunet_core.cluster import gpu_slots, launch, lsf
 
 FOLDS_ARGS = " ".join(str(f) for f in FOLDS)

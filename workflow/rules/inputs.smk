@@ -6,13 +6,13 @@ import json
 from snakemake.logging import logger
 
 from nnunet_core.errors import ConfigurationError
-from nnunet_core.workflow_config import (
+from nnunet_core.workflow.config import (
     configurations_of_run,
     data_identifier_of,
     preprocessing_configuration,
     previous_stage_of,
 )
-from nnunet_core.workflow_runs import test_set_of
+from nnunet_core.workflow.runs import test_set_of
 
 
 def raw_training_files(wildcards):

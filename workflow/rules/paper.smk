@@ -1,7 +1,7 @@
 # Several datasets or seeds in one run (config `datasets`, `seeds`): run.smk once per (dataset,
 # seed) as a Snakemake module, its rules named <Dataset>_seed<n>_<rule>, so that every stage is
 # a job of its own and the runs go in parallel. Each module has its own complete config
-# (nnunet_core.workflow_runs); preprocessing is per dataset: the seeds' modules declare the same
+# (nnunet_core.workflow.runs); preprocessing is per dataset: the seeds' modules declare the same
 # files, which the first seed's rules make. Then the results table across every run.
 import json
 import shlex
@@ -10,8 +10,9 @@ from pathlib import Path
 
 from snakemake.utils import validate
 
-from nnunet_core import paths, work_lock
-from nnunet_core.workflow_runs import (
+from nnunet_core.layout import paths
+from nnunet_core.workflow import work_lock
+from nnunet_core.workflow.runs import (
     PAPER_FOLDER,
     paper_table_flags,
     reproduce_run_flags,
@@ -135,7 +136,7 @@ rule paper_tables:
 
 # A reader's rerun of every dataset and seed (work_dir/reproduce.tar.gz): the config as given,
 # each run's plans, splits, tables and provenance, and the tables across them
-# (nnunet_core.reproduce; `nnunet-core reproduce unpack` and `check` as for one dataset).
+# (nnunet_core.workflow.reproduce; `nnunet-core reproduce unpack` and `check` as for one dataset).
 rule reproduce:
     input:
         rules.paper_tables.output,

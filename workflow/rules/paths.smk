@@ -1,16 +1,16 @@
 # Paths: every folder and file of the raw, preprocessed, results and predictions trees that a
 # rule declares, and the wildcards they use. Included by common.smk. Every name comes from
-# nnunet_core.paths and nnunet_core.results_tree, the modules the commands write with, so a
+# nnunet_core.layout.paths and nnunet_core.layout.results_tree, the modules the commands write with, so a
 # declared output and the file a command writes cannot differ ("{configuration}", "{fold}",
 # "{first}" and "{second}" pass through them as wildcards).
-from nnunet_core import paths, results_tree
+from nnunet_core.layout import paths, results_tree
 from nnunet_core.planning.planner import get_preset
-from nnunet_core.workflow_pretrained import resolve_pretrained_weights
-from nnunet_core.workflow_runs import RunTree
+from nnunet_core.workflow.pretrained import resolve_pretrained_weights
+from nnunet_core.workflow.runs import RunTree
 
 WORK = Path(config["work_dir"])
 # One dataset and one seed: upstream's trees under work_dir; with several seeds (paper.smk) the
-# seed's results, predictions and logs are under seed_<n> (nnunet_core.workflow_runs).
+# seed's results, predictions and logs are under seed_<n> (nnunet_core.workflow.runs).
 TREE = RunTree.of_config(config)
 DATASET = TREE.dataset
 ROOTS = TREE.roots

@@ -27,7 +27,7 @@ if PRETRAINED is not None and PRETRAINED.archive is not None:
             python=sys.executable,
             member=PRETRAINED.member,
         shell:
-            "{params.python:q} -m nnunet_core.workflow_pretrained {input:q} {params.member:q} "
+            "{params.python:q} -m nnunet_core.workflow.pretrained {input:q} {params.member:q} "
             "{output:q} > {log:q} 2>&1"
 
 

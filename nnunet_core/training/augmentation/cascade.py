@@ -30,7 +30,7 @@ from scipy import ndimage as ndi
 from scipy.signal import fftconvolve
 from skimage.morphology import ball, disk
 
-from nnunet_core.training.cascade_input import one_hot_foreground
+from nnunet_core.inference.cascade_input import one_hot_foreground
 
 SOURCE_SEG_CHANNEL = 1  # upstream source_channel_idx: the previous stage travels as seg channel 1
 P_BINARY_OPERATOR = 0.4  # upstream RandomTransform apply_probability

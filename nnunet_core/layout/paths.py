@@ -5,7 +5,8 @@ Roots come from ``nnUNet_raw``, ``nnUNet_preprocessed`` and ``nnUNet_results``; 
 override them with ``--raw``, ``--preprocessed`` and ``--results``. Inside them the layout is
 upstream's, so an nnU-Net user finds every file where they expect it. The names inside the
 results tree (model, fold, cross-validation and ensemble folders, and the workflow's
-predictions tree) live in the sibling ``nnunet_core.results_tree``; the two are the only modules
+predictions tree) live in the sibling ``nnunet_core.layout.results_tree``; the two are the only
+modules
 that spell a file or folder name of these trees.
 """
 

@@ -14,13 +14,13 @@ from typing import Any
 import jsonschema
 import yaml
 
-from nnunet_core import paths
+from nnunet_core.layout import paths
 from nnunet_core.errors import ConfigurationError
 from nnunet_core.io.atomic import unwritable_reason
-from nnunet_core.planning.plans import is_trainable, resolve_configuration
-from nnunet_core.results_tree import PREDICTIONS_FOLDER
+from nnunet_core.io.plans import is_trainable, resolve_configuration
+from nnunet_core.layout.results_tree import PREDICTIONS_FOLDER
 from nnunet_core.training.trainer_variants import parse_trainer_name
-from nnunet_core.workflow_pretrained import resolve_pretrained_weights
+from nnunet_core.workflow.pretrained import resolve_pretrained_weights
 
 _INTEGER = re.compile(r"^[+-]?\d+$")
 _NULL_WORDS = frozenset({"null", "~", "none", ""})

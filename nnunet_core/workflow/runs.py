@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nnunet_core import paths, results_tree
+from nnunet_core.layout import paths, results_tree
 from nnunet_core.errors import ConfigurationError
 
 # With several seeds: each seed's folder under results/, predictions/ and logs/ (seed_1).

@@ -9,7 +9,7 @@ Three spellings (config/README.md):
   ``<model>/fold_<fold>/<checkpoint>`` (``checkpoint`` defaults to ``checkpoint_final.pth``);
 - a model archive (upstream's ``nnUNetv2_export_model_to_zip`` layout, or our export) and a fold:
   the member ``DatasetXXX_Name/Trainer__Plans__Configuration/fold_<fold>/<checkpoint>`` is
-  extracted (by ``python -m nnunet_core.workflow_pretrained``, the rule
+  extracted (by ``python -m nnunet_core.workflow.pretrained``, the rule
   ``extract_pretrained_weights``) into ``<work_dir>/pretrained/<member>`` and read from there.
 
 A missing file, a folder without that fold or checkpoint, or an archive without that member is a
@@ -30,7 +30,7 @@ from typing import Any
 
 from nnunet_core.errors import ConfigurationError, NnunetCoreError, storage_error
 from nnunet_core.io.atomic import atomic_path
-from nnunet_core.results_tree import CHECKPOINT_FINAL, fold_dir, fold_dirs_in
+from nnunet_core.layout.results_tree import CHECKPOINT_FINAL, fold_dir, fold_dirs_in
 
 KEY = "training.pretrained_weights"
 PRETRAINED_FOLDER = "pretrained"  # in work_dir: checkpoints extracted from model archives
@@ -158,11 +158,11 @@ def extract_member(archive: str | os.PathLike, member: str, target: str | os.Pat
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m nnunet_core.workflow_pretrained ARCHIVE MEMBER TARGET`` (the workflow's
+    """``python -m nnunet_core.workflow.pretrained ARCHIVE MEMBER TARGET`` (the workflow's
     extraction job): an error is one line, with the exit code of its kind."""
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) != 3:
-        usage = "usage: python -m nnunet_core.workflow_pretrained ARCHIVE MEMBER TARGET"
+        usage = "usage: python -m nnunet_core.workflow.pretrained ARCHIVE MEMBER TARGET"
         print(usage, file=sys.stderr)
         return 2
     try:

@@ -1,6 +1,6 @@
 """Every name of the results and predictions trees (upstream's layout), built and parsed here only.
 
-The sibling of ``nnunet_core.paths`` (roots, dataset folder names, the raw and preprocessed
+The sibling of ``nnunet_core.layout.paths`` (roots, dataset folder names, the raw and preprocessed
 trees): ``paths`` grew past one screen of names, so the trees that training, evaluation,
 selection, the report and the workflow write live here. Commands and the Snakemake workflow both
 build their paths with these functions, so what a rule declares and what a command writes are
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nnunet_core.errors import ConfigurationError
-from nnunet_core.paths import (
+from nnunet_core.layout.paths import (
     DATASET_JSON,
     DEFAULT_PLANS_NAME,
     DEFAULT_TRAINER,

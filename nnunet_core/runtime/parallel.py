@@ -1,7 +1,8 @@
 """Run one function over many cases in worker processes, with readable progress.
 
 Progress is a tqdm bar when stderr is a terminal and ``case i/N`` lines on stdout otherwise
-(a log file under Snakemake); see ``nnunet_core.case_progress`` for the format and throttling.
+(a log file under Snakemake); see ``nnunet_core.runtime.case_progress`` for the format and
+throttling.
 A worker that dies (e.g. killed by the OOM killer) surfaces as an error naming the case, instead
 of upstream's "background worker is 6 feet under".
 """
@@ -15,8 +16,8 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, TypeVar
 
-from nnunet_core.case_progress import CaseProgress
 from nnunet_core.errors import NnunetCoreError
+from nnunet_core.runtime.case_progress import CaseProgress
 
 T = TypeVar("T")
 

@@ -1,7 +1,7 @@
 """The torch device of a process from ``-device`` (train and predict share one rule).
 
 The workflow's decision of where a fold job runs, made without torch, is
-``nnunet_core.workflow_devices``; this module is the job's own choice once torch is loaded.
+``nnunet_core.workflow.devices``; this module is the job's own choice once torch is loaded.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from nnunet_core.errors import NnunetCoreError
-from nnunet_core.paths import WORK_LOGS
+from nnunet_core.layout.paths import WORK_LOGS
 
 LOCK_NAME = ".workflow.lock"
 _HELD: dict[Path, IO[str]] = {}  # lock files this process holds (released by the kernel at exit)

@@ -33,7 +33,7 @@ import yaml
 
 from nnunet_core.errors import ConfigurationError
 from nnunet_core.io.atomic import atomic_path
-from nnunet_core.workflow_runs import PAPER_FOLDER
+from nnunet_core.workflow.runs import PAPER_FOLDER
 
 ARCHIVE_NAME = "reproduce.tar.gz"
 EXPECTED = "expected"

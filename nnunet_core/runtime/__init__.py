@@ -1,0 +1,1 @@
+"""nnunet_core.runtime."""
