@@ -125,8 +125,7 @@ def spawn(num_workers: int, fn: Callable[..., Any], *args: Any) -> int:
     sets them) and joins the group itself. When one worker fails the others are terminated (they
     would wait in a collective until the timeout). The stop signal sent to this launcher is
     forwarded to the workers (its role in ``nnunet_core.cluster.stop_signal``). Returns 0, or the
-    first
-    non-zero exit code.
+    first non-zero exit code.
     """
     import multiprocessing as mp
     from multiprocessing.connection import wait

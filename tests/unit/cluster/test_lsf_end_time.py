@@ -1,4 +1,4 @@
-"""The trainer's deadline under LSF: the job's end time from ``bjobs``.
+"""An LSF job as the trainer sees it: the job's end time from ``bjobs`` (the deadline).
 
 LSF cannot run here, so no real job is asked: ``bjobs`` is replaced by a function that returns
 the output stored in tests/data/lsf/ (LSF's ``-o ... -json`` form, see its README), and the
@@ -107,3 +107,14 @@ def test_job_end_time_asks_the_scheduler_the_job_runs_under() -> None:
     assert not stop(0)
     clock.now += 601  # ...the next one would not
     assert stop(1) and stop.reason == "deadline"
+
+
+def test_active_only_with_a_job_id_and_without_rank_variables_of_its_own() -> None:
+    assert LsfEnvironment({"LSB_JOBID": "4242"}).is_active()
+    assert not LsfEnvironment({"LSB_JOBID": ""}).is_active()
+    assert not LsfEnvironment({"SLURM_JOB_ID": "7"}).is_active()
+    assert LsfEnvironment({"LSB_JOBID": "4242", "LSB_JOBINDEX": "0"}).job_id() == "4242"
+    lsf = LsfEnvironment({"LSB_JOBID": "4242", "OMPI_COMM_WORLD_LOCAL_RANK": "1", "RANK": "2"})
+    answers = (lsf.global_rank(), lsf.local_rank(), lsf.world_size())
+    assert answers == (None, None, None)
+    assert (lsf.local_world_size(), lsf.node()) == (None, None)
