@@ -1,7 +1,7 @@
 """How a fold job starts its trainer: one process, ``-num_gpus N`` on one node, or torchrun on M.
 
 The workflow's train rule takes its command prefix and its SLURM resources from here, so that the
-text of the generated commands is tested in one place (tests/unit/test_launch.py).
+text of the generated commands is tested in one place (tests/unit/cluster/test_launch.py).
 
 Multi-node (``training.nodes: M`` > 1), under the SLURM executor plugin:
 

@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
 
 def fold_request(args: argparse.Namespace) -> FoldRequest:
     """The parsed command line as the lifecycle's request (topology: the launcher's, if any)."""
-    from nnunet_core.training.distributed import SINGLE_PROCESS
+    from nnunet_core.cluster.process_topology import SINGLE_PROCESS
     from nnunet_core.training.fold_run import FoldFlags, FoldRequest
 
     topology = getattr(args, "_topology", None) or SINGLE_PROCESS

@@ -34,15 +34,16 @@ from typing import Any
 
 import torch
 
+from nnunet_core.cluster.environment import job_end_time
+from nnunet_core.cluster.process_topology import SINGLE_PROCESS, Topology
 from nnunet_core.errors import ConfigurationError, StorageError, storage_cause, storage_error
 from nnunet_core.io.atomic import unwritable_reason
 from nnunet_core.layout.paths import RESULTS_ENV, Roots, preprocessed_dataset_dir
 from nnunet_core.model import checkpoint as ckpt
 from nnunet_core.training import provenance
-from nnunet_core.training.distributed import SINGLE_PROCESS, Topology
 from nnunet_core.training.fold_lock import FoldLock
 from nnunet_core.training.fold_setup import FoldSetup, copy_model_files, prepare_fold
-from nnunet_core.training.stop_conditions import StopConditions, job_end_time, parse_deadline
+from nnunet_core.training.stop_conditions import StopConditions, parse_deadline
 from nnunet_core.training.trainer import STOPPED, Trainer, TrainerSettings
 
 FAILED = "failed"

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from nnunet_core.cluster.process_topology import SINGLE_PROCESS, Topology
 from nnunet_core.errors import ConfigurationError
 from nnunet_core.model import build_network, count_parameters
 from nnunet_core.model import checkpoint as ckpt
@@ -31,8 +32,6 @@ from nnunet_core.training.augmentation import configure_augmentation
 from nnunet_core.training.data_loader import PatchLoader
 from nnunet_core.training.deep_supervision import deep_supervision_scales
 from nnunet_core.training.distributed import (
-    SINGLE_PROCESS,
-    Topology,
     all_reduce_sum,
     gather_descriptions,
     split_batch,

@@ -131,7 +131,7 @@ def _train_steps(setup, topology) -> tuple[list[float], dict[str, torch.Tensor],
 def _rank_worker(rank: int, world_size: int, port: int, setup, out: str) -> None:
     import torch.distributed as dist
 
-    from nnunet_core.training.distributed import Topology
+    from nnunet_core.cluster.process_topology import Topology
 
     torch.set_num_threads(1)
     os.environ.update(MASTER_ADDR="localhost", MASTER_PORT=str(port))
@@ -153,7 +153,7 @@ def test_two_ranks_equal_one_process_with_the_same_global_batch(env, tmp_path: P
     are ~1e-6 relative; a wrong batch split, foreground pattern or Dice reduction changes the
     loss in the first decimals (the Dice of one sample vs of the batch differs by > 1e-2).
     """
-    from nnunet_core.training.distributed import SINGLE_PROCESS
+    from nnunet_core.cluster.process_topology import SINGLE_PROCESS
 
     setup = _setup(env, tmp_path / "ddp")
     assert int(setup.configuration["batch_size"]) == 2

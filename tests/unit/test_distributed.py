@@ -1,4 +1,5 @@
-"""Launch decision, topology, batch split and the differentiable all-reduce of ``distributed``."""
+"""Launch decision, batch split and the differentiable all-reduce of ``distributed`` (the
+topology: tests/unit/cluster/test_process_topology.py)."""
 
 from __future__ import annotations
 
@@ -17,8 +18,6 @@ from nnunet_core.training.distributed import (
     batch_sizes,
     find_free_port,
     launch_mode,
-    local_from_hostnames,
-    resolve_topology,
     split_batch,
 )
 from nnunet_core.training.sampling import forced_mask
@@ -56,46 +55,6 @@ def test_num_gpus_under_a_launcher_is_an_error(environ: dict) -> None:
 def test_num_gpus_below_one_is_an_error() -> None:
     with pytest.raises(ConfigurationError, match=">= 1"):
         launch_mode(0, {})
-
-
-def _no_gather(_name: str) -> list[str]:
-    raise AssertionError("variables were enough; no all-gather expected")
-
-
-def test_topology_from_torchrun_variables() -> None:
-    env = {"LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2", "SLURM_LOCALID": "0"}
-    topo = resolve_topology(3, 4, env, _no_gather)
-    assert (topo.global_rank, topo.local_rank, topo.world_size, topo.local_world_size) == (
-        3,
-        1,
-        4,
-        2,
-    )
-    assert not topo.is_main and topo.distributed
-
-
-@pytest.mark.parametrize(
-    ("environ", "local"),
-    [
-        ({"SLURM_LOCALID": "2", "SLURM_NTASKS_PER_NODE": "4"}, (2, 4)),
-        ({"SLURM_LOCALID": "1", "SLURM_NTASKS_PER_NODE": "4(x2)"}, (1, 4)),
-        ({"OMPI_COMM_WORLD_LOCAL_RANK": "3", "OMPI_COMM_WORLD_LOCAL_SIZE": "4"}, (3, 4)),
-        ({"MV2_COMM_WORLD_LOCAL_RANK": "0", "MV2_COMM_WORLD_LOCAL_SIZE": "4"}, (0, 4)),
-    ],
-)
-def test_topology_from_scheduler_variables(environ: dict, local: tuple[int, int]) -> None:
-    topo = resolve_topology(6, 8, environ, _no_gather)
-    assert (topo.local_rank, topo.local_world_size) == local
-    assert topo.global_rank == 6 and topo.world_size == 8
-
-
-def test_topology_from_host_names_when_no_variable_is_set() -> None:
-    hosts = ["a", "a", "b", "b", "b", "c"]
-    assert local_from_hostnames(hosts, 0) == (0, 2)
-    assert local_from_hostnames(hosts, 4) == (2, 3)
-    assert local_from_hostnames(hosts, 5) == (0, 1)
-    topo = resolve_topology(3, 6, {}, lambda _name: hosts)
-    assert (topo.local_rank, topo.local_world_size) == (1, 3)
 
 
 def test_batch_split_gives_the_remainder_to_the_first_ranks() -> None:

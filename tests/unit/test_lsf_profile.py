@@ -9,9 +9,9 @@ plugin's start-up questions (``badmin showconf mbd``, ``lsclusters``; an lsb.par
 temporary LSF_CONFDIR) and a recording ``bsub`` keeps the arguments it receives, then refuses the
 job, so nothing runs. The arguments are compared with a golden line. The predict rule comes after
 every fold has trained and the selection, too far for this test: its options are the same
-builder's (tests/unit/test_lsf_options.py). Not checked: that a real mbatchd accepts the line,
-the signal LSF sends, or a real job's end time (tests/unit/test_lsf_end_time.py reads stored
-bjobs output instead).
+builder's (tests/unit/cluster/test_lsf_options.py). Not checked: that a real mbatchd accepts the
+line, the signal LSF sends, or a real job's end time (tests/unit/cluster/test_lsf_end_time.py
+reads stored bjobs output instead).
 """
 
 from __future__ import annotations

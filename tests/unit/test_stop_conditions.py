@@ -1,9 +1,9 @@
-"""When a training stops: deadlines (incl. the SLURM job's end time) and the combined check."""
+"""When a training stops: ``--deadline`` and the combined check (the batch job's end time is
+tested with the scheduler environments in tests/unit/cluster/)."""
 
 from __future__ import annotations
 
 import datetime as dt
-from types import SimpleNamespace
 
 import pytest
 
@@ -27,32 +27,6 @@ def test_parse_deadline_forms() -> None:
     for bad in ("soon", "-5", "0"):
         with pytest.raises(ConfigurationError, match="--deadline"):
             stop_conditions.parse_deadline(bad, now)
-
-
-def test_slurm_end_time_from_env_squeue_and_scontrol() -> None:
-    end = "2025-03-04T05:06:07"
-    expected = dt.datetime.fromisoformat(end).timestamp()
-    assert stop_conditions.slurm_end_time({}) is None
-    assert stop_conditions.slurm_end_time(
-        {"SLURM_JOB_ID": "7", "SLURM_JOB_END_TIME": "1741060000"}
-    ) == (1741060000.0)
-    calls = []
-
-    def fake(outputs):
-        def run(command, **_kwargs):
-            calls.append(command[0])
-            stdout, code = outputs[command[0]]
-            return SimpleNamespace(stdout=stdout, returncode=code)
-
-        return run
-
-    job = {"SLURM_JOB_ID": "7"}
-    assert stop_conditions.slurm_end_time(job, fake({"squeue": (end + "\n", 0)})) == expected
-    scontrol = f"JobId=7 JobName=x\n   StartTime=2025-03-04T01:00:00 EndTime={end} Deadline=N/A"
-    run = fake({"squeue": ("", 1), "scontrol": (scontrol, 0)})
-    assert stop_conditions.slurm_end_time(job, run) == expected
-    assert calls[-2:] == ["squeue", "scontrol"]
-    assert stop_conditions.slurm_end_time(job, fake({"squeue": ("Unknown\n", 0)})) is None
 
 
 class FakeClock:
