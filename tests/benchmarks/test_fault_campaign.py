@@ -14,14 +14,17 @@ import shutil
 
 import pytest
 
-from benchmarks.faults.campaign import Campaign, totals
+from benchmarks.faults.campaign import Campaign, MomentResult, hit_its_stage, stages_of, totals
 from benchmarks.faults.outputs import compare_manifests, half_written, manifest
 from benchmarks.faults.stages import (
     BETWEEN_JOBS,
     NPZ_EXPORT,
     PREDICTION_WRITING,
     TRAINING,
+    Job,
     draw_moments,
+    redraw,
+    stage_windows,
 )
 
 SEED = 14
@@ -127,3 +130,55 @@ def test_a_new_report_removes_a_killed_report_writers_temporaries(tmp_path) -> N
         path.write_bytes(b"half")
     _remove_stale(report, written=[])
     assert [p for p in left if p.exists()] == [] and other.exists()
+
+
+def reference_jobs() -> list[Job]:
+    """One job per rule of the demo run, back to back (times in seconds), training and
+    prediction with their phase markers."""
+    rules = ["synthesize_dataset", "verify_dataset", "fingerprint", "plan", "splits",
+             "preprocess", "train", "crossval", "ensemble_cv", "ensemble_predictions", "select",
+             "predict", "postprocess", "evaluate_test", "report"]  # fmt: skip
+    jobs, t = [], 1.0
+    for number, rule in enumerate(rules):
+        job = Job(rule, str(number), f"logs/{rule}.log", start=t, end=t + 2.0)
+        if rule == "train":
+            job.markers = {TRAINING: t + 0.5, NPZ_EXPORT: t + 1.5}
+        if rule == "predict":
+            job.markers = {PREDICTION_WRITING: t + 1.0}
+        jobs.append(job)
+        t += 2.5  # a gap between jobs
+    return jobs
+
+
+def test_the_default_draw_aims_at_every_stage_preprocess_ensembles_and_report_included() -> None:
+    windows = stage_windows(reference_jobs(), total=40.0)
+    stages = stages_of(windows)
+    assert {"preprocess", "ensembles", "report", BETWEEN_JOBS} <= set(stages)
+    for seed in range(5):
+        moments = draw_moments(windows, None, seed)
+        assert sorted(m.stage for m in moments) == sorted(stages), seed
+
+
+def test_a_moment_that_missed_its_stage_is_drawn_again_in_that_stage() -> None:
+    windows = stage_windows(reference_jobs(), total=40.0)
+    report = next(m for m in draw_moments(windows, None, 3) if m.stage == "report")
+    again = redraw(report, windows, seed=3, attempt=1)
+    assert (again.stage, again.index) == ("report", report.index)
+    assert 0.05 <= again.fraction <= 0.5  # early in the job, while a short job still runs
+    assert again == redraw(report, windows, seed=3, attempt=1)  # a campaign repeats
+    assert again.offset != redraw(report, windows, seed=3, attempt=2).offset
+
+
+def test_the_totals_name_the_stages_no_kill_hit() -> None:
+    windows = stage_windows(reference_jobs(), total=40.0)
+    moments = {m.stage: m for m in draw_moments(windows, None, 0)}
+
+    def result(stage: str, hit: list[str]) -> MomentResult:
+        return MomentResult(
+            moments[stage], True, 1.0, hit, [], -9, 0, True, False, [], [], [], 10.0
+        )
+
+    results = [result("preprocess", ["preprocess"]), result("report", [BETWEEN_JOBS])]
+    assert hit_its_stage(results[0]) and not hit_its_stage(results[1])
+    missed = totals(results, stages_of(windows))["stages not hit"]
+    assert "report" in missed and "ensembles" in missed and "preprocess" not in missed
