@@ -41,8 +41,8 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common.peer_trainer import install_trainer_source, trainer_source
-from benchmarks.quality.quality import ours_cli, run, side_env, snapshot_code
 from benchmarks.quality.quality_stats import describe_presence, presence_split
+from benchmarks.quality.sides import ours_cli, run, side_env, snapshot_code
 
 NUMBER, NAME = 953, "CascadeQuality"
 STAGES = ("3d_lowres", "3d_cascade_fullres")

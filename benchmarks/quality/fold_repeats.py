@@ -48,7 +48,7 @@ from benchmarks.quality.cascade_quality import (
     schedule,
     train_commands,
 )
-from benchmarks.quality.quality import run, side_env, snapshot_code
+from benchmarks.quality.sides import run, side_env, snapshot_code
 
 SEED_BASE = 1000  # apart from cascade_quality.py's seeds (run * 10 + fold)
 SIDES = ("ours", "upstream")
