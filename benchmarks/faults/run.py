@@ -39,7 +39,7 @@ from pathlib import Path
 
 from benchmarks.faults.campaign import Campaign, MomentResult, report_json, stages_of, totals
 from benchmarks.faults.scenario import REPO
-from benchmarks.faults.stages import draw_moments
+from benchmarks.faults.stages import draw_moments, rules_not_run
 from nnunet_core.io.atomic import write_text
 
 
@@ -151,6 +151,8 @@ def main(argv: list[str] | None = None) -> int:
     reference = campaign.run_reference()
     moments = draw_moments(reference.windows, args.moments, args.seed, args.stages)
     aimed = [s for s in stages_of(reference.windows) if args.stages is None or s in args.stages]
+    not_run = rules_not_run(reference.jobs)
+    print(f"rules the reference did not run (no moment hits them): {', '.join(not_run) or 'none'}")
     if args.draw_only:
         for m in moments:
             print(f"moment {m.index}: {m.stage} ({m.what} +{m.offset:.2f} s, at {m.at:.1f} s)")
@@ -174,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     summary = totals(results, aimed)
     print()
     for key, value in summary.items():
-        print(f"{key}: {', '.join(value) if isinstance(value, list) else value}")
+        print(f"{key}: {(', '.join(value) or 'none') if isinstance(value, list) else value}")
     print(f"wall time: {(time.monotonic() - started) / 60:.1f} min")
     if args.json:
         record = report_json(reference, results, args.seed, aimed)
@@ -182,6 +184,7 @@ def main(argv: list[str] | None = None) -> int:
         record["chain"] = args.chain
         record["stages_drawn_from"] = args.stages
         record["retries"] = args.retries
+        record["rules_not_run"] = not_run
         record["wall_minutes"] = round((time.monotonic() - started) / 60, 1)
         write_text(args.json, json.dumps(record, indent=1, default=str) + "\n")
         print(f"written: {args.json}")

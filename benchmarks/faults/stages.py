@@ -152,6 +152,14 @@ class Moment:
     at: float  # the same moment in the reference run (seconds since its start)
 
 
+def rules_not_run(jobs: list[Job]) -> list[str]:
+    """Rules of the campaign's stages that a run did not run, so that no moment can hit them:
+    ``ensemble_predictions`` runs only where the selection picks an ensemble (the demo's 2d
+    wins), ``synthesize_dataset`` not where the raw data exist."""
+    ran = {job.rule for job in jobs}
+    return [rule for rule in STAGE_OF_RULE if rule not in ran]
+
+
 def draw_moments(
     windows: list[Window], n: int | None, seed: int, only: list[str] | None = None
 ) -> list[Moment]:

@@ -24,6 +24,7 @@ from benchmarks.faults.stages import (
     Job,
     draw_moments,
     redraw,
+    rules_not_run,
     stage_windows,
 )
 
@@ -182,3 +183,10 @@ def test_the_totals_name_the_stages_no_kill_hit() -> None:
     assert hit_its_stage(results[0]) and not hit_its_stage(results[1])
     missed = totals(results, stages_of(windows))["stages not hit"]
     assert "report" in missed and "ensembles" in missed and "preprocess" not in missed
+
+
+def test_rules_the_reference_did_not_run_are_named() -> None:
+    """A rule that did not run has no window, so no moment can hit it: the campaign says so."""
+    jobs = [job for job in reference_jobs() if job.rule != "ensemble_predictions"]
+    assert rules_not_run(jobs) == ["ensemble_predictions"]
+    assert rules_not_run(reference_jobs()) == []
