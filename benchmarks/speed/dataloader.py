@@ -25,6 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks.common.our_loader import build_ours
+
 DATASET_ID = 978
 DATASET = f"Dataset{DATASET_ID}_LoaderBench"
 
@@ -104,37 +106,6 @@ def prepare_peer(work: Path, venv: Path, configurations: list[str]) -> dict[str,
     command = [str(venv / "bin" / "nnUNetv2_plan_and_preprocess"), "-d", str(DATASET_ID)]
     run([*command, "-c", *configurations, "-np", "2", "--verify_dataset_integrity"], env)
     return env
-
-
-def build_ours(dataset_folder: Path, configuration: str, plans_name: str = "nnUNetPlans"):
-    """Our training make_batch for one configuration, wired as the trainer wires it."""
-    from nnunet_core.io.plans import resolve_configuration
-    from nnunet_core.training.augmentation.pipeline import (
-        configure_augmentation,
-        training_transforms,
-    )
-    from nnunet_core.training.case_store import CaseStore
-    from nnunet_core.training.data_loader import PatchLoader
-    from nnunet_core.training.deep_supervision import deep_supervision_scales
-
-    plans = json.loads((dataset_folder / f"{plans_name}.json").read_text())
-    conf = resolve_configuration(plans, configuration)
-    patch = [int(p) for p in conf["patch_size"]]
-    aug = configure_augmentation(patch)
-    masks = [i for i, m in enumerate(conf["use_mask_for_norm"]) if m]
-    transform = training_transforms(
-        patch, aug.rotation, aug.do_dummy_2d, aug.mirror_axes, mask_channels=masks
-    )
-    store = CaseStore(dataset_folder / conf["data_identifier"])
-    strides = conf["architecture"]["arch_kwargs"]["strides"]
-    return PatchLoader(
-        store,
-        int(conf["batch_size"]),
-        patch,
-        aug.initial_patch_size,
-        transform=transform,
-        ds_scales=deep_supervision_scales(strides),
-    )
 
 
 def time_ours(make_batch, batches: int, warmup: int, start_iteration: int) -> dict:
