@@ -122,7 +122,7 @@ def write_our_initial_weights(args: argparse.Namespace, seed: int, path: Path) -
     """The network our trainer starts from with ``seed`` (upstream's parameter names)."""
     import torch
 
-    from nnunet_core.layout.paths import Roots
+    from nnunet_core.layout.roots import Roots
     from nnunet_core.model import checkpoint
     from nnunet_core.training.fold_setup import prepare_fold
     from nnunet_core.training.trainer import Trainer, TrainerSettings

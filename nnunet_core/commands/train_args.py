@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 
 from nnunet_core.commands.common import add_root_flags
 from nnunet_core.errors import ConfigurationError
-from nnunet_core.layout.paths import DEFAULT_PLANS_NAME, DEFAULT_TRAINER, parse_fold
+from nnunet_core.layout.preprocessed import DEFAULT_PLANS_NAME
+from nnunet_core.layout.results import DEFAULT_TRAINER, parse_fold
 from nnunet_core.training.trainer_variants import known_trainer_names, parse_trainer_name
 
 if TYPE_CHECKING:

@@ -21,7 +21,8 @@ import SimpleITK as sitk
 from nnunet_core.dataset.shapes import BACKGROUND, LESION, ORGAN, make_phantom
 from nnunet_core.errors import ConfigurationError
 from nnunet_core.io.atomic import current_umask, write_json
-from nnunet_core.layout.paths import DATASET_JSON, DATASET_NAME_RE
+from nnunet_core.layout.raw import DATASET_JSON, TEST_FOLDERS, TRAINING_FOLDERS, channel_file_name
+from nnunet_core.layout.roots import DATASET_NAME_RE
 
 # Not "CT" (nor another scheme name), so normalisation is ZScore as for real MR data.
 CHANNEL_NAMES = ("MR", "T2", "FLAIR", "ADC")
@@ -144,12 +145,10 @@ def write_case(folder: Path, options: SynthOptions, split: int, index: int) -> d
     shape, spacing, origin = _case_geometry(rng, options)
     phantom = make_phantom(rng, shape, options.channels)
     identifier = case_identifier(split, index)
-    images_dir, labels_dir = (
-        ("imagesTr", "labelsTr") if split == TRAIN else ("imagesTs", "labelsTs")
-    )
+    images_dir, labels_dir = TRAINING_FOLDERS if split == TRAIN else TEST_FOLDERS
     png = options.file_ending == ".png"
     for channel, array in enumerate(phantom.images):
-        path = folder / images_dir / f"{identifier}_{channel:04d}{options.file_ending}"
+        path = folder / images_dir / channel_file_name(identifier, channel, options.file_ending)
         sitk.WriteImage(_to_itk(array, spacing, origin, png), str(path), useCompression=True)
     label_path = folder / labels_dir / f"{identifier}{options.file_ending}"
     sitk.WriteImage(
@@ -166,7 +165,7 @@ def write_case(folder: Path, options: SynthOptions, split: int, index: int) -> d
 
 def write_dataset(folder: Path, options: SynthOptions) -> list[dict[str, Any]]:
     """Write every file of the dataset into an existing (empty) ``folder``."""
-    for sub in ("imagesTr", "labelsTr", "imagesTs", "labelsTs"):
+    for sub in (*TRAINING_FOLDERS, *TEST_FOLDERS):
         (folder / sub).mkdir(parents=True, exist_ok=True)
     cases = [write_case(folder, options, TRAIN, i) for i in range(options.num_training)]
     cases += [write_case(folder, options, TEST, i) for i in range(options.num_test)]

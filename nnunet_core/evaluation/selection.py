@@ -28,7 +28,7 @@ from nnunet_core.evaluation.ensemble import ensemble_summary_file
 from nnunet_core.evaluation.postprocessing import determine_postprocessing
 from nnunet_core.io.atomic import read_json, write_json, write_text
 from nnunet_core.io.plans import load_plans, resolve_configuration
-from nnunet_core.layout.results_tree import (
+from nnunet_core.layout.results import (
     DEFAULT_FOLDS,
     PLANS_JSON,
     POSTPROCESSING_JSON,

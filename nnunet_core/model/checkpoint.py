@@ -22,9 +22,9 @@ from torch import nn
 
 from nnunet_core.errors import NnunetCoreError
 from nnunet_core.io.atomic import check_space_after_write, refused_write, remove_atomic_temporaries
-from nnunet_core.layout.results_tree import CHECKPOINT_BEST as BEST
-from nnunet_core.layout.results_tree import CHECKPOINT_FINAL as FINAL
-from nnunet_core.layout.results_tree import CHECKPOINT_LATEST as LATEST
+from nnunet_core.layout.results import CHECKPOINT_BEST as BEST
+from nnunet_core.layout.results import CHECKPOINT_FINAL as FINAL
+from nnunet_core.layout.results import CHECKPOINT_LATEST as LATEST
 from nnunet_core.model.upstream_names import (
     WeightNamesError,
     our_state_dict,

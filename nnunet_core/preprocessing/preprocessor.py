@@ -29,7 +29,8 @@ from nnunet_core.io.blosc2_store import FILE_MODE, save_case
 from nnunet_core.io.dataset_json import DatasetJson
 from nnunet_core.io.plans import resolve_configuration
 from nnunet_core.io.readers import ImageReader, reader_for_plans
-from nnunet_core.layout.paths import PREPROCESS_SUMMARY_JSON, preprocess_summary_file
+from nnunet_core.layout.preprocessed import PREPROCESS_SUMMARY_JSON, preprocess_summary_file
+from nnunet_core.layout.raw import IMAGES_TR
 from nnunet_core.preprocessing.cropping import crop_to_nonzero, slicer
 from nnunet_core.preprocessing.foreground import (
     locations_to_json,
@@ -359,7 +360,7 @@ def preprocess_dataset(
     configs = group_by_identifier(plans, configurations)
     cases = training_cases(raw_dir, dataset_json)
     if not cases:
-        msg = f"{raw_dir}: no training cases in imagesTr"
+        msg = f"{raw_dir}: no training cases in {IMAGES_TR}"
         raise DatasetError(msg)
     preprocessed_dir.mkdir(parents=True, exist_ok=True)
     staging: dict[str, Path] = {}

@@ -14,7 +14,7 @@ from typing import Any
 
 from nnunet_core.errors import ConfigurationError
 from nnunet_core.io.plans import resolve_configuration
-from nnunet_core.layout.results_tree import TrainedModel, fold_dirs_in, is_model_folder_name
+from nnunet_core.layout.results import PLANS_JSON, TrainedModel, fold_dirs_in, is_model_folder_name
 from nnunet_core.report.summaries import read_json_file
 
 PROVENANCE = "provenance.json"
@@ -37,7 +37,7 @@ def _spacing(values: Sequence[float]) -> str:
 
 def configuration_sentence(model_dir: Path) -> str | None:
     """``3d_fullres (patch 40 x 48 x 48, batch 2, spacing 1 x 1 x 1 mm)`` from plans.json."""
-    plans_file = model_dir / "plans.json"
+    plans_file = model_dir / PLANS_JSON
     if not plans_file.is_file() or not is_model_folder_name(model_dir.name):
         return None
     name = TrainedModel.from_identifier(model_dir.name).configuration

@@ -36,7 +36,7 @@ import torch
 
 from nnunet_core.errors import ConfigurationError, StorageError, storage_cause, storage_error
 from nnunet_core.io.atomic import unwritable_reason
-from nnunet_core.layout.paths import RESULTS_ENV, Roots, preprocessed_dataset_dir
+from nnunet_core.layout.roots import RESULTS_ENV, Roots, preprocessed_dataset_dir
 from nnunet_core.model import checkpoint as ckpt
 from nnunet_core.training import provenance
 from nnunet_core.training.distributed import SINGLE_PROCESS, Topology

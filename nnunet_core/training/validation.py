@@ -31,7 +31,7 @@ from nnunet_core.inference.export import export_prediction
 from nnunet_core.inference.sliding_window import sliding_window_logits
 from nnunet_core.io.blosc2_store import open_array, open_case
 from nnunet_core.io.dataset_json import parse_dataset_json
-from nnunet_core.layout.results_tree import NEXT_STAGE_SUFFIX, SUMMARY_JSON, VALIDATION_FOLDER
+from nnunet_core.layout.results import NEXT_STAGE_SUFFIX, SUMMARY_JSON, VALIDATION_FOLDER
 from nnunet_core.training.distributed import barrier
 from nnunet_core.training.fold_setup import FoldSetup
 from nnunet_core.training.next_stage import export_next_stage, exports_next_stage, next_stage_names

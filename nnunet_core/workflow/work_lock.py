@@ -23,9 +23,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from nnunet_core.errors import NnunetCoreError
-from nnunet_core.layout.paths import WORK_LOGS
+from nnunet_core.layout.work import work_lock_file
 
-LOCK_NAME = ".workflow.lock"
 _HELD: dict[Path, IO[str]] = {}  # lock files this process holds (released by the kernel at exit)
 
 
@@ -42,7 +41,7 @@ def acquire(work_dir: str | os.PathLike) -> Path | None:
     import fcntl
 
     work = Path(work_dir).absolute()
-    path = work / WORK_LOGS / LOCK_NAME  # with the workflow's logs: no result folder lists it
+    path = work_lock_file(work)  # with the workflow's logs: no result folder lists it
     if path in _HELD:
         return path
     path.parent.mkdir(parents=True, exist_ok=True)

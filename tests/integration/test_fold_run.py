@@ -20,7 +20,7 @@ import torch
 from training_helpers import CONFIG, DATASET, MODEL
 
 from nnunet_core.errors import ConfigurationError
-from nnunet_core.layout.paths import Roots
+from nnunet_core.layout.roots import Roots
 from nnunet_core.model import checkpoint as ckpt
 from nnunet_core.training.distributed import SINGLE_PROCESS, Topology
 from nnunet_core.training.fold_lock import LOCK_NAME, FoldLock, FoldLockedError
