@@ -22,15 +22,15 @@ import numpy as np
 
 from nnunet_core.errors import ConfigurationError, DatasetError
 from nnunet_core.io.atomic import atomic_path, read_json
+from nnunet_core.layout.preprocessed import CASE_DATA_SUFFIX as DATA_SUFFIX
+from nnunet_core.layout.preprocessed import CASE_PROPERTIES_SUFFIX as PROPERTIES_SUFFIX
+from nnunet_core.layout.preprocessed import CASE_SEG_SUFFIX as SEG_SUFFIX
 
 CODEC = blosc2.Codec.LZ4HC
 CLEVEL = 5
 MAX_BLOCK_NBYTES = 128 * 1024
 MAX_CHUNK_NBYTES = 6 * 1024**2
 MAX_CHUNK_TO_PATCH_RATIO = 1.5
-DATA_SUFFIX = ".b2nd"
-SEG_SUFFIX = "_seg.b2nd"
-PROPERTIES_SUFFIX = ".json"
 # mmap does not work on Windows (upstream issue #2723)
 _MMAP_KWARGS: dict[str, str] = {} if os.name == "nt" else {"mmap_mode": "r"}
 

@@ -48,6 +48,8 @@ POSTPROCESSING_PKL = "postprocessing.pkl"
 # inference_instructions.txt instead, so upstream's archives never hold this file).
 INFERENCE_INFORMATION_TXT = "inference_information.txt"
 VALIDATION_FOLDER = "validation"
+# In a fold folder: held by the one process training that fold (training.fold_lock).
+FOLD_LOCK_NAME = ".training.lock"
 # A 3d_lowres model folder's segmentations for the cascade's next stage (next to the folds, as
 # upstream: every fold writes its validation cases there, so the folder covers the training set).
 PREDICTED_NEXT_STAGE_FOLDER = "predicted_next_stage"

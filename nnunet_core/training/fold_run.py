@@ -155,10 +155,7 @@ def resolve_fold(request: FoldRequest) -> FoldSetup:
     )
     final = setup.output_folder / ckpt.FINAL
     if request.flags.validate_only and not final.is_file():
-        msg = (
-            f"{final}: training is not finished yet (no checkpoint_final.pth); "
-            "train first or use --c"
-        )
+        msg = f"{final}: training is not finished yet (no {ckpt.FINAL}); train first or use --c"
         raise ConfigurationError(msg)
     return setup
 
@@ -291,7 +288,7 @@ def validate(trainer: Trainer, flags: FoldFlags) -> dict[str, Any] | None:
         ckpt.load_network_weights(
             trainer.network, best["network_weights"], trainer.setup.output_folder / ckpt.BEST
         )
-        trainer.log("validating checkpoint_best.pth")
+        trainer.log(f"validating {ckpt.BEST}")
     topology = trainer.topology
     validate_fold(
         trainer.network,
@@ -337,7 +334,7 @@ def report_stop(trainer: Trainer, reason: str) -> None:
     """The line the workflow shows when a stopped job fails over to its retry."""
     epoch = trainer.current_epoch - 1
     message = (
-        f"stopped at epoch {epoch} by {reason}; checkpoint_latest.pth holds epoch "
+        f"stopped at epoch {epoch} by {reason}; {ckpt.LATEST} holds epoch "
         f"{trainer.current_epoch}; will continue on retry (--c)"
     )
     trainer.log(message)
