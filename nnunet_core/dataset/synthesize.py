@@ -20,7 +20,7 @@ import SimpleITK as sitk
 
 from nnunet_core.dataset.shapes import BACKGROUND, LESION, ORGAN, make_phantom
 from nnunet_core.errors import ConfigurationError
-from nnunet_core.io.atomic import current_umask, write_json
+from nnunet_core.io.atomic import current_umask, replace_folder, write_json
 from nnunet_core.layout.raw import DATASET_JSON, TEST_FOLDERS, TRAINING_FOLDERS, channel_file_name
 from nnunet_core.layout.roots import DATASET_NAME_RE
 
@@ -197,24 +197,8 @@ def synthesize_dataset(
     os.chmod(staging, 0o777 & ~current_umask())  # mkdtemp makes 0700; the dataset is shared
     try:
         cases = write_dataset(staging, options)
-        _replace_folder(staging, output)
+        replace_folder(staging, output)
     finally:
         if staging.exists():
             shutil.rmtree(staging)
     return cases
-
-
-def _replace_folder(new: Path, target: Path) -> None:
-    """Rename ``new`` onto ``target``; an old ``target`` is moved aside first, then deleted."""
-    if not target.exists():
-        os.replace(new, target)
-        return
-    old = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".old", dir=target.parent))
-    os.replace(target, old / "previous")
-    try:
-        os.replace(new, target)
-    except OSError:
-        os.replace(old / "previous", target)
-        raise
-    finally:
-        shutil.rmtree(old, ignore_errors=True)

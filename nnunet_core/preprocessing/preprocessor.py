@@ -24,7 +24,7 @@ import numpy as np
 
 from nnunet_core.dataset.discovery import RawCase, training_cases
 from nnunet_core.errors import ConfigurationError, DatasetError
-from nnunet_core.io.atomic import write_json
+from nnunet_core.io.atomic import replace_folder, write_json
 from nnunet_core.io.blosc2_store import FILE_MODE, save_case
 from nnunet_core.io.dataset_json import DatasetJson
 from nnunet_core.io.plans import resolve_configuration
@@ -321,16 +321,6 @@ def _remove_leftovers(preprocessed_dir: Path, identifier: str) -> None:
             shutil.rmtree(path, ignore_errors=True)
 
 
-def _swap_in(staging: Path, final: Path) -> None:
-    old = None
-    if final.exists():
-        old = final.with_name(f".{final.name}.old-{uuid.uuid4().hex[:8]}")
-        os.replace(final, old)
-    os.replace(staging, final)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
-
-
 def config_sha256(plans: dict[str, Any], config: PreprocessingConfig) -> str:
     """Hash of what decides the data: the configuration plus the plans-level inputs it uses."""
     content = {
@@ -379,7 +369,9 @@ def preprocess_dataset(
             _case_task, tasks, num_processes, f"preprocess {label}", disable_progress
         )
         for config in configs:
-            _swap_in(staging.pop(config.data_identifier), preprocessed_dir / config.data_identifier)
+            replace_folder(
+                staging.pop(config.data_identifier), preprocessed_dir / config.data_identifier
+            )
     finally:
         for path in staging.values():
             shutil.rmtree(path, ignore_errors=True)
