@@ -43,6 +43,8 @@ from typing import Any
 
 from scipy import stats
 
+from nnunet_core.io.atomic import write_text
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cascade_quality import NUMBER, add_schedule_arguments, schedule, train_commands  # noqa: E402
 from peer_trainer import install_trainer_source, trainer_source  # noqa: E402
@@ -279,9 +281,8 @@ def run_side(args: argparse.Namespace) -> None:
     for repeat in (r for r in wanted if r not in done):
         record = one_repeat(args, repeat, name)
         data["repeats"].append(record)
-        partial = path.with_suffix(".json.partial")
-        partial.write_text(json.dumps(data, indent=1) + "\n")
-        partial.replace(path)  # a run stopped mid-write keeps the last whole record
+        # a run stopped mid-write keeps the last whole record
+        write_text(path, json.dumps(data, indent=1) + "\n")
         print(f"{args.side} repeat {repeat}: Dice {record['dice']}, false labels "
               f"{false_labels(record['cases'])}, {record['wall_s']} s", flush=True)  # fmt: skip
 
