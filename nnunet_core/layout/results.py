@@ -149,6 +149,11 @@ def fold_dirs_in(model_dir: Path) -> list[Path]:
     return sorted((p for p in model_dir.glob(f"{_FOLD_PREFIX}*") if p.is_dir()), key=key)
 
 
+def is_fold_folder_name(name: str) -> bool:
+    """``fold_3``, ``fold_all`` (any text after ``fold_``)."""
+    return name.startswith(_FOLD_PREFIX)
+
+
 def fold_of_folder(folder: Path) -> str:
     """``.../fold_3`` -> ``'3'`` (the text after ``fold_``)."""
     return folder.name[len(_FOLD_PREFIX) :]

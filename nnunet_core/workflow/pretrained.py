@@ -36,7 +36,7 @@ from nnunet_core.layout.results import (
     fold_dir,
     fold_dirs_in,
     fold_folder_name,
-    fold_of_folder,
+    is_fold_folder_name,
 )
 from nnunet_core.layout.work import PRETRAINED_FOLDER
 
@@ -140,7 +140,7 @@ def _is_checkpoint_member(name: str, fold: str | None, checkpoint: str | None) -
     parts = PurePosixPath(name).parts
     if len(parts) != _MEMBER_PARTS or name.startswith("/") or ".." in parts:
         return False
-    if not parts[2].startswith(fold_folder_name("")) or not parts[3].endswith(CHECKPOINT_SUFFIX):
+    if not is_fold_folder_name(parts[2]) or not parts[3].endswith(CHECKPOINT_SUFFIX):
         return False
     return (fold is None or parts[2] == fold_folder_name(fold)) and (
         checkpoint is None or parts[3] == checkpoint
