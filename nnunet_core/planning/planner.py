@@ -18,7 +18,6 @@ import numpy as np
 
 from nnunet_core.errors import ConfigurationError
 from nnunet_core.io.readers import reader_name
-from nnunet_core.layout.raw import DATASET_JSON
 from nnunet_core.planning.feature_map_size import (
     plain_unet_feature_map_size,
     resenc_unet_feature_map_size,
@@ -131,7 +130,7 @@ def reader_writer_name(dataset_json: dict[str, Any] | str, example_file: Path | 
     """
     if isinstance(dataset_json, str):  # a bare file ending
         dataset_json = {"file_ending": dataset_json}
-    return reader_name(dataset_json, DATASET_JSON, example_file)
+    return reader_name(dataset_json, "dataset.json", example_file)
 
 
 def data_identifier(plans_name: str, configuration: str, residual: bool) -> str:
