@@ -20,6 +20,7 @@ from typing import NoReturn
 
 from nnunet_core import __version__
 from nnunet_core.errors import NnunetCoreError, storage_error
+from nnunet_core.layout.preprocessed import SPLITS_JSON
 
 SINGLE_DASH_WORD = re.compile(r"-[A-Za-z][A-Za-z0-9_]+")
 # command name -> (module under nnunet_core.commands, one-line help)
@@ -31,7 +32,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "extract the dataset fingerprint (spacings, shapes, intensities)",
     ),
     "plan": ("plan", "plan the experiment: configurations, patch/batch size, topology"),
-    "splits": ("splits", "write splits_final.json (5-fold, seed 12345) once"),
+    "splits": ("splits", f"write {SPLITS_JSON} (5-fold, seed 12345) once"),
     "preprocess": ("preprocess", "crop, normalize, resample and store cases as blosc2"),
     "plan-and-preprocess": (
         "plan_and_preprocess",

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import SimpleITK as sitk
 
-from nnunet_core.layout.results_tree import DatasetDirs, TrainedModel
+from nnunet_core.layout.results import DatasetDirs, TrainedModel
 
 DATASET = "Dataset901_Fake"
 FILE_ENDING = ".nii.gz"

@@ -13,7 +13,7 @@ from nnunet_core.evaluation.metrics import compute_metrics_on_folder
 from nnunet_core.evaluation.selection import find_best_configuration
 from nnunet_core.evaluation.surface import SurfaceSettings
 from nnunet_core.io.dataset_json import load_dataset_json
-from nnunet_core.layout.results_tree import TrainedModel
+from nnunet_core.layout.results import TrainedModel
 from nnunet_core.report.paper_data import Run
 
 CONFIGS = ("3d_fullres", "2d")

@@ -97,7 +97,7 @@ def run_fold_in_process(
 
     import torch
 
-    from nnunet_core.layout.paths import Roots
+    from nnunet_core.layout.roots import Roots
     from nnunet_core.training.fold_run import FoldFlags, FoldRequest, run_fold
 
     env = roots_env_vars

@@ -184,7 +184,7 @@ def our_loaders(work: Path, results: Path, scratch: Path, seed: int, run: tuple[
     transform, and the label list."""
     import torch
 
-    from nnunet_core.layout.paths import Roots
+    from nnunet_core.layout.roots import Roots
     from nnunet_core.training.fold_setup import prepare_fold
     from nnunet_core.training.trainer import Trainer, TrainerSettings
 

@@ -98,7 +98,7 @@ def our_rows(work: Path, dataset: str, configuration: str, seeds: list[int], ima
     """Our trainer's initial network per seed."""
     import torch
 
-    from nnunet_core.layout.paths import Roots
+    from nnunet_core.layout.roots import Roots
     from nnunet_core.model import checkpoint
     from nnunet_core.training.fold_setup import prepare_fold
     from nnunet_core.training.trainer import Trainer, TrainerSettings

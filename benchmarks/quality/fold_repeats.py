@@ -49,6 +49,7 @@ from benchmarks.quality.cascade_quality import (
     train_commands,
 )
 from benchmarks.quality.sides import run, side_env, snapshot_code
+from nnunet_core.io.atomic import write_text
 
 SEED_BASE = 1000  # apart from cascade_quality.py's seeds (run * 10 + fold)
 SIDES = ("ours", "upstream")
@@ -124,7 +125,7 @@ def write_our_initial_weights(args: argparse.Namespace, seed: int, path: Path) -
     """The network our trainer starts from with ``seed`` (upstream's parameter names)."""
     import torch
 
-    from nnunet_core.layout.paths import Roots
+    from nnunet_core.layout.roots import Roots
     from nnunet_core.model import checkpoint
     from nnunet_core.training.fold_setup import prepare_fold
     from nnunet_core.training.trainer import Trainer, TrainerSettings
@@ -283,9 +284,8 @@ def run_side(args: argparse.Namespace) -> None:
     for repeat in (r for r in wanted if r not in done):
         record = one_repeat(args, repeat, name)
         data["repeats"].append(record)
-        partial = path.with_suffix(".json.partial")
-        partial.write_text(json.dumps(data, indent=1) + "\n")
-        partial.replace(path)  # a run stopped mid-write keeps the last whole record
+        # a run stopped mid-write keeps the last whole record
+        write_text(path, json.dumps(data, indent=1) + "\n")
         print(f"{args.side} repeat {repeat}: Dice {record['dice']}, false labels "
               f"{false_labels(record['cases'])}, {record['wall_s']} s", flush=True)  # fmt: skip
 

@@ -28,14 +28,9 @@ from nnunet_core.errors import ConfigurationError
 from nnunet_core.io.atomic import atomic_path, read_json, write_json
 from nnunet_core.io.dataset_json import load_dataset_json
 from nnunet_core.io.plans import resolve_configuration
-from nnunet_core.layout.paths import (
-    DATASET_JSON,
-    FINGERPRINT_JSON,
-    Roots,
-    plans_file,
-    preprocessed_dataset_dir,
-    raw_dataset_dir,
-)
+from nnunet_core.layout.preprocessed import FINGERPRINT_JSON, plans_file
+from nnunet_core.layout.raw import DATASET_JSON, images_tr_dir
+from nnunet_core.layout.roots import Roots, preprocessed_dataset_dir, raw_dataset_dir
 from nnunet_core.planning.overrides import apply_overrides
 from nnunet_core.planning.planner import PREPROCESSOR_NAME, PRESETS, get_preset, plan_experiment
 
@@ -131,7 +126,7 @@ def plan_one(roots: Roots, name: str, args: argparse.Namespace) -> str:
     preset = get_preset(args.planner)
     # the fingerprint came from the raw data: refuse it if that data is not verified as it is now
     # (planning from a fingerprint alone, with no raw images at hand, stays possible as upstream)
-    if (raw_dataset_dir(roots, name) / "imagesTr").is_dir():
+    if images_tr_dir(raw_dataset_dir(roots, name)).is_dir():
         ensure_verified(roots, name, default_num_processes(), getattr(args, "command", "plan"))
     raw_json = raw_dataset_dir(roots, name) / DATASET_JSON
     dataset_json = load_dataset_json(raw_json)

@@ -34,15 +34,9 @@ from nnunet_core.errors import ConfigurationError, DatasetError
 from nnunet_core.io.atomic import atomic_path
 from nnunet_core.io.dataset_json import DatasetJson, load_dataset_json
 from nnunet_core.io.plans import configuration_names, load_plans
-from nnunet_core.layout.paths import (
-    DATASET_JSON,
-    DEFAULT_PLANS_NAME,
-    GT_FOLDER,
-    Roots,
-    plans_file,
-    preprocessed_dataset_dir,
-    raw_dataset_dir,
-)
+from nnunet_core.layout.preprocessed import DEFAULT_PLANS_NAME, GT_FOLDER, plans_file
+from nnunet_core.layout.raw import DATASET_JSON
+from nnunet_core.layout.roots import Roots, preprocessed_dataset_dir, raw_dataset_dir
 
 
 def add_preprocessing_flags(parser: argparse.ArgumentParser) -> None:

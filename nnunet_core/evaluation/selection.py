@@ -28,7 +28,8 @@ from nnunet_core.evaluation.ensemble import ensemble_summary_file
 from nnunet_core.evaluation.postprocessing import determine_postprocessing
 from nnunet_core.io.atomic import read_json, write_json, write_text
 from nnunet_core.io.plans import load_plans, resolve_configuration
-from nnunet_core.layout.results_tree import (
+from nnunet_core.layout.raw import IMAGES_TS
+from nnunet_core.layout.results import (
     DEFAULT_FOLDS,
     PLANS_JSON,
     POSTPROCESSING_JSON,
@@ -220,7 +221,7 @@ def inference_instructions(
         "relative paths below are relative to it). Replace only the placeholders:",
         (
             "  INPUT_FOLDER    your images, CASE_0000<file ending> "
-            "(one file per channel, like imagesTs)"
+            f"(one file per channel, like {IMAGES_TS})"
         ),
         "  OUTPUT_FOLDER*  new folders for the results (OUTPUT_FOLDER_PP: the final segmentations)",
         "",

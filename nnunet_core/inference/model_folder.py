@@ -20,13 +20,14 @@ from nnunet_core.errors import ConfigurationError
 from nnunet_core.inference.cascade_input import num_input_channels
 from nnunet_core.io.dataset_json import DatasetJson, load_dataset_json
 from nnunet_core.io.plans import load_plans, resolve_configuration
-from nnunet_core.layout.paths import DATASET_JSON, parse_fold
-from nnunet_core.layout.results_tree import (
+from nnunet_core.layout.raw import DATASET_JSON
+from nnunet_core.layout.results import (
     PLANS_JSON,
     TrainedModel,
     fold_dir,
     fold_dirs_in,
     fold_of_folder,
+    parse_fold,
 )
 from nnunet_core.model import build_network
 from nnunet_core.model import checkpoint as ckpt

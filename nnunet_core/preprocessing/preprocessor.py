@@ -24,12 +24,13 @@ import numpy as np
 
 from nnunet_core.dataset.discovery import RawCase, training_cases
 from nnunet_core.errors import ConfigurationError, DatasetError
-from nnunet_core.io.atomic import write_json
+from nnunet_core.io.atomic import replace_folder, write_json
 from nnunet_core.io.blosc2_store import FILE_MODE, save_case
 from nnunet_core.io.dataset_json import DatasetJson
 from nnunet_core.io.plans import resolve_configuration
 from nnunet_core.io.readers import ImageReader, reader_for_plans
-from nnunet_core.layout.paths import PREPROCESS_SUMMARY_JSON, preprocess_summary_file
+from nnunet_core.layout.preprocessed import PREPROCESS_SUMMARY_JSON, preprocess_summary_file
+from nnunet_core.layout.raw import IMAGES_TR
 from nnunet_core.preprocessing.cropping import crop_to_nonzero, slicer
 from nnunet_core.preprocessing.foreground import (
     locations_to_json,
@@ -47,7 +48,7 @@ from nnunet_core.preprocessing.resampling import (
 )
 from nnunet_core.runtime.parallel import map_cases
 
-SUMMARY_NAME = PREPROCESS_SUMMARY_JSON  # the name lives in nnunet_core.layout.paths
+SUMMARY_NAME = PREPROCESS_SUMMARY_JSON  # the name lives in nnunet_core.layout.preprocessed
 REQUIRED_KEYS = (
     "data_identifier",
     "spacing",
@@ -320,16 +321,6 @@ def _remove_leftovers(preprocessed_dir: Path, identifier: str) -> None:
             shutil.rmtree(path, ignore_errors=True)
 
 
-def _swap_in(staging: Path, final: Path) -> None:
-    old = None
-    if final.exists():
-        old = final.with_name(f".{final.name}.old-{uuid.uuid4().hex[:8]}")
-        os.replace(final, old)
-    os.replace(staging, final)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
-
-
 def config_sha256(plans: dict[str, Any], config: PreprocessingConfig) -> str:
     """Hash of what decides the data: the configuration plus the plans-level inputs it uses."""
     content = {
@@ -359,7 +350,7 @@ def preprocess_dataset(
     configs = group_by_identifier(plans, configurations)
     cases = training_cases(raw_dir, dataset_json)
     if not cases:
-        msg = f"{raw_dir}: no training cases in imagesTr"
+        msg = f"{raw_dir}: no training cases in {IMAGES_TR}"
         raise DatasetError(msg)
     preprocessed_dir.mkdir(parents=True, exist_ok=True)
     staging: dict[str, Path] = {}
@@ -378,7 +369,9 @@ def preprocess_dataset(
             _case_task, tasks, num_processes, f"preprocess {label}", disable_progress
         )
         for config in configs:
-            _swap_in(staging.pop(config.data_identifier), preprocessed_dir / config.data_identifier)
+            replace_folder(
+                staging.pop(config.data_identifier), preprocessed_dir / config.data_identifier
+            )
     finally:
         for path in staging.values():
             shutil.rmtree(path, ignore_errors=True)

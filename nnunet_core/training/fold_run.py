@@ -38,7 +38,7 @@ from nnunet_core.cluster.environment import job_end_time
 from nnunet_core.cluster.process_topology import SINGLE_PROCESS, Topology
 from nnunet_core.errors import ConfigurationError, StorageError, storage_cause, storage_error
 from nnunet_core.io.atomic import unwritable_reason
-from nnunet_core.layout.paths import RESULTS_ENV, Roots, preprocessed_dataset_dir
+from nnunet_core.layout.roots import RESULTS_ENV, Roots, preprocessed_dataset_dir
 from nnunet_core.model import checkpoint as ckpt
 from nnunet_core.training import provenance
 from nnunet_core.training.fold_lock import FoldLock
@@ -156,10 +156,7 @@ def resolve_fold(request: FoldRequest) -> FoldSetup:
     )
     final = setup.output_folder / ckpt.FINAL
     if request.flags.validate_only and not final.is_file():
-        msg = (
-            f"{final}: training is not finished yet (no checkpoint_final.pth); "
-            "train first or use --c"
-        )
+        msg = f"{final}: training is not finished yet (no {ckpt.FINAL}); train first or use --c"
         raise ConfigurationError(msg)
     return setup
 
@@ -292,7 +289,7 @@ def validate(trainer: Trainer, flags: FoldFlags) -> dict[str, Any] | None:
         ckpt.load_network_weights(
             trainer.network, best["network_weights"], trainer.setup.output_folder / ckpt.BEST
         )
-        trainer.log("validating checkpoint_best.pth")
+        trainer.log(f"validating {ckpt.BEST}")
     topology = trainer.topology
     validate_fold(
         trainer.network,
@@ -338,7 +335,7 @@ def report_stop(trainer: Trainer, reason: str) -> None:
     """The line the workflow shows when a stopped job fails over to its retry."""
     epoch = trainer.current_epoch - 1
     message = (
-        f"stopped at epoch {epoch} by {reason}; checkpoint_latest.pth holds epoch "
+        f"stopped at epoch {epoch} by {reason}; {ckpt.LATEST} holds epoch "
         f"{trainer.current_epoch}; will continue on retry (--c)"
     )
     trainer.log(message)

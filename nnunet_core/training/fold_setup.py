@@ -18,17 +18,10 @@ from nnunet_core.inference.cascade_input import num_input_channels
 from nnunet_core.io.atomic import atomic_path, read_json, write_json
 from nnunet_core.io.dataset_json import LabelSpec, load_dataset_json
 from nnunet_core.io.plans import load_plans, resolve_configuration
-from nnunet_core.layout.paths import (
-    DATASET_JSON,
-    FINGERPRINT_JSON,
-    GT_FOLDER,
-    SPLITS_JSON,
-    Roots,
-    plans_file,
-    preprocessed_dataset_dir,
-    results_dataset_dir,
-)
-from nnunet_core.layout.results_tree import PLANS_JSON, TrainedModel, fold_dir, trained_model_dir
+from nnunet_core.layout.preprocessed import FINGERPRINT_JSON, GT_FOLDER, SPLITS_JSON, plans_file
+from nnunet_core.layout.raw import DATASET_JSON
+from nnunet_core.layout.results import PLANS_JSON, TrainedModel, fold_dir, trained_model_dir
+from nnunet_core.layout.roots import Roots, preprocessed_dataset_dir, results_dataset_dir
 from nnunet_core.planning.splits import DEFAULT_SEED, kfold_splits
 from nnunet_core.training.previous_stage import check_previous_stage, previous_stage_folder
 

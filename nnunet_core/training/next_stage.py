@@ -30,7 +30,7 @@ from nnunet_core.inference.export import logits_to_segmentation, resample_probab
 from nnunet_core.io.blosc2_store import DATA_SUFFIX, comp_blosc2_params, open_array, save_array
 from nnunet_core.io.dataset_json import LabelSpec
 from nnunet_core.io.plans import resolve_configuration
-from nnunet_core.layout.results_tree import next_stage_file
+from nnunet_core.layout.results import next_stage_file
 from nnunet_core.preprocessing.resampling import (
     compute_new_shape,
 )

@@ -16,7 +16,7 @@ from typing import Any
 from nnunet_core.errors import ConfigurationError
 from nnunet_core.inference.cascade_input import is_cascade_stage
 from nnunet_core.io.atomic import read_json
-from nnunet_core.layout.results_tree import NEXT_STAGE_SUFFIX, TrainedModel, previous_stage_dir
+from nnunet_core.layout.results import NEXT_STAGE_SUFFIX, TrainedModel, previous_stage_dir
 
 
 def previous_stage_folder(

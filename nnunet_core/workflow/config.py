@@ -14,11 +14,13 @@ from typing import Any
 import jsonschema
 import yaml
 
-from nnunet_core.layout import paths
+from nnunet_core.layout.preprocessed import SPLITS_JSON
+from nnunet_core.layout.roots import Roots, dataset_folder_name, raw_dataset_dir
+from nnunet_core.layout.work import DEFAULT_WORK_DIR, WORK_LOGS, WORK_PREPROCESSED, WORK_RESULTS
 from nnunet_core.errors import ConfigurationError
 from nnunet_core.io.atomic import unwritable_reason
 from nnunet_core.io.plans import is_trainable, resolve_configuration
-from nnunet_core.layout.results_tree import PREDICTIONS_FOLDER
+from nnunet_core.layout.predictions import PREDICTIONS_FOLDER
 from nnunet_core.training.trainer_variants import parse_trainer_name
 from nnunet_core.workflow.pretrained import resolve_pretrained_weights
 
@@ -164,7 +166,7 @@ def check_config(config: dict[str, Any], execution: Execution | None = None) -> 
     ``execution``: how the jobs will run (common.smk passes ``Execution.of_workflow(workflow)``;
     None skips the one rule that needs it, ``training.nodes``).
     """
-    check_work_dir_writable(config.get("work_dir", "work"))
+    check_work_dir_writable(config.get("work_dir", DEFAULT_WORK_DIR))
     synthetic = config["dataset"].get("synthetic", {})
     if synthetic.get("enabled"):
         shape, spacing = synthetic.get("shape"), synthetic.get("spacing")
@@ -185,7 +187,7 @@ def check_config(config: dict[str, Any], execution: Execution | None = None) -> 
     if "folds" in training:
         check_folds(training["folds"], *fold_count(config))
     # a missing file, a folder without the fold, a zip without the member: before any job
-    resolve_pretrained_weights(training.get("pretrained_weights"), config.get("work_dir", "work"))
+    resolve_pretrained_weights(training.get("pretrained_weights"), config.get("work_dir", DEFAULT_WORK_DIR))
     nodes = training.get("nodes", 1)
     if nodes > 1 and execution is not None and execution.jobs_run_here:
         msg = (
@@ -224,7 +226,7 @@ def check_work_dir_writable(work_dir: str | Path) -> None:
     a read-only mount (or no write permission) is refused before any job, with one line naming
     the folder (a missing one is created by the first job that writes there)."""
     work = Path(work_dir)
-    written = (paths.WORK_PREPROCESSED, paths.WORK_RESULTS, PREDICTIONS_FOLDER, paths.WORK_LOGS)
+    written = (WORK_PREPROCESSED, WORK_RESULTS, PREDICTIONS_FOLDER, WORK_LOGS)
     for folder in (work, *(work / name for name in written)):
         reason = unwritable_reason(folder) if folder.is_dir() else None
         if reason is not None:
@@ -243,9 +245,9 @@ def fold_count(config: dict[str, Any]) -> tuple[int, str]:
     """
     dataset = config["dataset"]
     if not dataset.get("synthetic", {}).get("enabled") and "name" in dataset and "id" in dataset:
-        roots = paths.Roots.in_work_dir(config.get("work_dir", "work"), raw=dataset.get("raw_root"))
-        name = paths.dataset_folder_name(dataset["id"], dataset["name"])
-        user_file = paths.raw_dataset_dir(roots, name) / paths.SPLITS_JSON
+        roots = Roots.in_work_dir(config.get("work_dir", DEFAULT_WORK_DIR), raw=dataset.get("raw_root"))
+        name = dataset_folder_name(dataset["id"], dataset["name"])
+        user_file = raw_dataset_dir(roots, name) / SPLITS_JSON
         try:
             splits = json.loads(user_file.read_text())
         except (OSError, ValueError):

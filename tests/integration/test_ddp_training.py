@@ -24,7 +24,7 @@ import pytest
 import torch
 from training_helpers import CONFIG, DATASET, MODEL, check, cli
 
-from nnunet_core.layout.paths import Roots
+from nnunet_core.layout.roots import Roots
 from nnunet_core.model import checkpoint as ckpt
 from nnunet_core.training.distributed import find_free_port
 

@@ -21,9 +21,10 @@ from training_helpers import CONFIG, DATASET, MODEL
 
 from nnunet_core.cluster.process_topology import SINGLE_PROCESS, Topology
 from nnunet_core.errors import ConfigurationError
-from nnunet_core.layout.paths import Roots
+from nnunet_core.layout.results import FOLD_LOCK_NAME as LOCK_NAME
+from nnunet_core.layout.roots import Roots
 from nnunet_core.model import checkpoint as ckpt
-from nnunet_core.training.fold_lock import LOCK_NAME, FoldLock, FoldLockedError
+from nnunet_core.training.fold_lock import FoldLock, FoldLockedError
 from nnunet_core.training.fold_run import FoldFlags, FoldRequest, run_fold, takes_lock
 from nnunet_core.training.trainer import TrainerSettings
 

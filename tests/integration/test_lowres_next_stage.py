@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from training_helpers import check, cli, roots_env, run_fold_in_process
 
-from nnunet_core.layout.results_tree import next_stage_file, trained_model_dir
+from nnunet_core.layout.results import next_stage_file, trained_model_dir
 from nnunet_core.training.trainer import TrainerSettings
 
 pytestmark = pytest.mark.slow

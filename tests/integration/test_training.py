@@ -25,7 +25,7 @@ import pytest
 import torch
 from training_helpers import CONFIG, DATASET, MODEL, check, cli
 
-from nnunet_core.layout.paths import Roots
+from nnunet_core.layout.roots import Roots
 from nnunet_core.model import checkpoint as ckpt
 from nnunet_core.training.trainer import STOPPED, Trainer, TrainerSettings
 

@@ -21,7 +21,7 @@ import torch
 
 from nnunet_core.io.dataset_json import LabelSpec, parse_dataset_json
 from nnunet_core.io.plans import resolve_configuration
-from nnunet_core.layout.results_tree import next_stage_file, previous_stage_dir, trained_model_dir
+from nnunet_core.layout.results import next_stage_file, previous_stage_dir, trained_model_dir
 from nnunet_core.training.next_stage import (
     computed_next_stage_shape,
     export_next_stage,

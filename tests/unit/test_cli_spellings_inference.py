@@ -165,7 +165,7 @@ def test_find_best_config_no_overwrite_reuses_and_excludes_overwrite(
 
 
 def dirs_model(configuration: str):
-    from nnunet_core.layout.results_tree import TrainedModel
+    from nnunet_core.layout.results import TrainedModel
 
     return TrainedModel(configuration)
 

@@ -28,7 +28,7 @@ from nnunet_core.evaluation.ensemble import (
     ensemble_crossval,
     ensemble_folders,
 )
-from nnunet_core.layout.results_tree import TrainedModel, ensemble_name, members_from_ensemble_name
+from nnunet_core.layout.results import TrainedModel, ensemble_name, members_from_ensemble_name
 
 
 def _prediction_folder(folder: Path, probabilities: dict[str, np.ndarray]) -> Path:

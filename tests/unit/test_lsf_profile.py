@@ -27,7 +27,8 @@ import pytest
 import yaml
 from workflow_helpers import DATASET, REPO, snakemake, tiny_config
 
-from nnunet_core.layout import paths, results_tree
+from nnunet_core.layout.results import CHECKPOINT_FINAL, fold_dir, trained_model_dir
+from nnunet_core.layout.roots import Roots, results_dataset_dir
 from nnunet_core.planning.planner import get_preset
 
 PROFILE = REPO / "profiles" / "lsf" / "profile.yaml"
@@ -81,16 +82,16 @@ def preprocessed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
 
 def fold_checkpoint(config: dict, configuration: str, fold: int) -> str:
     """The train rule's checkpoint_final.pth of one fold, built as workflow/rules/paths.smk does."""
-    roots = paths.Roots.in_work_dir(Path(config["work_dir"]), raw=config["dataset"]["raw_root"])
+    roots = Roots.in_work_dir(Path(config["work_dir"]), raw=config["dataset"]["raw_root"])
     planning = config["planning"]
     plans_name = planning["plans_name"] or get_preset(planning["planner"]).plans_name
-    model = results_tree.trained_model_dir(
-        paths.results_dataset_dir(roots, DATASET),
+    model = trained_model_dir(
+        results_dataset_dir(roots, DATASET),
         configuration,
         plans_name,
         config["training"]["trainer"],
     )
-    return str(results_tree.fold_dir(model, fold) / results_tree.CHECKPOINT_FINAL)
+    return str(fold_dir(model, fold) / CHECKPOINT_FINAL)
 
 
 def fake_lsf(root: Path) -> Path:

@@ -17,7 +17,7 @@ from nnunet_core import cli
 from nnunet_core.evaluation.metrics import compute_metrics_on_folder
 from nnunet_core.evaluation.selection import find_best_configuration
 from nnunet_core.io.dataset_json import load_dataset_json
-from nnunet_core.layout.results_tree import DatasetDirs, TrainedModel
+from nnunet_core.layout.results import DatasetDirs, TrainedModel
 from nnunet_core.model.checkpoint import save_checkpoint
 from nnunet_core.report import build_report
 from nnunet_core.report.collect import ReportInputError, collect

@@ -19,7 +19,7 @@ from nnunet_core.evaluation.selection import (
     predict_command,
     select_best,
 )
-from nnunet_core.layout.results_tree import DatasetDirs, TrainedModel, crossval_dir
+from nnunet_core.layout.results import DatasetDirs, TrainedModel, crossval_dir
 
 
 def noisy(index: int, gt: np.ndarray) -> np.ndarray:

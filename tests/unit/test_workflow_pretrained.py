@@ -12,9 +12,9 @@ import pytest
 import yaml
 
 from nnunet_core.errors import ConfigurationError
+from nnunet_core.layout.work import PRETRAINED_FOLDER
 from nnunet_core.workflow.config import check_config, coerce_command_line_values, schema_errors
 from nnunet_core.workflow.pretrained import (
-    PRETRAINED_FOLDER,
     extract_member,
     main,
     resolve_pretrained_weights,

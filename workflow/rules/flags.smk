@@ -177,7 +177,7 @@ def test_summary_flag(wildcards):
 
 def staging_folder(wildcards, output):
     """Where a rule writing a folder writes it before the rename onto its output (predict.smk)."""
-    return f"{output[0]}.partial"
+    return staging_folder_of(output[0])
 
 
 def previous_stage_flag(wildcards, input):

@@ -20,7 +20,7 @@ def raw_training_files(wildcards):
     if SYNTHETIC:
         checkpoints.synthesize_dataset.get()
     files = [RAW_DATASET_JSON]
-    for folder in ("imagesTr", "labelsTr"):
+    for folder in TRAINING_FOLDERS:
         if (RAW / folder).is_dir():
             files += sorted(p for p in (RAW / folder).iterdir() if p.is_file())
     return files
@@ -69,7 +69,7 @@ def configuration_per_identifier():
 
 def preprocessing_targets(wildcards):
     return [
-        paths.preprocess_summary_file(PRE, identifier)
+        preprocess_summary_file(PRE, identifier)
         for identifier in configuration_per_identifier()
     ]
 
@@ -82,7 +82,7 @@ def preprocessed_data_of_configuration(wildcards):
     """The preprocessing summary of the data a configuration trains on."""
     plans, _ = planned()
     identifier = data_identifier_of(plans, wildcards.configuration)
-    return paths.preprocess_summary_file(PRE, identifier)
+    return preprocess_summary_file(PRE, identifier)
 
 
 def previous_stage_summaries(wildcards):
@@ -104,7 +104,7 @@ def previous_stage_predictions(wildcards):
     previous = previous_stage_of(plans, wildcards.configuration)
     if previous is None:
         return []
-    return [results_tree.configuration_predictions_dir(PREDICTIONS, previous)]
+    return [configuration_predictions_dir(PREDICTIONS, previous)]
 
 
 def training_targets(wildcards):
@@ -159,14 +159,13 @@ def winner_configurations():
 
 def selected_prediction_folders(wildcards):
     return [
-        results_tree.configuration_predictions_dir(PREDICTIONS, c)
-        for c in winner_configurations()
+        configuration_predictions_dir(PREDICTIONS, c) for c in winner_configurations()
     ]
 
 
 def winner_prediction_folder(wildcards):
     """The ensemble's folder, or the single selected configuration's."""
-    return results_tree.winner_predictions_dir(PREDICTIONS, winner_configurations())
+    return winner_predictions_dir(PREDICTIONS, winner_configurations())
 
 
 def postprocessing_file(wildcards):

@@ -10,10 +10,9 @@ from pathlib import Path
 
 from snakemake.utils import validate
 
-from nnunet_core.layout import paths
+from nnunet_core.layout.work import PAPER_FOLDER, REPRODUCE_ARCHIVE, WORK_LOGS
 from nnunet_core.workflow import work_lock
 from nnunet_core.workflow.runs import (
-    PAPER_FOLDER,
     paper_table_flags,
     reproduce_run_flags,
     run_instances,
@@ -125,7 +124,7 @@ rule paper_tables:
             for name in ("results_table.csv", "results_table.tex", "methods.md")
         ],
     log:
-        WORK / paths.WORK_LOGS / "paper_tables.log",
+        WORK / WORK_LOGS / "paper_tables.log",
     localrule: True
     params:
         runs=paper_table_flags(PAPER_RUNS),
@@ -141,9 +140,9 @@ rule reproduce:
     input:
         rules.paper_tables.output,
     output:
-        WORK / "reproduce.tar.gz",
+        WORK / REPRODUCE_ARCHIVE,
     log:
-        WORK / paths.WORK_LOGS / "reproduce.log",
+        WORK / WORK_LOGS / "reproduce.log",
     localrule: True
     params:
         config=json.dumps(config, sort_keys=True),

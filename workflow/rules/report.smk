@@ -71,7 +71,7 @@ rule reproduce:
         table=REPORT / "results_table.csv",
         methods=REPORT / "methods.md",
     output:
-        WORK / "reproduce.tar.gz",
+        WORK / REPRODUCE_ARCHIVE,
     log:
         LOGS / "reproduce.log",
     localrule: True

@@ -67,6 +67,6 @@ rule train:
         # A stop before the walltime exits 0 without checkpoint_final.pth: fail, so that
         # `retries:` starts the next attempt, which continues with --c.
         "if [ ! -f {output.final} ]; then\n"
-        "  echo \"train {wildcards.configuration} fold {wildcards.fold}: $(grep -o 'stopped at epoch [0-9]* by [^;]*' {log} | tail -n 1 || echo 'exited 0 without checkpoint_final.pth'); will continue on retry (see {log})\" >&2\n"
+        "  echo \"train {wildcards.configuration} fold {wildcards.fold}: $(grep -o 'stopped at epoch [0-9]* by [^;]*' {log} | tail -n 1 || echo 'exited 0 without {output.final}'); will continue on retry (see {log})\" >&2\n"
         "  exit {params.stopped}\n"
         "fi"

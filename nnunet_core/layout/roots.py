@@ -1,13 +1,9 @@
-"""The one place that knows the folder layout (upstream's): roots, dataset names, raw and
-preprocessed.
+"""The three roots and the dataset folders in them (upstream's layout).
 
 Roots come from ``nnUNet_raw``, ``nnUNet_preprocessed`` and ``nnUNet_results``; every command can
-override them with ``--raw``, ``--preprocessed`` and ``--results``. Inside them the layout is
-upstream's, so an nnU-Net user finds every file where they expect it. The names inside the
-results tree (model, fold, cross-validation and ensemble folders, and the workflow's
-predictions tree) live in the sibling ``nnunet_core.layout.results_tree``; the two are the only
-modules
-that spell a file or folder name of these trees.
+override them with ``--raw``, ``--preprocessed`` and ``--results``. Inside each root a dataset has
+its folder ``DatasetXXX_Name``; the names inside those folders live in the sibling modules
+``raw``, ``preprocessed``, ``results``, ``predictions`` and ``work`` of ``nnunet_core.layout``.
 """
 
 from __future__ import annotations
@@ -18,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nnunet_core.errors import ConfigurationError
+from nnunet_core.layout.work import WORK_PREPROCESSED, WORK_RAW, WORK_RESULTS
 
 RAW_ENV = "nnUNet_raw"
 PREPROCESSED_ENV = "nnUNet_preprocessed"
@@ -25,17 +22,18 @@ RESULTS_ENV = "nnUNet_results"
 
 DATASET_NAME_RE = re.compile(r"^Dataset(\d{3})_([A-Za-z0-9_\-]+)$")
 
-DATASET_JSON = "dataset.json"
-FINGERPRINT_JSON = "dataset_fingerprint.json"
-SPLITS_JSON = "splits_final.json"
-VERIFY_JSON = "verify.json"
-GT_FOLDER = "gt_segmentations"  # copy of labelsTr, the reference of every evaluation
-# Written last into <preprocessed>/D/<data_identifier>/: the folder's data is complete.
-PREPROCESS_SUMMARY_JSON = "preprocess_summary.json"
-DEFAULT_PLANS_NAME = "nnUNetPlans"
-DEFAULT_TRAINER = "nnUNetTrainer"
-# The roots' folder names under a workflow's work_dir (the workflow's layout, not upstream's).
-WORK_RAW, WORK_PREPROCESSED, WORK_RESULTS, WORK_LOGS = "raw", "preprocessed", "results", "logs"
+__all__ = [
+    "DATASET_NAME_RE",
+    "PREPROCESSED_ENV",
+    "RAW_ENV",
+    "RESULTS_ENV",
+    "Roots",
+    "dataset_folder_name",
+    "preprocessed_dataset_dir",
+    "raw_dataset_dir",
+    "resolve_dataset_name",
+    "results_dataset_dir",
+]
 
 
 def _root(flag_value: str | os.PathLike | None, env_name: str) -> Path:
@@ -164,23 +162,3 @@ def preprocessed_dataset_dir(roots: Roots, dataset_name: str) -> Path:
 
 def results_dataset_dir(roots: Roots, dataset_name: str) -> Path:
     return roots.require_results() / dataset_name
-
-
-def plans_file(preprocessed_dir: Path, plans_name: str = DEFAULT_PLANS_NAME) -> Path:
-    return preprocessed_dir / f"{plans_name}.json"
-
-
-def preprocess_summary_file(preprocessed_dir: Path, data_identifier: str) -> Path:
-    """The summary a finished preprocessing of one data identifier writes last."""
-    return preprocessed_dir / data_identifier / PREPROCESS_SUMMARY_JSON
-
-
-def parse_fold(text: str | int) -> int | str:
-    """``'3'`` -> 3, ``'all'`` -> ``'all'``; anything else is an error."""
-    value = str(text).strip()
-    if value.lower() == "all":
-        return "all"
-    if not value.isdigit():
-        msg = f"fold must be a number >= 0 or 'all', got {text!r}"
-        raise ConfigurationError(msg)
-    return int(value)

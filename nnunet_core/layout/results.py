@@ -1,11 +1,9 @@
-"""Every name of the results and predictions trees (upstream's layout), built and parsed here only.
+"""The results tree (upstream's): every name of it, built and parsed here only.
 
-The sibling of ``nnunet_core.layout.paths`` (roots, dataset folder names, the raw and preprocessed
-trees): ``paths`` grew past one screen of names, so the trees that training, evaluation,
-selection, the report and the workflow write live here. Commands and the Snakemake workflow both
-build their paths with these functions, so what a rule declares and what a command writes are
-the same string. Functions take any ``str`` for a configuration or fold, so the workflow can pass
-``"{configuration}"`` and get a wildcard pattern.
+Training, evaluation, selection, the report and the workflow all build their paths with these
+functions, so what a rule declares and what a command writes are the same string. Functions take
+any ``str`` for a configuration or fold, so the workflow can pass ``"{configuration}"`` and get a
+wildcard pattern.
 
     results/<Dataset>/<trainer>__<plans>__<configuration>/   plans.json, dataset.json
         fold_<k>/checkpoint_final.pth, validation/summary.json
@@ -13,7 +11,6 @@ the same string. Functions take any ``str`` for a configuration or fold, so the 
         predicted_next_stage/<next configuration>/<case>.b2nd   (3d_lowres: the cascade's input)
     results/<Dataset>/ensembles/ensemble___<model>___<model>___<0_1_2_3_4>/summary.json
     results/<Dataset>/inference_information.json, inference_instructions.txt, report/
-    predictions/<Dataset>/<configuration>/, ensemble/, final/, test_summary.json  (workflow only)
 """
 
 from __future__ import annotations
@@ -23,13 +20,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nnunet_core.errors import ConfigurationError
-from nnunet_core.layout.paths import (
+from nnunet_core.layout.preprocessed import (
     DATASET_JSON,
     DEFAULT_PLANS_NAME,
-    DEFAULT_TRAINER,
     GT_FOLDER,
     plans_file,
 )
+
+DEFAULT_TRAINER = "nnUNetTrainer"
 
 PLANS_JSON = "plans.json"  # a model folder's (and evaluated folder's) copy of the plans
 SUMMARY_JSON = "summary.json"  # an evaluated folder's metrics (upstream's format)
@@ -50,6 +48,8 @@ POSTPROCESSING_PKL = "postprocessing.pkl"
 # inference_instructions.txt instead, so upstream's archives never hold this file).
 INFERENCE_INFORMATION_TXT = "inference_information.txt"
 VALIDATION_FOLDER = "validation"
+# In a fold folder: held by the one process training that fold (training.fold_lock).
+FOLD_LOCK_NAME = ".training.lock"
 # A 3d_lowres model folder's segmentations for the cascade's next stage (next to the folds, as
 # upstream: every fold writes its validation cases there, so the folder covers the training set).
 PREDICTED_NEXT_STAGE_FOLDER = "predicted_next_stage"
@@ -64,11 +64,7 @@ _ENSEMBLE_SEPARATOR = "___"
 _ENSEMBLE_PREFIX = "ensemble"
 _FOLD_PREFIX = "fold_"
 _CROSSVAL_PREFIX = "crossval_results_folds_"
-
-PREDICTIONS_FOLDER = "predictions"
-ENSEMBLE_PREDICTIONS_FOLDER = "ensemble"
-FINAL_PREDICTIONS_FOLDER = "final"
-TEST_SUMMARY_JSON = "test_summary.json"
+CHECKPOINT_SUFFIX = ".pth"
 
 
 def model_folder_name(trainer: str, plans: str, configuration: str) -> str:
@@ -123,8 +119,24 @@ def trained_model_dir(
     return results_dir / model_folder_name(trainer, plans_name, configuration)
 
 
+def parse_fold(text: str | int) -> int | str:
+    """``'3'`` -> 3, ``'all'`` -> ``'all'``; anything else is an error."""
+    value = str(text).strip()
+    if value.lower() == "all":
+        return "all"
+    if not value.isdigit():
+        msg = f"fold must be a number >= 0 or 'all', got {text!r}"
+        raise ConfigurationError(msg)
+    return int(value)
+
+
+def fold_folder_name(fold: int | str) -> str:
+    """``3`` -> ``fold_3``."""
+    return f"{_FOLD_PREFIX}{fold}"
+
+
 def fold_dir(model_dir: Path, fold: int | str) -> Path:
-    return model_dir / f"{_FOLD_PREFIX}{fold}"
+    return model_dir / fold_folder_name(fold)
 
 
 def fold_dirs_in(model_dir: Path) -> list[Path]:
@@ -135,6 +147,11 @@ def fold_dirs_in(model_dir: Path) -> list[Path]:
         return (0, int(suffix)) if suffix.isdigit() else (1, suffix)
 
     return sorted((p for p in model_dir.glob(f"{_FOLD_PREFIX}*") if p.is_dir()), key=key)
+
+
+def is_fold_folder_name(name: str) -> bool:
+    """``fold_3``, ``fold_all`` (any text after ``fold_``)."""
+    return name.startswith(_FOLD_PREFIX)
 
 
 def fold_of_folder(folder: Path) -> str:
@@ -247,19 +264,3 @@ class DatasetDirs:
     def plans_json_file(self, model: TrainedModel) -> Path:
         own = self.model_dir(model) / PLANS_JSON
         return own if own.is_file() else plans_file(self.preprocessed, model.plans)
-
-
-def predictions_dataset_dir(work_dir: Path, dataset_name: str) -> Path:
-    """The workflow's ``predictions/<Dataset>`` (test-set predictions; no upstream equivalent)."""
-    return work_dir / PREDICTIONS_FOLDER / dataset_name
-
-
-def configuration_predictions_dir(predictions_dir: Path, configuration: str) -> Path:
-    return predictions_dir / configuration
-
-
-def winner_predictions_dir(predictions_dir: Path, configurations: Sequence[str]) -> Path:
-    """The ensemble's predictions for several members, else the one configuration's."""
-    if len(configurations) > 1:
-        return predictions_dir / ENSEMBLE_PREDICTIONS_FOLDER
-    return configuration_predictions_dir(predictions_dir, configurations[0])
