@@ -124,7 +124,7 @@ def test_workflow_declares_what_the_commands_write(tmp_path: Path) -> None:
 
 
 def test_checkpoint_names_match_the_trainer() -> None:
-    """The workflow reads checkpoint names from layout.results (no torch); the trainer has its own."""
+    """The workflow reads checkpoint names from layout.results (no torch), the trainer its own."""
     assert (checkpoint.FINAL, checkpoint.LATEST, checkpoint.BEST) == (
         CHECKPOINT_FINAL,
         CHECKPOINT_LATEST,
