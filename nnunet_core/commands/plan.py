@@ -37,7 +37,8 @@ from nnunet_core.layout.paths import (
     raw_dataset_dir,
 )
 from nnunet_core.planning.overrides import apply_overrides
-from nnunet_core.planning.planner import PREPROCESSOR_NAME, PRESETS, get_preset, plan_experiment
+from nnunet_core.planning.planner import PREPROCESSOR_NAME, plan_experiment
+from nnunet_core.planning.presets import PRESETS, get_preset
 
 
 def add_planning_flags(parser: argparse.ArgumentParser) -> None:
