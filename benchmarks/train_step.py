@@ -33,7 +33,7 @@ from pathlib import Path
 import torch
 
 from nnunet_core.io.dataset_json import parse_dataset_json
-from nnunet_core.io.plans import resolve_configuration
+from nnunet_core.io.plans import Plans
 from nnunet_core.model import count_parameters
 from nnunet_core.training.deep_supervision import downsample_targets
 from nnunet_core.training.fold_setup import FoldSetup
@@ -56,8 +56,9 @@ def run(command: list[str], env: dict[str, str] | None = None) -> str:
 
 def make_trainer(plans: dict, configuration: str, device: torch.device, folder: Path) -> Trainer:
     """The trainer of one fold, wired to no data (only ``train_step`` is called)."""
-    resolved = resolve_configuration(plans, configuration)
-    channels = len(resolved["normalization_schemes"])
+    plans_view = Plans(plans)
+    resolved = plans_view.configuration(configuration)
+    channels = len(resolved.normalization_schemes)
     content = {
         "channel_names": {str(c): f"ch{c}" for c in range(channels)},
         "labels": LABELS,
@@ -66,7 +67,7 @@ def make_trainer(plans: dict, configuration: str, device: torch.device, folder: 
     }
     dataset_json = parse_dataset_json(content)
     setup = FoldSetup(
-        plans=plans,
+        plans=plans_view,
         configuration_name=configuration,
         configuration=resolved,
         dataset_json=content,
@@ -124,10 +125,7 @@ def prepare_peer(work: Path, venv: Path, plans: dict, args: argparse.Namespace) 
     env = peer_env(work, venv)
     name = f"Dataset{DATASET_ID:03d}_Synth"
     pre = work / "peer" / name
-    if all(
-        (pre / resolve_configuration(plans, c)["data_identifier"]).is_dir()
-        for c in args.configurations
-    ):
+    if all((pre / Plans(plans).data_identifier_of(c)).is_dir() for c in args.configurations):
         return env
     raw = work / "raw" / name
     print(f"upstream preprocessing of {args.num_training} synthetic cases ...", flush=True)
