@@ -54,12 +54,10 @@ def configuration_per_identifier():
     it (shared data preprocess once; a cascade stage's data is its parent's, e.g. 3d_fullres).
     """
     plans, chosen = planned()
-    first = {}
-    for name in chosen:
-        first.setdefault(
-            plans.data_identifier_of(name), plans.preprocessing_configuration(name)
-        )
-    return first
+    return {
+        identifier: plans.preprocessing_configuration(members[0])
+        for identifier, members in plans.data_identifier_groups(chosen).items()
+    }
 
 
 def preprocessing_targets(wildcards):
