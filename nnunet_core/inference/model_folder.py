@@ -166,19 +166,20 @@ def load_trained_model(
             f"(`{train_command(model_dir, fold)}`)"
         )
         state = ckpt.load_checkpoint(path, "cpu", advice, ckpt.InputCheckpointError)
-        if not first:
+        if configuration is None:
             first = {k: v for k, v in state.items() if k != "network_weights"}
-            name = _checkpoint_configuration(first, model_dir)
-            configuration = plans.configuration(name)
-        assert configuration is not None  # set by the first checkpoint
+            configuration = plans.configuration(_checkpoint_configuration(first, model_dir))
         networks.append(_network(configuration, dataset_json, state, path))
         del state
+    if configuration is None:  # checkpoint_paths names at least one
+        msg = f"{model_dir}: no checkpoint to read the configuration from"
+        raise ConfigurationError(msg)
     axes = first.get("inference_allowed_mirroring_axes")
     return LoadedModel(
         folder=model_dir,
         plans=plans,
         configuration_name=_checkpoint_configuration(first, model_dir),
-        configuration=configuration,  # type: ignore[arg-type]  # set by the first checkpoint
+        configuration=configuration,
         dataset_json=dataset_json,
         folds=tuple(paths),
         networks=tuple(networks),
