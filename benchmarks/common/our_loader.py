@@ -7,13 +7,12 @@ time it.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 
 def build_ours(dataset_folder: Path, configuration: str, plans_name: str = "nnUNetPlans"):
     """Our training make_batch for one configuration, wired as the trainer wires it."""
-    from nnunet_core.io.plans import resolve_configuration
+    from nnunet_core.io.plans import Plans
     from nnunet_core.training.augmentation.pipeline import (
         configure_augmentation,
         training_transforms,
@@ -22,19 +21,18 @@ def build_ours(dataset_folder: Path, configuration: str, plans_name: str = "nnUN
     from nnunet_core.training.data_loader import PatchLoader
     from nnunet_core.training.deep_supervision import deep_supervision_scales
 
-    plans = json.loads((dataset_folder / f"{plans_name}.json").read_text())
-    conf = resolve_configuration(plans, configuration)
-    patch = [int(p) for p in conf["patch_size"]]
+    conf = Plans.load(dataset_folder / f"{plans_name}.json").configuration(configuration)
+    patch = list(conf.patch_size)
     aug = configure_augmentation(patch)
-    masks = [i for i, m in enumerate(conf["use_mask_for_norm"]) if m]
+    masks = [i for i, m in enumerate(conf.use_mask_for_norm) if m]
     transform = training_transforms(
         patch, aug.rotation, aug.do_dummy_2d, aug.mirror_axes, mask_channels=masks
     )
-    store = CaseStore(dataset_folder / conf["data_identifier"])
-    strides = conf["architecture"]["arch_kwargs"]["strides"]
+    store = CaseStore(dataset_folder / conf.data_identifier)
+    strides = conf.strides
     return PatchLoader(
         store,
-        int(conf["batch_size"]),
+        conf.batch_size,
         patch,
         aug.initial_patch_size,
         transform=transform,

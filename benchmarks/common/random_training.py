@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 
 from nnunet_core.io.dataset_json import parse_dataset_json
-from nnunet_core.io.plans import resolve_configuration
+from nnunet_core.io.plans import Plans
 from nnunet_core.training.deep_supervision import downsample_targets
 from nnunet_core.training.fold_setup import FoldSetup
 from nnunet_core.training.trainer import Trainer, TrainerSettings
@@ -23,8 +23,9 @@ LABELS = {"background": 0, "organ": 1, "lesion": 2}
 
 def make_trainer(plans: dict, configuration: str, device: torch.device, folder: Path) -> Trainer:
     """The trainer of one fold, wired to no data (only ``train_step`` is called)."""
-    resolved = resolve_configuration(plans, configuration)
-    channels = len(resolved["normalization_schemes"])
+    plans_view = Plans(plans)
+    resolved = plans_view.configuration(configuration)
+    channels = len(resolved.normalization_schemes)
     content = {
         "channel_names": {str(c): f"ch{c}" for c in range(channels)},
         "labels": LABELS,
@@ -33,7 +34,7 @@ def make_trainer(plans: dict, configuration: str, device: torch.device, folder: 
     }
     dataset_json = parse_dataset_json(content)
     setup = FoldSetup(
-        plans=plans,
+        plans=plans_view,
         configuration_name=configuration,
         configuration=resolved,
         dataset_json=content,

@@ -21,7 +21,7 @@ from benchmarks.common.random_training import LABELS, make_trainer, time_ours
 from benchmarks.gpu.context import CONFIGURATIONS, Context, Row, guarded
 from benchmarks.gpu.folds import folds_section
 from benchmarks.gpu.upstream import upstream_step_rows
-from nnunet_core.io.plans import resolve_configuration
+from nnunet_core.io.plans import Plans
 from nnunet_core.model import build_network, count_parameters
 
 DATASET = "Dataset978_GpuCheck"
@@ -98,10 +98,10 @@ def write_dataset(ctx: Context) -> Path:
     plans = {**ctx.plans, "dataset_name": DATASET}
     folder.mkdir(parents=True)
     (folder / "nnUNetPlans.json").write_text(json.dumps(plans, indent=1))
-    identifiers = [resolve_configuration(plans, c)["data_identifier"] for c in CONFIGURATIONS]
+    identifiers = [Plans(plans).data_identifier_of(c) for c in CONFIGURATIONS]
     cases = folder / identifiers[0]
     cases.mkdir()
-    patch = resolve_configuration(plans, CONFIGURATIONS[-1])["patch_size"]
+    patch = list(Plans(plans).configuration(CONFIGURATIONS[-1]).patch_size)
     for index in range(ctx.profile.loader_cases):
         write_case(cases, index, ctx.profile.case_shape, patch)
     for other in identifiers[1:]:
@@ -167,12 +167,12 @@ def predict_section(ctx: Context) -> list[Row]:
     from nnunet_core.inference.sliding_window import predict_logits_from_folds, tile_slicers
 
     device = torch.device(ctx.profile.device)
-    conf = resolve_configuration(ctx.plans, "3d_fullres")
-    channels, heads = len(conf["normalization_schemes"]), len(LABELS)
+    conf = Plans(ctx.plans).configuration("3d_fullres")
+    channels, heads = len(conf.normalization_schemes), len(LABELS)
     torch.manual_seed(0)
     network = build_network(conf, channels, heads, False).to(device).eval()
     data = torch.randn((channels, *ctx.profile.predict_shape))
-    patch, tiles = conf["patch_size"], tile_batch_size(conf)
+    patch, tiles = list(conf.patch_size), tile_batch_size(conf)
     axes = list(range(len(patch)))
     count = len(tile_slicers(list(data.shape[1:]), patch, 0.5))
     rows = []

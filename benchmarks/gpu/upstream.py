@@ -72,11 +72,11 @@ def peer_python(peer: Path | None) -> str | None:
 def scratch_tree(ctx: Any) -> tuple[Path, dict[str, Any], dict[str, str]]:
     """Plans file, dataset.json and nnU-Net folders in which upstream's trainer initialises."""
     from benchmarks.common.random_training import LABELS
-    from nnunet_core.io.plans import resolve_configuration
+    from nnunet_core.io.plans import Plans
 
     root = ctx.work / "upstream"
     name = ctx.plans.get("dataset_name", "Dataset900_Synth")
-    channels = len(resolve_configuration(ctx.plans, "3d_fullres")["normalization_schemes"])
+    channels = len(Plans(ctx.plans).configuration("3d_fullres").normalization_schemes)
     dataset_json = {
         "channel_names": {str(c): f"ch{c}" for c in range(channels)},
         "labels": LABELS, "numTraining": 1, "file_ending": ".nii.gz",

@@ -41,7 +41,8 @@ from nnunet_core.inference.export import export_prediction
 from nnunet_core.inference.model_folder import LoadedModel, load_trained_model
 from nnunet_core.inference.predictor import tile_batch_size
 from nnunet_core.inference.sliding_window import predict_logits_from_folds, tile_slicers
-from nnunet_core.io.plans import resolve_configuration
+from nnunet_core.io.plans import Plans
+from nnunet_core.io.plans_configuration import Configuration
 from nnunet_core.model import build_network
 from nnunet_core.model import checkpoint as ckpt
 from nnunet_core.preprocessing.preprocessor import run_case
@@ -99,15 +100,15 @@ def write_cases(folder: Path, count: int, shape: list[int], spacing: list[float]
     return cases
 
 
-def mirror_axes(configuration: dict) -> list[int]:
+def mirror_axes(configuration: Configuration) -> list[int]:
     """The training's mirror axes (upstream: every spatial axis of the patch)."""
-    return list(range(len(configuration["patch_size"])))
+    return list(range(len(configuration.patch_size)))
 
 
 def make_random_model(folder: Path, plans: dict, configuration: str, folds: list[int]) -> Path:
     """A model folder as training leaves it, with freshly initialised weights per fold."""
-    resolved = resolve_configuration(plans, configuration)
-    channels = len(resolved["normalization_schemes"])
+    resolved = Plans(plans).configuration(configuration)
+    channels = len(resolved.normalization_schemes)
     dataset_json = {
         "channel_names": channel_names(channels),
         "labels": LABELS,
@@ -202,7 +203,7 @@ def make_peer_model(ours: Path, work: Path, venv: Path, configuration: str, fold
     for name in ("plans.json", "dataset.json"):
         (folder / name).write_bytes((ours / name).read_bytes())
     plans = json.loads((ours / "plans.json").read_text())
-    axes = mirror_axes(resolve_configuration(plans, configuration))
+    axes = mirror_axes(Plans(plans).configuration(configuration))
     python = str(venv / "bin" / "python")
     args = [python, "-c", PEER_MAKE_MODEL, str(folder), configuration, json.dumps(axes)]
     run([*args, *map(str, folds)], peer_env(work, venv))

@@ -31,7 +31,7 @@ from pathlib import Path
 import torch
 
 from benchmarks.common.random_training import make_trainer, time_ours
-from nnunet_core.io.plans import resolve_configuration
+from nnunet_core.io.plans import Plans
 from nnunet_core.model import count_parameters
 
 HARNESS = Path(__file__).resolve().parents[3] / "shared" / "peer" / "bench_trainer.py"
@@ -66,10 +66,7 @@ def prepare_peer(work: Path, venv: Path, plans: dict, args: argparse.Namespace) 
     env = peer_env(work, venv)
     name = f"Dataset{DATASET_ID:03d}_Synth"
     pre = work / "peer" / name
-    if all(
-        (pre / resolve_configuration(plans, c)["data_identifier"]).is_dir()
-        for c in args.configurations
-    ):
+    if all((pre / Plans(plans).data_identifier_of(c)).is_dir() for c in args.configurations):
         return env
     raw = work / "raw" / name
     print(f"upstream preprocessing of {args.num_training} synthetic cases ...", flush=True)

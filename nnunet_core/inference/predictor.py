@@ -46,6 +46,7 @@ from nnunet_core.inference.model_folder import (
 from nnunet_core.inference.sliding_window import predict_logits_from_folds
 from nnunet_core.io.atomic import write_json
 from nnunet_core.io.dataset_json import DatasetJson, load_dataset_json
+from nnunet_core.io.plans_configuration import Configuration
 from nnunet_core.layout.raw import (
     DATASET_JSON,
     IMAGES_TS,
@@ -76,14 +77,15 @@ class PredictionSettings:
     fp16_accumulation: bool = False  # True: upstream's float16 sums (its numbers exactly)
 
 
-def tile_batch_size(configuration: dict[str, Any]) -> int:
+def tile_batch_size(configuration: Configuration) -> int:
     """Tiles per forward pass: the plan's training batch size, at most ``MAX_TILE_BATCH``.
 
     Upstream predicts one tile at a time. Batching is our deviation: small 2-D tiles run about
     twice as fast per tile on a CPU in batches of 8, large 3-D tiles run as fast, and memory stays
     below that of a training step (which holds a batch and its activations for the gradients).
     """
-    return max(1, min(int(configuration.get("batch_size", 1)), MAX_TILE_BATCH))
+    batch_size = configuration.batch_size if configuration.has("batch_size") else 1
+    return max(1, min(batch_size, MAX_TILE_BATCH))
 
 
 def input_cases(folder: str | os.PathLike, dataset_json: DatasetJson) -> list[RawCase]:
@@ -192,7 +194,7 @@ def _check_previous_stage(model: LoadedModel, cases: Sequence[RawCase]) -> None:
 def _write_model_files(model: LoadedModel, output_dir: Path) -> None:
     """dataset.json and plans.json next to the predictions (ensembling reads them there)."""
     write_json(output_dir / DATASET_JSON, model.dataset_json.raw)
-    write_json(output_dir / PLANS_JSON, model.plans)
+    write_json(output_dir / PLANS_JSON, model.plans.raw)
 
 
 def predict_cases(

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from nnunet_core.errors import ConfigurationError
-from nnunet_core.io.plans import resolve_configuration
+from nnunet_core.io.plans import Plans
 from nnunet_core.layout.results import (
     PLANS_JSON,
     TrainedModel,
@@ -48,16 +48,16 @@ def configuration_sentence(model_dir: Path) -> str | None:
         return None
     name = TrainedModel.from_identifier(model_dir.name).configuration
     try:
-        configuration = resolve_configuration(read_json_file(plans_file), name)
+        configuration = Plans(read_json_file(plans_file), plans_file).configuration(name)
     except (KeyError, ConfigurationError):
         return None
     parts = []
-    if configuration.get("patch_size"):
-        parts.append(f"patch {_size(configuration['patch_size'])}")
-    if configuration.get("batch_size"):
-        parts.append(f"batch {configuration['batch_size']}")
-    if configuration.get("spacing"):
-        parts.append(f"spacing {_spacing(configuration['spacing'])}")
+    if configuration.has("patch_size"):
+        parts.append(f"patch {_size(configuration.patch_size)}")
+    if configuration.has("batch_size"):
+        parts.append(f"batch {configuration.batch_size}")
+    if configuration.has("spacing"):
+        parts.append(f"spacing {_spacing(configuration.spacing)}")
     return f"{name} ({', '.join(parts)})" if parts else name
 
 

@@ -88,7 +88,7 @@ class RunInstance:
 
     def plans_name(self) -> str:
         """``planning.plans_name``, else the planner's (nnUNetPlans, nnUNetResEncUNetMPlans)."""
-        from nnunet_core.planning.planner import get_preset
+        from nnunet_core.planning.presets import get_preset
 
         planning = self.config["planning"]
         return planning.get("plans_name") or get_preset(planning["planner"]).plans_name

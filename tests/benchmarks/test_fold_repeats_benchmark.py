@@ -89,7 +89,7 @@ def test_our_initial_weights_follow_the_seed_in_upstreams_names(
 
     import torch
 
-    from nnunet_core.io.plans import resolve_configuration
+    from nnunet_core.io.plans import Plans
     from nnunet_core.model import build_network, checkpoint
 
     name = f"Dataset{fr.NUMBER}_CascadeQuality"
@@ -104,8 +104,8 @@ def test_our_initial_weights_follow_the_seed_in_upstreams_names(
     assert all(torch.equal(first[k], again[k]) for k in first)
     head = "decoder.seg_layers.0.weight"
     assert not torch.equal(first[head], other[head])
-    plans = json.loads((pre / "nnUNetPlans.json").read_text())
-    network = build_network(resolve_configuration(plans, "3d_fullres"), 1, 3, True)
+    plans = Plans.load(pre / "nnUNetPlans.json")
+    network = build_network(plans.configuration("3d_fullres"), 1, 3, True)
     checkpoint.load_network_weights(network, first, paths[0])  # every tensor, strictly
 
 

@@ -18,16 +18,15 @@ import pytest
 from nnunet_core.errors import ConfigurationError
 from nnunet_core.inference.cascade_input import (
     cascade_input,
-    is_cascade_stage,
     num_input_channels,
     one_hot_foreground,
 )
 from nnunet_core.io.dataset_json import parse_dataset_json
-from nnunet_core.io.plans import resolve_configuration
+from nnunet_core.io.plans import Plans
 from nnunet_core.model.build import build_network, count_parameters
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "cascade"
-PLANS = json.loads((DATA / "plans.json").read_text())
+PLANS = Plans.load(DATA / "plans.json")
 DATASET = parse_dataset_json(json.loads((DATA / "dataset.json").read_text()))
 UPSTREAM = json.loads((DATA / "upstream.json").read_text())
 STORED = dict(np.load(DATA / "upstream_cascade_input.npz"))
@@ -59,8 +58,8 @@ def test_a_segmentation_of_another_geometry_is_one_line_naming_the_case() -> Non
 
 @pytest.mark.parametrize("name", ["3d_lowres", "3d_cascade_fullres"])
 def test_input_channels_and_parameters_are_upstreams(name: str) -> None:
-    configuration = resolve_configuration(PLANS, name)
-    assert is_cascade_stage(configuration) == (name == "3d_cascade_fullres")
+    configuration = PLANS.configuration(name)
+    assert configuration.is_cascade_stage == (name == "3d_cascade_fullres")
     channels = num_input_channels(configuration, DATASET.num_channels, DATASET.label_spec)
     assert channels == UPSTREAM["input_channels"][name]
     network = build_network(configuration, channels, DATASET.label_spec.num_segmentation_heads)

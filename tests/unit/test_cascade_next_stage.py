@@ -20,13 +20,13 @@ import pytest
 import torch
 
 from nnunet_core.io.dataset_json import LabelSpec, parse_dataset_json
-from nnunet_core.io.plans import resolve_configuration
+from nnunet_core.io.plans import Plans
+from nnunet_core.io.plans_configuration import Configuration
 from nnunet_core.layout.results import next_stage_file, previous_stage_dir, trained_model_dir
 from nnunet_core.training.next_stage import (
     computed_next_stage_shape,
     export_next_stage,
     exports_next_stage,
-    next_stage_names,
     next_stage_segmentation,
     segmentation_dtype,
 )
@@ -39,7 +39,8 @@ def _json(name: str) -> Any:
     return json.loads((DATA / name).read_text())
 
 
-PLANS = _json("plans.json")
+RAW_PLANS = _json("plans.json")
+PLANS = Plans(RAW_PLANS)
 LABELS: LabelSpec = parse_dataset_json(_json("dataset.json")).label_spec
 PROPERTIES = _json("properties.json")
 UPSTREAM = _json("upstream.json")
@@ -61,17 +62,17 @@ def _assert_identical(ours: np.ndarray, theirs: np.ndarray) -> None:
 
 
 def test_the_stored_plans_are_a_cascade() -> None:
-    lowres = PLANS["configurations"]["3d_lowres"]
+    lowres = RAW_PLANS["configurations"]["3d_lowres"]
     assert lowres["next_stage"] == NEXT
-    assert PLANS["configurations"][NEXT]["previous_stage"] == "3d_lowres"
-    assert next_stage_names(lowres) == [NEXT]
-    assert next_stage_names({"next_stage": ["a", "b"]}) == ["a", "b"]
-    assert next_stage_names(PLANS["configurations"]["3d_fullres"]) == []
+    assert RAW_PLANS["configurations"][NEXT]["previous_stage"] == "3d_lowres"
+    assert PLANS.configuration("3d_lowres").next_stage == [NEXT]
+    assert Configuration("x", {"next_stage": ["a", "b"]}).next_stage == ["a", "b"]
+    assert PLANS.configuration("3d_fullres").next_stage == []
 
 
 @pytest.mark.parametrize("key", ["A", "B"])
 def test_next_stage_segmentation_is_upstreams(key: str) -> None:
-    lowres = resolve_configuration(PLANS, "3d_lowres")
+    lowres = PLANS.configuration("3d_lowres")
     shape = UPSTREAM[f"fullres_shape_{key}"]
     ours = next_stage_segmentation(_logits(key), PROPERTIES[key], PLANS, lowres, LABELS, shape)
     _assert_identical(ours, EXPECTED[key])
@@ -79,9 +80,10 @@ def test_next_stage_segmentation_is_upstreams(key: str) -> None:
 
 
 def test_the_separate_z_path_is_upstreams() -> None:
-    plans = copy.deepcopy(PLANS)
-    plans["configurations"]["3d_lowres"]["spacing"] = UPSTREAM["anisotropic_lowres_spacing"]
-    lowres = resolve_configuration(plans, "3d_lowres")
+    raw = copy.deepcopy(RAW_PLANS)
+    raw["configurations"]["3d_lowres"]["spacing"] = UPSTREAM["anisotropic_lowres_spacing"]
+    plans = Plans(raw)
+    lowres = plans.configuration("3d_lowres")
     shape = UPSTREAM["fullres_shape_A"]
     ours = next_stage_segmentation(_logits("A"), PROPERTIES["A"], plans, lowres, LABELS, shape)
     _assert_identical(ours, EXPECTED["A_anisotropic"])
@@ -90,7 +92,7 @@ def test_the_separate_z_path_is_upstreams() -> None:
 
 @pytest.mark.parametrize("key", ["A", "B"])
 def test_computed_shape_is_the_next_stages_preprocessed_shape(key: str) -> None:
-    fullres = resolve_configuration(PLANS, NEXT)
+    fullres = PLANS.configuration(NEXT)
     computed = computed_next_stage_shape(PROPERTIES[key], PLANS, fullres)
     assert list(computed) == UPSTREAM[f"fullres_shape_{key}"]
 
@@ -98,7 +100,7 @@ def test_computed_shape_is_the_next_stages_preprocessed_shape(key: str) -> None:
 def test_export_writes_upstreams_file(tmp_path: Path) -> None:
     """Without the next stage preprocessed, the shape is computed; the file holds upstream's
     array, with upstream's chunks and blocks (the producer's patch size)."""
-    lowres = resolve_configuration(PLANS, "3d_lowres")
+    lowres = PLANS.configuration("3d_lowres")
     model_dir = trained_model_dir(tmp_path / "results", "3d_lowres")
     written = export_next_stage(
         _logits("B"), PROPERTIES["B"], PLANS, lowres, LABELS, model_dir, tmp_path, "case_b"
@@ -124,11 +126,11 @@ def test_the_cascade_reads_where_the_lowres_stage_writes(tmp_path: Path) -> None
 
 
 def test_fold_all_and_plain_configurations_export_nothing() -> None:
-    lowres = PLANS["configurations"]["3d_lowres"]
+    lowres = PLANS.configuration("3d_lowres")
     assert exports_next_stage(lowres, 0)
     assert exports_next_stage(lowres, "4")
     assert not exports_next_stage(lowres, "all")
-    assert not exports_next_stage(PLANS["configurations"]["3d_fullres"], 0)
+    assert not exports_next_stage(PLANS.configuration("3d_fullres"), 0)
 
 
 def test_dtype_widens_from_255_foreground_labels() -> None:

@@ -18,8 +18,11 @@ from nnunet_core.inference.export import (
 from nnunet_core.io.atomic import read_json
 from nnunet_core.io.dataset_json import parse_dataset_json, parse_labels
 from nnunet_core.io.images import read_images
+from nnunet_core.io.plans import Plans
+from nnunet_core.io.plans_configuration import Configuration
 from nnunet_core.preprocessing.preprocessor import run_case
 
+NO_PLANS = Plans({"configurations": {}})  # identity transposes, the default reader
 LABELS = parse_labels({"labels": {"background": 0, "a": 1, "b": 2}})
 REGIONS = parse_labels(
     {"labels": {"background": 0, "whole": [1, 2], "core": [2]}, "regions_class_order": [1, 2]}
@@ -67,11 +70,13 @@ def _fake_preprocessing(path: Path, transpose: list[int], bbox: list[list[int]])
 def test_export_restores_geometry_crop_and_transpose(tmp_path: Path) -> None:
     raw = _raw_image(tmp_path / "case_0000.nii.gz", (10, 16, 20))
     transpose = [2, 0, 1]  # preprocessed axes (x, z, y)
-    plans = {"transpose_forward": transpose, "transpose_backward": [1, 2, 0]}
+    plans = Plans(
+        {"configurations": {}, "transpose_forward": transpose, "transpose_backward": [1, 2, 0]}
+    )
     bbox = [[2, 18], [1, 9], [3, 14]]
     properties = _fake_preprocessing(tmp_path / "case_0000.nii.gz", transpose, bbox)
     # network spacing = original transposed spacing: nothing to resample
-    configuration = {"spacing": [0.7, 3.0, 0.9]}
+    configuration = Configuration("3d_fullres", {"spacing": [0.7, 3.0, 0.9]})
     labels = np.random.default_rng(1).integers(0, 3, (16, 8, 11))
     out = export_prediction(
         _one_hot_logits(labels, 3),
@@ -125,7 +130,9 @@ def test_resampling_back_to_original_spacing() -> None:
     labels = np.zeros((6, 12, 12), dtype=int)
     labels[:, 3:9, 3:9] = 1
     logits = _one_hot_logits(labels, 2)
-    resampled = resample_logits_to_original(logits, properties, {}, configuration)
+    resampled = resample_logits_to_original(
+        logits, properties, NO_PLANS, Configuration("3d_fullres", configuration)
+    )
     assert resampled.shape == (2, 6, 24, 24) and resampled.dtype == np.float32
     assert not np.shares_memory(resampled, logits)
     seg = resampled.argmax(0)
@@ -139,7 +146,9 @@ def test_2d_configuration_uses_the_case_slice_spacing() -> None:
         "shape_after_cropping_and_before_resampling": [3, 10, 8],
     }
     logits = np.zeros((2, 3, 5, 4), dtype=np.float32)
-    resampled = resample_logits_to_original(logits, properties, {}, {"spacing": [2.0, 2.0]})
+    resampled = resample_logits_to_original(
+        logits, properties, NO_PLANS, Configuration("2d", {"spacing": [2.0, 2.0]})
+    )
     assert resampled.shape == (2, 3, 10, 8)
 
 
@@ -160,8 +169,8 @@ def test_export_regions_with_probabilities(tmp_path: Path) -> None:
     out = export_prediction(
         logits,
         properties,
-        {},
-        {"spacing": [3.0, 0.9, 0.7]},
+        NO_PLANS,
+        Configuration("test", {"spacing": [3.0, 0.9, 0.7]}),
         REGIONS,
         tmp_path / "r",
         ".nii.gz",
@@ -193,8 +202,8 @@ def test_export_2d_image(tmp_path: Path) -> None:
     out = export_prediction(
         _one_hot_logits(labels, 3),
         properties,
-        {},
-        {"spacing": [0.8, 0.5]},
+        NO_PLANS,
+        Configuration("test", {"spacing": [0.8, 0.5]}),
         LABELS,
         tmp_path / "flat",
         ".nii.gz",
@@ -244,7 +253,7 @@ def test_round_trip_through_real_preprocessing(tmp_path: Path) -> None:
         },
     }
     case = RawCase("t", (tmp_path / "t_0000.nii.gz",), None)
-    data, seg, properties = run_case(case, plans, "3d_fullres", dataset_json)
+    data, seg, properties = run_case(case, Plans(plans), "3d_fullres", dataset_json)
     assert seg is None
     assert properties["bbox_used_for_cropping"] == [[2, 9], [3, 14], [4, 17]]
     organ = (data[0] > data[0].mean() + data[0].std()).astype(np.float32)
@@ -252,8 +261,8 @@ def test_round_trip_through_real_preprocessing(tmp_path: Path) -> None:
     out = export_prediction(
         logits,
         properties,
-        plans,
-        plans["configurations"]["3d_fullres"],
+        Plans(plans),
+        Plans(plans).configuration("3d_fullres"),
         dataset_json.label_spec,
         tmp_path / "t",
         ".nii.gz",
@@ -283,8 +292,8 @@ def test_bbox_mismatch_is_an_error(tmp_path: Path, bad: list[list[int]]) -> None
         export_prediction(
             np.zeros((3, 16, 8, 11), np.float32),
             properties,
-            {},
-            {"spacing": [1, 1, 1]},
+            NO_PLANS,
+            Configuration("test", {"spacing": [1, 1, 1]}),
             LABELS,
             tmp_path / "x",
             ".nii.gz",

@@ -9,7 +9,8 @@ import torch
 
 from nnunet_core.errors import ConfigurationError
 from nnunet_core.io.dataset_json import parse_labels
-from nnunet_core.io.plans import load_plans, resolve_configuration
+from nnunet_core.io.plans import load_plans
+from nnunet_core.io.plans_configuration import Configuration
 from nnunet_core.model import build_network
 from nnunet_core.training.deep_supervision import (
     deep_supervision_scales,
@@ -181,11 +182,12 @@ def test_wrapper_skips_zero_weights_and_checks_counts() -> None:
 
 def test_sgd_steps_lower_the_loss_of_a_tiny_net() -> None:
     torch.manual_seed(0)
-    config = resolve_configuration(load_plans(PEER_PLANS), "2d")
-    config["architecture"]["arch_kwargs"]["features_per_stage"] = [4, 8, 8, 8]
+    raw = load_plans(PEER_PLANS).configuration("2d").raw
+    raw["architecture"]["arch_kwargs"]["features_per_stage"] = [4, 8, 8, 8]
+    config = Configuration("2d", raw)
     net = build_network(config, 1, 3)
     loss_fn = build_loss(config, parse_labels({"labels": {"background": 0, "a": 1, "b": 2}}))
-    scales = deep_supervision_scales(config["architecture"]["arch_kwargs"]["strides"])
+    scales = deep_supervision_scales(config.strides)
     x = torch.randn(2, 1, 16, 16)
     seg = (x > 0.5).long() + (x > 1.2).long()  # learnable from the intensities
     targets = downsample_targets(seg, scales)
@@ -201,7 +203,7 @@ def test_sgd_steps_lower_the_loss_of_a_tiny_net() -> None:
 
 
 def test_build_loss_picks_region_loss_and_plain_loss() -> None:
-    config = resolve_configuration(load_plans(PEER_PLANS), "3d_fullres")
+    config = load_plans(PEER_PLANS).configuration("3d_fullres")
     regions = parse_labels(
         {"labels": {"background": 0, "whole": [1, 2], "core": 2}, "regions_class_order": [1, 2]}
     )

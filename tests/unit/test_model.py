@@ -12,7 +12,8 @@ import torch
 from torch import nn
 
 from nnunet_core.errors import ConfigurationError
-from nnunet_core.io.plans import load_plans, resolve_configuration
+from nnunet_core.io.plans import load_plans
+from nnunet_core.io.plans_configuration import Configuration
 from nnunet_core.model import PlainConvUNet, ResidualEncoderUNet, build_network, count_parameters
 from nnunet_core.model.residual_unet import ResidualBlock
 from nnunet_core.training.deep_supervision import deep_supervision_scales
@@ -27,7 +28,12 @@ UPSTREAM_3D_FULLRES_PARAMS = 16_137_900
 
 
 def _config(name: str, plans: Path = PEER_PLANS) -> dict[str, Any]:
-    return resolve_configuration(load_plans(plans), name)
+    """The resolved configuration as a dict the tests may edit before building."""
+    return load_plans(plans).configuration(name).raw
+
+
+def _build(config: dict[str, Any], *args: Any, **kwargs: Any) -> torch.nn.Module:
+    return build_network(Configuration("test", config), *args, **kwargs)
 
 
 def _tiny_2d_config() -> dict[str, Any]:
@@ -38,13 +44,13 @@ def _tiny_2d_config() -> dict[str, Any]:
 
 @pytest.mark.parametrize("deep_supervision", [True, False])
 def test_3d_fullres_parameter_count_equals_upstream(deep_supervision: bool) -> None:
-    net = build_network(_config("3d_fullres"), 1, 3, deep_supervision=deep_supervision)
+    net = _build(_config("3d_fullres"), 1, 3, deep_supervision=deep_supervision)
     assert isinstance(net, PlainConvUNet)
     assert count_parameters(net) == UPSTREAM_3D_FULLRES_PARAMS
 
 
 def test_heads_on_every_decoder_stage() -> None:
-    net = build_network(_config("3d_fullres"), 1, 3)
+    net = _build(_config("3d_fullres"), 1, 3)
     heads = net.decoder.heads
     assert len(heads) == 4
     head_params = sum(p.numel() for p in heads.parameters())
@@ -53,7 +59,7 @@ def test_heads_on_every_decoder_stage() -> None:
 
 def test_2d_forward_shapes_per_deep_supervision_level() -> None:
     config = _config("2d")
-    net = build_network(config, 1, 3)
+    net = _build(config, 1, 3)
     x = torch.randn(2, 1, 32, 40)
     with torch.no_grad():
         outputs = net(x)
@@ -78,7 +84,7 @@ def test_2d_forward_shapes_per_deep_supervision_level() -> None:
 
 def test_3d_forward_shapes_follow_anisotropic_strides() -> None:
     config = _config("3d_fullres")
-    net = build_network(config, 1, 3)
+    net = _build(config, 1, 3)
     x = torch.randn(1, 1, 16, 16, 32)  # cumulative strides (8, 8, 16): a 2x2x2 bottleneck
     with torch.no_grad():
         outputs = net(x)
@@ -98,7 +104,7 @@ def test_3d_forward_shapes_follow_anisotropic_strides() -> None:
     ],
 )
 def test_dimensionality_follows_kernel_length(name: str, conv: type, norm: type) -> None:
-    net = build_network(_config(name), 1, 3)
+    net = _build(_config(name), 1, 3)
     kernel_axes = len(_config(name)["architecture"]["arch_kwargs"]["kernel_sizes"][0])
     assert net.ndim == kernel_axes
     convs = [m for m in net.modules() if isinstance(m, (nn.Conv2d, nn.Conv3d))]
@@ -108,7 +114,7 @@ def test_dimensionality_follows_kernel_length(name: str, conv: type, norm: type)
 
 
 def test_layer_details_match_the_plan() -> None:
-    net = build_network(_config("3d_fullres"), 1, 3)
+    net = _build(_config("3d_fullres"), 1, 3)
     first = net.encoder.stages[0][0]
     assert first.conv.kernel_size == (1, 3, 3) and first.conv.padding == (0, 1, 1)
     assert isinstance(first.act, nn.LeakyReLU) and first.act.negative_slope == 0.01
@@ -120,7 +126,7 @@ def test_layer_details_match_the_plan() -> None:
 
 
 def test_he_init_and_zero_biases() -> None:
-    net = build_network(_config("3d_fullres"), 1, 3)
+    net = _build(_config("3d_fullres"), 1, 3)
     conv = net.encoder.stages[3][1].conv  # 256 -> 256, 3x3x3: fan_in 6912
     expected_std = math.sqrt(2.0 / ((1 + 0.01**2) * 256 * 27))
     assert conv.weight.std().item() == pytest.approx(expected_std, rel=0.02)
@@ -132,14 +138,14 @@ def test_arbitrary_op_names_are_refused() -> None:
     config = _config("2d")
     config["architecture"]["arch_kwargs"]["nonlin"] = "os.system"
     with pytest.raises(ConfigurationError, match="os.system"):
-        build_network(config, 1, 3)
+        _build(config, 1, 3)
 
 
 def test_conv_dimension_must_match_kernels() -> None:
     config = _config("2d")
     config["architecture"]["arch_kwargs"]["conv_op"] = "torch.nn.modules.conv.Conv3d"
     with pytest.raises(ConfigurationError, match="Conv3d is 3D"):
-        build_network(config, 1, 3)
+        _build(config, 1, 3)
 
 
 @pytest.mark.parametrize(
@@ -155,18 +161,18 @@ def test_inconsistent_arch_kwargs_are_named(key: str, value: Any, pattern: str) 
     config = copy.deepcopy(_config("2d"))
     config["architecture"]["arch_kwargs"][key] = value
     with pytest.raises(ConfigurationError, match=pattern):
-        build_network(config, 1, 3)
+        _build(config, 1, 3)
 
 
 def test_unknown_network_class_is_named() -> None:
     config = _config("2d")
     config["architecture"]["network_class_name"] = "evil.module.Net"
     with pytest.raises(ConfigurationError, match="evil.module.Net"):
-        build_network(config, 1, 3)
+        _build(config, 1, 3)
 
 
 def test_tiny_2d_net_overrides_work() -> None:
-    net = build_network(_tiny_2d_config(), 2, 4, deep_supervision=False)
+    net = _build(_tiny_2d_config(), 2, 4, deep_supervision=False)
     out = net(torch.randn(1, 2, 16, 16))
     assert tuple(out.shape) == (1, 4, 16, 16)
 
@@ -175,7 +181,7 @@ def test_residual_encoder_unet_from_resenc_plans() -> None:
     config = _config("2d", RESENC_PLANS)
     kwargs = config["architecture"]["arch_kwargs"]
     kwargs["features_per_stage"] = [4, 8, 8, 16, 16, 16, 16]
-    net = build_network(config, 1, 3)
+    net = _build(config, 1, 3)
     assert isinstance(net, ResidualEncoderUNet)
     blocks = [m for m in net.modules() if isinstance(m, ResidualBlock)]
     assert len(blocks) == sum(kwargs["n_blocks_per_stage"])

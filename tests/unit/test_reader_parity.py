@@ -30,6 +30,7 @@ from nnunet_core.errors import DatasetError
 from nnunet_core.io.blosc2_store import open_case
 from nnunet_core.io.dataset_json import load_dataset_json
 from nnunet_core.io.images import read_seg, write_seg
+from nnunet_core.io.plans import Plans
 from nnunet_core.io.readers import KNOWN_NAMES, reader_for_dataset, reader_name
 from nnunet_core.planning import fingerprint as fp
 from nnunet_core.planning.planner import plan_experiment, reader_writer_name
@@ -99,7 +100,7 @@ def preprocessed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         preprocess_dataset(
             folder / "raw",
             target,
-            plans,
+            Plans(plans),
             configurations,
             load_dataset_json(folder / "raw" / "dataset.json"),
             num_processes=1,
@@ -305,23 +306,23 @@ def test_export_writes_with_the_plans_reader(scenario: str, tmp_path: Path) -> N
     geometry (voxel order, affine/direction, spacing file) whatever the reader."""
     from nnunet_core.dataset.discovery import training_cases
     from nnunet_core.inference.export import export_prediction
-    from nnunet_core.io.plans import resolve_configuration
     from nnunet_core.preprocessing.preprocessor import run_case
 
     folder = DATA / scenario
     plans = _read(folder / "nnUNetPlans.json")
     dataset_json = load_dataset_json(folder / "raw" / "dataset.json")
     config = "3d_fullres" if "3d_fullres" in plans["configurations"] else "2d"
-    configuration = dict(resolve_configuration(plans, config))
+    configuration = Plans(plans).configuration(config).raw
     configuration["spacing"] = [0, 0, 0]  # set below: the case's own, so nothing is resampled
     case = training_cases(folder / "raw", dataset_json)[0]
     ending = dataset_json.file_ending
-    plans_here = {**plans}
-    _, _, props = run_case(case, plans_here, config, dataset_json)
+    _, _, props = run_case(case, Plans(plans), config, dataset_json)
     axes = plans["transpose_forward"]
     spacing = [props["spacing"][a] for a in axes]
     configuration["spacing"] = spacing if config == "3d_fullres" else spacing[1:]
-    plans_here["configurations"] = {**plans["configurations"], config: configuration}
+    plans_here = Plans(
+        {**plans, "configurations": {**plans["configurations"], config: configuration}}
+    )
     _, seg, props = run_case(case, plans_here, config, dataset_json)
     labels = np.clip(seg[0], 0, None).astype(np.int64)
     num = len(dataset_json.label_spec.foreground_labels) + 1
@@ -330,7 +331,7 @@ def test_export_writes_with_the_plans_reader(scenario: str, tmp_path: Path) -> N
         logits,
         props,
         plans_here,
-        configuration,
+        plans_here.configuration(config),
         dataset_json.label_spec,
         tmp_path / case.identifier,
         ending,
@@ -388,5 +389,5 @@ def test_unknown_reader_in_plans_is_one_line_error() -> None:
     from nnunet_core.io.readers import reader_for_plans
 
     with pytest.raises(ConfigurationError, match=r"^plans x: unknown image reader/writer 'Foo'"):
-        reader_for_plans({"image_reader_writer": "Foo"}, "plans x")
-    assert reader_for_plans({}).name == "SimpleITKIO"
+        reader_for_plans(Plans({"configurations": {}, "image_reader_writer": "Foo"}), "plans x")
+    assert reader_for_plans(Plans({"configurations": {}})).name == "SimpleITKIO"

@@ -17,6 +17,7 @@ from nnunet_core import cli
 from nnunet_core.evaluation.metrics import compute_metrics_on_folder
 from nnunet_core.evaluation.selection import find_best_configuration
 from nnunet_core.io.dataset_json import load_dataset_json
+from nnunet_core.io.plans import Plans
 from nnunet_core.layout.results import DatasetDirs, TrainedModel
 from nnunet_core.model.checkpoint import save_checkpoint
 from nnunet_core.report import build_report
@@ -92,7 +93,7 @@ def write_training_records(dirs: DatasetDirs, config: str, fold: int) -> None:
         save_checkpoint(state, folder / "checkpoint_final.pth")
     path = folder / provenance.PROVENANCE_JSON
     for _ in range(2 if fold == 0 else 1):
-        provenance.start_attempt(path, {}, {}, 0, torch.device("cpu"), 0)
+        provenance.start_attempt(path, {}, Plans({"configurations": {}}), 0, torch.device("cpu"), 0)
         provenance.end_attempt(path, "finished", EPOCHS)
     record = json.loads(path.read_text())
     for i, attempt in enumerate(record["attempts"]):

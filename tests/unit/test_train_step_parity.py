@@ -21,7 +21,7 @@ import torch
 
 from nnunet_core.inference.cascade_input import num_input_channels
 from nnunet_core.io.dataset_json import load_dataset_json
-from nnunet_core.io.plans import resolve_configuration
+from nnunet_core.io.plans import Plans
 from nnunet_core.model import build_network
 from nnunet_core.model.upstream_names import upstream_parameter_order, upstream_state_dict
 from nnunet_core.training.loss import build_loss
@@ -45,7 +45,7 @@ def _our_steps(configuration: str, expected: dict) -> tuple[list[float], dict, i
     """Our losses, parameters after the steps (upstream's names), input channel count and
     whether the loss used batch Dice."""
     plans = json.loads((DATA / "cascade" / "plans.json").read_text())
-    config = resolve_configuration(narrow_plans(plans, configuration), configuration)
+    config = Plans(narrow_plans(plans, configuration)).configuration(configuration)
     spec = load_dataset_json(DATA / "cascade" / "dataset.json").label_spec
     channels = num_input_channels(config, 1, spec)
     network = build_network(config, channels, spec.num_segmentation_heads, True)
@@ -62,7 +62,7 @@ def _our_steps(configuration: str, expected: dict) -> tuple[list[float], dict, i
         loss = loss_function(network(data), targets)
         losses.append(float(loss.detach()))
         optimizer_step(loss, network, optimizer, None, settings.grad_clip)
-    return losses, upstream_state_dict(network), channels, config["batch_dice"]
+    return losses, upstream_state_dict(network), channels, config.batch_dice
 
 
 @pytest.mark.parametrize("configuration", CONFIGURATIONS)

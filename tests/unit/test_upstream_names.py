@@ -20,7 +20,8 @@ import pytest
 import torch
 from peer_helpers import HAS_PEER, PEER_BIN
 
-from nnunet_core.io.plans import load_plans, resolve_configuration
+from nnunet_core.io.plans import load_plans
+from nnunet_core.io.plans_configuration import Configuration
 from nnunet_core.model import build_network
 from nnunet_core.model.upstream_names import (
     WeightNamesError,
@@ -38,19 +39,17 @@ def _layout(path: Path) -> dict[str, Any]:
 
 
 def _our_network(layout: dict[str, Any], seed: int = 0) -> torch.nn.Module:
-    configuration = resolve_configuration(
-        load_plans(DATA / "plans" / layout["plans_file"]), layout["configuration"]
-    )
-    configuration["architecture"]["arch_kwargs"].update(layout["arch_kwargs_changes"])
+    name = layout["configuration"]
+    raw = load_plans(DATA / "plans" / layout["plans_file"]).configuration(name).raw
+    raw["architecture"]["arch_kwargs"].update(layout["arch_kwargs_changes"])
     torch.manual_seed(seed)
+    configuration = Configuration(name, raw)
     return build_network(configuration, layout["num_input_channels"], layout["num_outputs"])
 
 
 def _layout_strides(layout: dict[str, Any]) -> list[list[int]]:
-    configuration = resolve_configuration(
-        load_plans(DATA / "plans" / layout["plans_file"]), layout["configuration"]
-    )
-    return configuration["architecture"]["arch_kwargs"]["strides"]
+    plans = load_plans(DATA / "plans" / layout["plans_file"])
+    return plans.configuration(layout["configuration"]).strides
 
 
 @pytest.fixture(params=LAYOUTS, ids=[p.stem for p in LAYOUTS])

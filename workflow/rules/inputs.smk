@@ -6,12 +6,8 @@ import json
 from snakemake.logging import logger
 
 from nnunet_core.errors import ConfigurationError
-from nnunet_core.workflow.config import (
-    configurations_of_run,
-    data_identifier_of,
-    preprocessing_configuration,
-    previous_stage_of,
-)
+from nnunet_core.io.plans import Plans
+from nnunet_core.workflow.config import configurations_of_run
 from nnunet_core.workflow.runs import test_set_of
 
 
@@ -35,8 +31,7 @@ def planned():
     stops (exit 2 while building the DAG; after the plan job, Snakemake adds its own
     "Terminating processes" and "At least one job did not complete" lines).
     """
-    with open(checkpoints.plan.get().output.plans) as handle:
-        plans = json.load(handle)
+    plans = Plans.load(checkpoints.plan.get().output.plans)
     try:
         chosen, notices = configurations_of_run(
             plans, config["planning"]["configurations"], FOLDS, NUM_SPLIT_FOLDS
@@ -59,12 +54,10 @@ def configuration_per_identifier():
     it (shared data preprocess once; a cascade stage's data is its parent's, e.g. 3d_fullres).
     """
     plans, chosen = planned()
-    first = {}
-    for name in chosen:
-        first.setdefault(
-            data_identifier_of(plans, name), preprocessing_configuration(plans, name)
-        )
-    return first
+    return {
+        identifier: plans.preprocessing_configuration(members[0])
+        for identifier, members in plans.data_identifier_groups(chosen).items()
+    }
 
 
 def preprocessing_targets(wildcards):
@@ -81,7 +74,7 @@ def configuration_of_identifier(wildcards):
 def preprocessed_data_of_configuration(wildcards):
     """The preprocessing summary of the data a configuration trains on."""
     plans, _ = planned()
-    identifier = data_identifier_of(plans, wildcards.configuration)
+    identifier = plans.data_identifier_of(wildcards.configuration)
     return preprocess_summary_file(PRE, identifier)
 
 
@@ -91,7 +84,7 @@ def previous_stage_summaries(wildcards):
     training case (none for other configurations). Not checkpoint_final.pth: the export comes
     after it."""
     plans, _ = planned()
-    previous = previous_stage_of(plans, wildcards.configuration)
+    previous = plans.previous_stage_of(wildcards.configuration)
     if previous is None:
         return []
     return [model_path(FOLD_SUMMARY, previous, f) for f in range(NUM_SPLIT_FOLDS)]
@@ -101,7 +94,7 @@ def previous_stage_predictions(wildcards):
     """A cascade's test-set prediction reads its previous stage's predictions (none for others);
     the previous stage is predicted even where the selection did not pick it."""
     plans, _ = planned()
-    previous = previous_stage_of(plans, wildcards.configuration)
+    previous = plans.previous_stage_of(wildcards.configuration)
     if previous is None:
         return []
     return [configuration_predictions_dir(PREDICTIONS, previous)]
