@@ -15,8 +15,9 @@ from pathlib import Path
 import blosc2
 import numpy as np
 import pytest
-from training_helpers import check, cli, roots_env, run_fold_in_process
+from training_helpers import roots_env, run_fold_in_process
 
+from nnunet_core.cli import main
 from nnunet_core.layout.results_tree import next_stage_file, trained_model_dir
 from nnunet_core.training.trainer import TrainerSettings
 
@@ -24,6 +25,7 @@ pytestmark = pytest.mark.slow
 
 DATASET = "Dataset991_Casc"
 NEXT = "3d_cascade_fullres"
+PREPROCESS = ["preprocess", "-d", "991", "-np", "1", "--no-pbar", "-c"]
 SETTINGS = TrainerSettings(num_epochs=1, num_iterations=1, num_val_iterations=1, num_workers=0)
 
 
@@ -38,10 +40,15 @@ def env(tmp_path_factory: pytest.TempPathFactory, make_raw_dataset) -> dict[str,
         spacing=(1.0, 1.0, 1.0),
     )
     environment = roots_env(root)
-    check(cli(environment, "fingerprint", "-d", "991", "-np", "1"))
-    check(cli(environment, "plan", "-d", "991", "-gpu_memory_target", "0.02"))
-    check(cli(environment, "preprocess", "-d", "991", "-c", "3d_lowres", "-np", "1", "--no-pbar"))
+    # the real commands in process: an interpreter start-up each costs seconds on 2 busy cores
+    assert main(["fingerprint", "-d", "991", "-np", "1", *roots(environment)]) == 0
+    assert main(["plan", "-d", "991", "-gpu_memory_target", "0.02", *roots(environment)]) == 0
+    assert main([*PREPROCESS, "3d_lowres", *roots(environment)]) == 0
     return environment
+
+
+def roots(env: dict[str, str]) -> list[str]:
+    return ["--raw", env["nnUNet_raw"], "--preprocessed", env["nnUNet_preprocessed"]]
 
 
 def run(env: dict[str, str], **flags) -> str:
@@ -63,7 +70,7 @@ def test_lowres_fold_writes_and_val_rewrites_next_stage(env: dict[str, str]) -> 
         f"{case}.b2nd" for case in val_keys
     )  # this fold's validation cases, nothing else, no temporaries
 
-    check(cli(env, "preprocess", "-d", "991", "-c", "3d_fullres", "-np", "1", "--no-pbar"))
+    assert main([*PREPROCESS, "3d_fullres", *roots(env)]) == 0
     fullres = preprocessed / plans["configurations"]["3d_fullres"]["data_identifier"]
     first = {}
     for case, path in files.items():
