@@ -1,10 +1,12 @@
 """A 3d_lowres fold exports its validation cases for the cascade's next stage, and --val redoes it.
 
 A tiny synthetic dataset planned with a small GPU memory target gets 3d_lowres (next stage
-3d_cascade_fullres); one fold trains one epoch of one iteration in process. Only 3d_lowres is
-preprocessed before training, so the export computes the next stage's shape from the case's
-properties; 3d_fullres is preprocessed afterwards, and each exported file must have exactly the
-shape of that case's 3d_fullres data (what the cascade stage will read it against).
+3d_cascade_fullres); one fold trains one epoch of one iteration in process, without test-time
+mirroring (the small target's tiny patches make mirrored validation, done twice here, several
+times slower; the export does not depend on it). Only 3d_lowres is preprocessed before
+training, so the export computes the next stage's shape from the case's properties; 3d_fullres
+is preprocessed afterwards, and each exported file must have exactly the shape of that case's
+3d_fullres data (what the cascade stage will read it against).
 """
 
 from __future__ import annotations
@@ -26,7 +28,10 @@ pytestmark = pytest.mark.slow
 DATASET = "Dataset991_Casc"
 NEXT = "3d_cascade_fullres"
 PREPROCESS = ["preprocess", "-d", "991", "-np", "1", "--no-pbar", "-c"]
-SETTINGS = TrainerSettings(num_epochs=1, num_iterations=1, num_val_iterations=1, num_workers=0)
+TRAINER = "nnUNetTrainerNoMirroring"
+SETTINGS = TrainerSettings(
+    num_epochs=1, num_iterations=1, num_val_iterations=1, num_workers=0, trainer_name=TRAINER
+)
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +69,9 @@ def test_lowres_fold_writes_and_val_rewrites_next_stage(env: dict[str, str]) -> 
     assert plans["configurations"]["3d_lowres"]["next_stage"] == NEXT
     run(env)
     val_keys = json.loads((preprocessed / "splits_final.json").read_text())[0]["val"]
-    model_dir = trained_model_dir(Path(env["nnUNet_results"]) / DATASET, "3d_lowres")
+    model_dir = trained_model_dir(
+        Path(env["nnUNet_results"]) / DATASET, "3d_lowres", "nnUNetPlans", TRAINER
+    )
     files = {case: next_stage_file(model_dir, NEXT, case) for case in val_keys}
     assert sorted(p.name for p in files[val_keys[0]].parent.iterdir()) == sorted(
         f"{case}.b2nd" for case in val_keys
