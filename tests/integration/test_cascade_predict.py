@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import SimpleITK as sitk
 import torch
-from training_helpers import check, cli, roots_env
+from training_helpers import roots_env
 
 from nnunet_core.cli import main
 from nnunet_core.dataset.discovery import RawCase
@@ -101,8 +101,10 @@ def tree(tmp_path_factory: pytest.TempPathFactory, make_raw_dataset) -> dict:
         spacing=(1.0, 1.0, 1.0),
     )
     env = roots_env(root)
-    check(cli(env, "fingerprint", "-d", DATASET, "-np", "1"))
-    check(cli(env, "plan", "-d", DATASET, "-gpu_memory_target", "0.02"))
+    # the real commands in process: two interpreter start-ups importing torch cost seconds
+    roots = ["--raw", env["nnUNet_raw"], "--preprocessed", env["nnUNet_preprocessed"]]
+    assert main(["fingerprint", "-d", DATASET, "-np", "1", *roots]) == 0
+    assert main(["plan", "-d", DATASET, "-gpu_memory_target", "0.02", *roots]) == 0
     plans = json.loads((root / "preprocessed" / DATASET / "nnUNetPlans.json").read_text())
     assert plans["configurations"][LOW]["next_stage"] == CASCADE
     plans = tiny_plans(plans)

@@ -27,6 +27,7 @@ import pytest
 import torch
 from training_helpers import check, cli, roots_env, run_fold_in_process
 
+from nnunet_core.cli import main
 from nnunet_core.cluster import stop_signal
 from nnunet_core.layout.results import PREDICTED_NEXT_STAGE_FOLDER, trained_model_dir
 from nnunet_core.model import checkpoint as ckpt
@@ -73,13 +74,15 @@ def env(tmp_path_factory: pytest.TempPathFactory, make_raw_dataset) -> dict:
         root / "raw" / DATASET, num_training=4, num_test=0, shape=(40, 48, 48), spacing=(1, 1, 1)
     )
     environment = roots_env(root)
-    check(cli(environment, "fingerprint", "-d", "992", "-np", "1"))
-    check(cli(environment, "plan", "-d", "992", "-gpu_memory_target", "0.02"))
+    # the real commands in process: an interpreter start-up each costs seconds on 2 busy cores
+    raw_root, preprocessed_root = environment["nnUNet_raw"], environment["nnUNet_preprocessed"]
+    roots = ["--raw", raw_root, "--preprocessed", preprocessed_root]
+    assert main(["fingerprint", "-d", "992", "-np", "1", *roots]) == 0
+    assert main(["plan", "-d", "992", "-gpu_memory_target", "0.02", *roots]) == 0
     for configuration in (LOWRES, "3d_fullres"):
-        check(
-            cli(
-                environment, "preprocess", "-d", "992", "-c", configuration, "-np", "1", "--no-pbar"
-            )
+        assert (
+            main(["preprocess", "-d", "992", "-c", configuration, "-np", "1", "--no-pbar", *roots])
+            == 0
         )
     preprocessed = Path(environment["nnUNet_preprocessed"]) / DATASET
     plans = json.loads((preprocessed / "nnUNetPlans.json").read_text())
