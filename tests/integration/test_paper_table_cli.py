@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from paper_helpers import assert_latex_compiles, seed_tree
+
+from tests.helpers.paper import assert_latex_compiles, seed_tree
 
 OTHER = "Dataset902_Fake"
 

@@ -9,7 +9,7 @@ one training attempt.
 
 On two work_dirs sharing ``training.gpu_lock_dir``: the fold jobs of both take GPU slots from the
 same flock'ed files and never hold one at the same time. There is no GPU here: CUDA is mocked by
-faking the slot count (``nnUNet_num_gpus=1``, as tests/unit/test_gpu_slots.py does with
+faking the slot count (``nnUNet_num_gpus=1``, as tests/unit/cluster/test_gpu_slots.py does with
 competing processes); ``device: auto`` still finds no CUDA, so the folds train on the CPU while
 each holds its slot for its whole run.
 """
@@ -28,9 +28,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from workflow_helpers import DATASET, REPO, snakemake, tiny_config
 
 from nnunet_core.workflow import work_lock
+from tests.helpers.workflow import DATASET, REPO, snakemake, tiny_config
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="flock and /proc")
 

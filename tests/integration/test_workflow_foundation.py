@@ -15,8 +15,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from workflow_helpers import DATASET, REPO, job_counts, tiny_config
-from workflow_helpers import snakemake as snakemake_target
+
+from tests.helpers.workflow import DATASET, REPO, job_counts, tiny_config
+from tests.helpers.workflow import snakemake as snakemake_target
 
 pytestmark = pytest.mark.slow
 
