@@ -14,10 +14,10 @@ from typing import Any
 import jsonschema
 import yaml
 
-from nnunet_core.layout import paths
 from nnunet_core.errors import ConfigurationError
 from nnunet_core.io.atomic import unwritable_reason
 from nnunet_core.io.plans import is_trainable, resolve_configuration
+from nnunet_core.layout import paths
 from nnunet_core.layout.results_tree import PREDICTIONS_FOLDER
 from nnunet_core.training.trainer_variants import parse_trainer_name
 from nnunet_core.workflow.pretrained import resolve_pretrained_weights

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nnunet_core.layout import paths, results_tree
 from nnunet_core.errors import ConfigurationError
+from nnunet_core.layout import paths, results_tree
 
 # With several seeds: each seed's folder under results/, predictions/ and logs/ (seed_1).
 SEED_FOLDER_PREFIX = "seed_"

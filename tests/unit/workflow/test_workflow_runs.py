@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-from tests.helpers.workflow import REPO, SCHEMA
 
 from nnunet_core.errors import ConfigurationError
 from nnunet_core.workflow.config import schema_errors
@@ -20,6 +19,7 @@ from nnunet_core.workflow.runs import (
     paper_table_flags,
     run_instances,
 )
+from tests.helpers.workflow import REPO, SCHEMA
 
 SYNTHETIC_3D = {"enabled": True, "num_test": 2, "shape": [12, 32, 32]}
 
