@@ -5,6 +5,9 @@ be missing or empty) and returns ``target``. ``options`` are ``SynthOptions`` fi
 (``num_training``, ``num_test``, ``shape``, ``spacing``, ``channels``, ``two_d``, ``seed``,
 ``file_ending``, ``name``); the defaults below are tiny so tests stay fast. Each distinct set of
 options is generated once per session and copied, so a test may break its copy freely.
+
+``env``: the roots of a tiny preprocessed dataset with the ``3d_tiny`` configuration, once per
+module, for the training tests of tests/integration and tests/parity.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from typing import Any
 import pytest
 
 from nnunet_core.dataset.synthesize import SynthOptions, dataset_name_part, synthesize_dataset
+from tests.helpers.training import prepare_tiny_training
 
 # TRANSITIONAL: tests/integration/test_fault_campaign.py and the benchmark tests of tests/unit,
 # which another branch moves, import `fault_campaign` and `benchmark_modules` by bare name (as
@@ -81,6 +85,13 @@ def make_preprocessed_dataset(make_raw_dataset: MakeRawDataset) -> MakePreproces
         return root / "pre" / name
 
     return make
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory: pytest.TempPathFactory, make_raw_dataset) -> dict[str, str]:
+    """Roots of a tiny preprocessed dataset with the ``3d_tiny`` configuration, built once per
+    module (each training module breaks its own results freely)."""
+    return prepare_tiny_training(tmp_path_factory.mktemp("training"), make_raw_dataset)
 
 
 # The files that take longest under `make test` (--durations, December 2026), longest first.
