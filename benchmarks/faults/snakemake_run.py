@@ -44,7 +44,7 @@ def campaign_config(work: Path, epochs: int = 2) -> dict:
 
 
 def snakemake_command(rundir: Path, repo: Path = REPO, *extra: str) -> list[str]:
-    """The user's command (as tests/workflow_helpers.py `snakemake` runs it)."""
+    """The user's command (as tests/helpers/workflow.py `snakemake` runs it)."""
     return [
         str(Path(sys.executable).parent / "snakemake"),
         "--snakefile",

@@ -14,13 +14,13 @@ from typing import Any
 import jsonschema
 import yaml
 
+from nnunet_core.errors import ConfigurationError
+from nnunet_core.io.atomic import unwritable_reason
+from nnunet_core.io.plans import Plans
+from nnunet_core.layout.predictions import PREDICTIONS_FOLDER
 from nnunet_core.layout.preprocessed import SPLITS_JSON
 from nnunet_core.layout.roots import Roots, dataset_folder_name, raw_dataset_dir
 from nnunet_core.layout.work import DEFAULT_WORK_DIR, WORK_LOGS, WORK_PREPROCESSED, WORK_RESULTS
-from nnunet_core.errors import ConfigurationError
-from nnunet_core.io.atomic import unwritable_reason
-from nnunet_core.layout.predictions import PREDICTIONS_FOLDER
-from nnunet_core.io.plans import Plans
 from nnunet_core.training.trainer_variants import parse_trainer_name
 from nnunet_core.workflow.pretrained import resolve_pretrained_weights
 
@@ -187,7 +187,9 @@ def check_config(config: dict[str, Any], execution: Execution | None = None) -> 
     if "folds" in training:
         check_folds(training["folds"], *fold_count(config))
     # a missing file, a folder without the fold, a zip without the member: before any job
-    resolve_pretrained_weights(training.get("pretrained_weights"), config.get("work_dir", DEFAULT_WORK_DIR))
+    resolve_pretrained_weights(
+        training.get("pretrained_weights"), config.get("work_dir", DEFAULT_WORK_DIR)
+    )
     nodes = training.get("nodes", 1)
     if nodes > 1 and execution is not None and execution.jobs_run_here:
         msg = (
@@ -245,7 +247,9 @@ def fold_count(config: dict[str, Any]) -> tuple[int, str]:
     """
     dataset = config["dataset"]
     if not dataset.get("synthetic", {}).get("enabled") and "name" in dataset and "id" in dataset:
-        roots = Roots.in_work_dir(config.get("work_dir", DEFAULT_WORK_DIR), raw=dataset.get("raw_root"))
+        roots = Roots.in_work_dir(
+            config.get("work_dir", DEFAULT_WORK_DIR), raw=dataset.get("raw_root")
+        )
         name = dataset_folder_name(dataset["id"], dataset["name"])
         user_file = raw_dataset_dir(roots, name) / SPLITS_JSON
         try:

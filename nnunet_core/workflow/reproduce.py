@@ -34,7 +34,7 @@ import yaml
 from nnunet_core.errors import ConfigurationError
 from nnunet_core.io.atomic import atomic_path
 from nnunet_core.layout.preprocessed import DATASET_JSON, SPLITS_JSON, plans_file_name
-from nnunet_core.layout.results import REPORT_FOLDER, INFERENCE_INFORMATION_JSON
+from nnunet_core.layout.results import INFERENCE_INFORMATION_JSON, REPORT_FOLDER
 from nnunet_core.layout.work import (
     DEFAULT_WORK_DIR,
     PAPER_FOLDER,

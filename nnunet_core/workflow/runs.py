@@ -20,12 +20,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nnunet_core.layout.predictions import PREDICTIONS_FOLDER, TEST_SUMMARY_JSON
-from nnunet_core.layout.results import REPORT_PAGE_MD, report_dir
-from nnunet_core.layout.roots import Roots, dataset_folder_name, raw_dataset_dir, results_dataset_dir
-from nnunet_core.layout.raw import images_ts_dir, labels_ts_dir
-from nnunet_core.layout.work import WORK_LOGS, seed_folder_name
 from nnunet_core.errors import ConfigurationError
+from nnunet_core.layout.predictions import PREDICTIONS_FOLDER, TEST_SUMMARY_JSON
+from nnunet_core.layout.raw import images_ts_dir, labels_ts_dir
+from nnunet_core.layout.results import REPORT_PAGE_MD, report_dir
+from nnunet_core.layout.roots import (
+    Roots,
+    dataset_folder_name,
+    raw_dataset_dir,
+    results_dataset_dir,
+)
+from nnunet_core.layout.work import WORK_LOGS, seed_folder_name
 
 
 def check_run_keys(config: dict[str, Any]) -> None:

@@ -13,14 +13,13 @@ import json
 import math
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.helpers.peer import HAS_PEER, PEER_BIN
+
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests"))
-from peer_helpers import HAS_PEER, PEER_BIN  # noqa: E402
 
 pytestmark = pytest.mark.slow
 

@@ -13,9 +13,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from peer_helpers import HAS_PEER, PEER_BIN
 
 from benchmarks.common import peer_trainer as pt
+from tests.helpers.peer import HAS_PEER, PEER_BIN
 
 REPO = Path(__file__).resolve().parents[2]
 

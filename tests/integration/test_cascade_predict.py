@@ -18,7 +18,6 @@ import numpy as np
 import pytest
 import SimpleITK as sitk
 import torch
-from training_helpers import roots_env
 
 from nnunet_core.cli import main
 from nnunet_core.dataset.discovery import RawCase
@@ -42,6 +41,7 @@ from nnunet_core.preprocessing.resampling import (
     resample,
     resampling_kwargs,
 )
+from tests.helpers.training import roots_env
 
 pytestmark = pytest.mark.slow
 

@@ -1,7 +1,7 @@
 """DDP training for real on the CPU (gloo): ``-num_gpus 2``, torchrun single- and two-node.
 
 The tiny preprocessed dataset is built once for this module by the ``env`` fixture
-(tests/integration/conftest.py: the real commands, a ``3d_tiny`` plans override). Each run
+(tests/conftest.py: the real commands, a ``3d_tiny`` plans override). Each run
 trains a few iterations to the end, including the final validation, so every collective of the
 path is exercised. The equivalence test runs the trainer in two spawned gloo ranks and in this
 process and compares losses and weights step by step.
@@ -22,11 +22,11 @@ from pathlib import Path
 
 import pytest
 import torch
-from training_helpers import CONFIG, DATASET, MODEL, check, cli
 
 from nnunet_core.layout.roots import Roots
 from nnunet_core.model import checkpoint as ckpt
 from nnunet_core.training.distributed import find_free_port
+from tests.helpers.training import CONFIG, DATASET, MODEL, check, cli
 
 pytestmark = pytest.mark.slow
 

@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pytest
 import torch
-from training_helpers import CONFIG, DATASET
 
 from nnunet_core.layout.roots import Roots
+from tests.helpers.training import CONFIG, DATASET
 
 pytestmark = pytest.mark.slow
 

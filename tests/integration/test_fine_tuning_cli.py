@@ -13,9 +13,9 @@ import json
 from pathlib import Path
 
 import pytest
-from training_helpers import CONFIG, MODEL, check, cli
 
 from nnunet_core.model import checkpoint as ckpt
+from tests.helpers.training import CONFIG, MODEL, check, cli
 
 pytestmark = pytest.mark.slow
 

@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from training_helpers import CONFIG, DATASET, MODEL
 
 from nnunet_core.cluster.process_topology import SINGLE_PROCESS, Topology
 from nnunet_core.errors import ConfigurationError
@@ -27,6 +26,7 @@ from nnunet_core.model import checkpoint as ckpt
 from nnunet_core.training.fold_lock import FoldLock, FoldLockedError
 from nnunet_core.training.fold_run import FoldFlags, FoldRequest, run_fold, takes_lock
 from nnunet_core.training.trainer import TrainerSettings
+from tests.helpers.training import CONFIG, DATASET, MODEL
 
 pytestmark = pytest.mark.slow
 

@@ -18,7 +18,8 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
-from workflow_helpers import DATASET, REPO, snakemake, tiny_config
+
+from tests.helpers.workflow import DATASET, REPO, snakemake, tiny_config
 
 NOTE = "training.folds_per_gpu 2: --resources gpu=1 counts 2 GPU slots"
 SHARING = "nnUNet_folds_per_gpu=2 "

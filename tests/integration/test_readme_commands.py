@@ -21,7 +21,13 @@ from pathlib import Path
 
 import pytest
 import yaml
-from readme_commands import block_starting_with, documented_commands, mirror_checkout, with_flags
+
+from tests.helpers.readme_commands import (
+    block_starting_with,
+    documented_commands,
+    mirror_checkout,
+    with_flags,
+)
 
 pytestmark = pytest.mark.slow
 

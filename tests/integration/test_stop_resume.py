@@ -5,7 +5,7 @@ finishes; in deterministic mode the result is bitwise the uninterrupted run's, a
 SIGKILL; the signal sent to a whole process group (a Snakemake-like parent, a shell, the
 trainer) kills nobody; a deadline stops without a signal; a second job on a fold is refused;
 kill -9 at random moments never loses a checkpoint. Starts from the tiny dataset of the ``env``
-fixture (tests/integration/conftest.py).
+fixture (tests/conftest.py).
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pytest
 import torch
-from training_helpers import CONFIG, DATASET, MODEL, check, cli
 
 from nnunet_core.model import checkpoint as ckpt
+from tests.helpers.training import CONFIG, DATASET, MODEL, check, cli
 
 pytestmark = [
     pytest.mark.slow,

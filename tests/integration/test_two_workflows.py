@@ -28,10 +28,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from workflow_helpers import DATASET, REPO, snakemake, tiny_config
 
 from nnunet_core.layout.work import WORK_LOCK_NAME
 from nnunet_core.workflow import work_lock
+from tests.helpers.workflow import DATASET, REPO, snakemake, tiny_config
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="flock and /proc")
 

@@ -17,11 +17,11 @@ import time
 from pathlib import Path
 
 import pytest
-from workflow_helpers import DATASET, snakemake, tiny_config
 
 from nnunet_core.errors import ConfigurationError
 from nnunet_core.io.plans import Plans
 from nnunet_core.workflow.config import check_config, configurations_of_run
+from tests.helpers.workflow import DATASET, snakemake, tiny_config
 
 LOWRES, CASCADE = "3d_lowres", "3d_cascade_fullres"
 MODEL = "nnUNetTrainerNoMirroring__nnUNetPlans__{}"

@@ -26,9 +26,9 @@ import numpy as np
 import pytest
 import SimpleITK as sitk
 import yaml
-from workflow_helpers import REPO, snakemake, tiny_config, trainer_of_fold
 
 from nnunet_core.io.atomic import read_json, write_json
+from tests.helpers.workflow import REPO, snakemake, tiny_config, trainer_of_fold
 
 SOURCE, TARGET = "Dataset901_Two", "Dataset902_Three"
 MODEL = "nnUNetTrainer__nnUNetPlans__3d_fullres"

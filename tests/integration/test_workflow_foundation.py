@@ -12,8 +12,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from workflow_helpers import job_counts, tiny_config
-from workflow_helpers import snakemake as snakemake_target
+
+from tests.helpers.workflow import job_counts, tiny_config
+from tests.helpers.workflow import snakemake as snakemake_target
 
 pytestmark = pytest.mark.slow
 

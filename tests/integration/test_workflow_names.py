@@ -1,8 +1,8 @@
 """The workflow declares the very paths the commands write (one naming module for both).
 
 The real ``crossval``, ``ensemble-cv`` and ``find-best-config`` commands run on the fake results
-tree of ``tests/fake_results.py``; then a dry run of the real workflow on the same tree, with
-those rules forced, lists what it declares. A name spelled differently in the workflow and in a
+tree of ``tests/helpers/fake_results.py``; then a dry run of the real workflow on the same tree,
+with those rules forced, lists what it declares. A name spelled differently in the workflow and in a
 command (model folder, folds tag, crossval or ensemble folder, inference_information.json) makes
 the two sets differ. The inputs the DAG needs before those rules exist and are older, so only the
 forced rules run. A few seconds: no training, no preprocessing.
@@ -32,8 +32,8 @@ from nnunet_core.layout.results import (
     inference_instructions_file,
 )
 from nnunet_core.model import checkpoint
-from tests.fake_results import DATASET, DATASET_JSON, exact, make_tree
-from tests.workflow_helpers import REPO, snakemake
+from tests.helpers.fake_results import DATASET, DATASET_JSON, exact, make_tree
+from tests.helpers.workflow import REPO, snakemake
 
 CONFIGURATIONS = ("2d", "3d_fullres")
 FOLDS = ("0", "1", "2", "3", "4")

@@ -22,7 +22,8 @@ import tarfile
 
 import pytest
 import SimpleITK as sitk
-from workflow_helpers import DATASET, job_counts, rerun_from_archive, snakemake, tiny_config
+
+from tests.helpers.workflow import DATASET, job_counts, rerun_from_archive, snakemake, tiny_config
 
 pytestmark = pytest.mark.slow
 

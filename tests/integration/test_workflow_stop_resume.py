@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from workflow_helpers import DATASET, REPO, processes, tiny_config, trainer_of_fold
+
+from tests.helpers.workflow import DATASET, REPO, processes, tiny_config, trainer_of_fold
 
 pytestmark = [
     pytest.mark.slow,

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from pathlib import Path
 from types import SimpleNamespace
 
 from nnunet_core.cluster.environment import job_end_time
 from nnunet_core.cluster.lsf_environment import LsfEnvironment, lsf_end_time_from_bjobs
 from nnunet_core.training.stop_conditions import StopConditions
+from tests.helpers.paths import TEST_DATA
 
-RECORDED = Path(__file__).resolve().parents[2] / "data" / "lsf" / "bjobs_running.json"
+RECORDED = TEST_DATA / "lsf" / "bjobs_running.json"
 # when the recorded output was asked for, and when that job reaches its run limit
 ASKED = dt.datetime(2025, 3, 4, 5, 0, 30).timestamp()
 RUN_LIMIT_END = dt.datetime(2025, 3, 5, 1, 0, 0).timestamp()

@@ -2,7 +2,7 @@
 
 The plugin maps no GPU resource, so these strings are the only GPU request of an LSF job; a wrong
 count starts DDP on fewer GPUs than it spawns processes for, found only after a queue wait.
-tests/unit/test_lsf_profile.py checks the bsub line the plugin builds from them.
+tests/unit/cluster/test_lsf_profile.py checks the bsub line the plugin builds from them.
 """
 
 from __future__ import annotations
