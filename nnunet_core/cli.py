@@ -5,7 +5,8 @@ line (``nnunet-core <command>: error: ...``) and exit non-zero. Exit codes: 1 ot
 2 a usage error or a broken input (dataset, config, checkpoint), 3 the fold is being trained by
 another process, 4 the disk refused a write (full, over quota or read-only:
 ``no space left on device writing <path>``; the file being written is named and every atomic
-write leaves the previous version in place), 130 interrupted.
+write leaves the previous version in place), 75 ``train`` stopped before its end (stop signal or
+deadline; ``--c`` continues: the workflow's retry), 130 interrupted.
 """
 
 from __future__ import annotations

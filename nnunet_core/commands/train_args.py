@@ -69,7 +69,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--deadline",
-        help="stop cleanly (checkpoint_latest, exit 0) when the next epoch would end after this: "
+        help="stop cleanly (checkpoint_latest, exit 75; --c continues) when the next epoch would "
+        "end after this: "
         "seconds from now, HH:MM[:SS] or an ISO date-time (default: the SLURM job's end time)",
     )
     parser.add_argument(

@@ -124,8 +124,10 @@ def spawn(num_workers: int, fn: Callable[..., Any], *args: Any) -> int:
     Each worker gets ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``LOCAL_WORLD_SIZE`` (as torchrun
     sets them) and joins the group itself. When one worker fails the others are terminated (they
     would wait in a collective until the timeout). The stop signal sent to this launcher is
-    forwarded to the workers (its role in ``nnunet_core.cluster.stop_signal``). Returns 0, or the
-    first non-zero exit code.
+    forwarded to the workers (its role in ``nnunet_core.cluster.stop_signal``). A worker that
+    exits ``EXIT_STOPPED`` stopped cleanly at the same epoch as the others: they are left to
+    finish. Returns the first failure's exit code, else ``EXIT_STOPPED`` if a worker stopped,
+    else 0.
     """
     import multiprocessing as mp
     from multiprocessing.connection import wait
@@ -144,17 +146,19 @@ def spawn(num_workers: int, fn: Callable[..., Any], *args: Any) -> int:
         for worker in workers:
             worker.start()
         running = list(workers)
-        failure = 0
+        failure, stopped = 0, False
         while running:
             for sentinel in wait([w.sentinel for w in running]):
                 done = next(w for w in running if w.sentinel == sentinel)
                 done.join()
                 running.remove(done)
-                if done.exitcode and not failure:
+                if done.exitcode == stop_signal.EXIT_STOPPED:
+                    stopped = True
+                elif done.exitcode and not failure:
                     failure = done.exitcode if done.exitcode > 0 else 1
                     for other in running:
                         other.terminate()
-        return failure
+        return failure or (stop_signal.EXIT_STOPPED if stopped else 0)
     finally:
         for worker in workers:
             if worker.is_alive():

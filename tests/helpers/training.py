@@ -43,6 +43,21 @@ def check(result: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
     return result
 
 
+def check_stopped(result: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
+    """``result`` of a ``train`` that stopped early: exit ``EXIT_STOPPED`` with its one stderr
+    line, else the test fails with the command's output."""
+    from nnunet_core.cluster.stop_signal import EXIT_STOPPED
+
+    stopped_line = [line for line in result.stderr.splitlines() if " stopped at epoch " in line]
+    if result.returncode != EXIT_STOPPED or len(stopped_line) != 1:
+        pytest.fail(
+            f"expected a stop (exit {EXIT_STOPPED}, one stderr line), got {result.returncode}:"
+            f"\n{result.stdout}\n{result.stderr}"
+        )
+    assert stopped_line[0].endswith(f"exit {EXIT_STOPPED}: the retry continues with --c")
+    return result
+
+
 def roots_env(root: Path) -> dict[str, str]:
     """This environment with the three nnU-Net roots under ``root`` and one OpenMP thread."""
     return {
@@ -88,15 +103,18 @@ def run_fold_in_process(
     configuration: str,
     fold: int,
     settings: TrainerSettings,
+    stops: bool = False,
     **flags,
 ) -> str:
     """One fold through ``run_fold`` in this process on the CPU with one torch thread (restored
-    after), stdout captured: cheaper than the CLI where the test needs no real process."""
+    after), stdout captured: cheaper than the CLI where the test needs no real process.
+    ``stops``: the fit is expected to stop early (``run_fold`` returns ``EXIT_STOPPED``)."""
     import contextlib
     import io
 
     import torch
 
+    from nnunet_core.cluster.stop_signal import EXIT_STOPPED
     from nnunet_core.layout.roots import Roots
     from nnunet_core.training.fold_run import FoldFlags, FoldRequest, run_fold
 
@@ -116,7 +134,7 @@ def run_fold_in_process(
     torch.set_num_threads(1)
     try:
         with contextlib.redirect_stdout(out):
-            assert run_fold(request) == 0
+            assert run_fold(request) == (EXIT_STOPPED if stops else 0)
     finally:
         torch.set_num_threads(threads)
     return out.getvalue()

@@ -124,7 +124,7 @@ def test_deadline_stop_then_continue_equals_the_uninterrupted_run(
 ) -> None:
     results = tmp_path / "results"
     copy_previous_stage(env["results"], results)
-    stopped = run(results, env["env"], CASCADE, 0, **STOP_AFTER_FIRST_EPOCH)
+    stopped = run(results, env["env"], CASCADE, 0, stops=True, **STOP_AFTER_FIRST_EPOCH)
     folder = model_dir(results, CASCADE) / "fold_0"
     assert "stopped at epoch 0 by deadline" in stopped
     assert (folder / ckpt.LATEST).is_file() and not (folder / ckpt.FINAL).exists()
@@ -184,8 +184,8 @@ def test_usr1_stops_a_cascade_fold_process_and_continue_finishes(env: dict, tmp_
                 process.kill()
                 process.wait()
     text = out.read_text()
-    # a stop is exit 0 from the CLI; only the train rule turns it into EXIT_STOPPED (75)
-    assert status == 0, text[-3000:]
+    # a stop is the CLI's own EXIT_STOPPED (75), the status the train rule's retries act on
+    assert status == stop_signal.EXIT_STOPPED, text[-3000:]
     stopped = re.search(r"stopped at epoch (\d+) by SIGUSR1", text)
     assert stopped, text[-3000:]
     k = int(stopped.group(1))

@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from nnunet_core.cluster import stop_signal
 from nnunet_core.layout.roots import Roots
 from nnunet_core.model import checkpoint as ckpt
 from nnunet_core.training.distributed import find_free_port
@@ -193,7 +194,9 @@ def test_usr1_to_a_relayed_torchrun_node_stops_both_ranks_at_one_epoch(env) -> N
     group of its own (SLURM's proctrack/pgid); SIGUSR1 to the group after the first checkpoint.
     """
     folder = fold_folder(env, 3)
-    command = [sys.executable, "-m", "nnunet_core.cluster.stop_relay", TORCHRUN]
+    # torchrun as the multi-node launcher runs it: its exit status is the stopped fold's
+    command = [sys.executable, "-m", "nnunet_core.cluster.stop_relay", sys.executable, "-m"]
+    command += ["nnunet_core.training.torchrun_launch"]
     command += ["--nnodes", "1", "--nproc_per_node", "2", "--rdzv_backend", "c10d"]
     command += ["--rdzv_endpoint", f"localhost:{find_free_port()}", "-m", "nnunet_core.train"]
     command += ["900", CONFIG, "3", "-device", "cpu", "--epochs", "40", "--iterations", "2"]
@@ -207,7 +210,7 @@ def test_usr1_to_a_relayed_torchrun_node_stops_both_ranks_at_one_epoch(env) -> N
         time.sleep(0.1)
     os.killpg(node.pid, signal.SIGUSR1)
     output = node.communicate(timeout=240)[0].decode()
-    assert node.returncode == 0, output
+    assert node.returncode == stop_signal.EXIT_STOPPED, output
     log = next(folder.glob("training_log_*.txt")).read_text()
     stops = re.findall(r"stopped at epoch (\d+) by SIGUSR1", log)
     assert len(stops) == 1, log[-3000:]  # rank 0 logs once; both ranks agreed on the epoch

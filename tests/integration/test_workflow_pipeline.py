@@ -217,10 +217,12 @@ def test_multi_gpu_and_multi_node_commands(pipeline) -> None:
     assert train_lines and all("-num_gpus 2" in line for line in train_lines)
     nodes = {**config, "training": {**config["training"], "gpus_per_job": 2, "nodes": 2}}
     dry = snakemake(workdir, nodes, "all", "-n", "-p", "--forcerun", "train")
-    torchrun = [line for line in dry.stdout.splitlines() if "torchrun --nnodes 2" in line]
+    torchrun = [line for line in dry.stdout.splitlines() if "torchrun_launch --nnodes 2" in line]
     assert torchrun and all(
         line.startswith("OMP_NUM_THREADS=1 srun --nodes 2 --ntasks-per-node 1 ")
-        and "nnunet_core.cluster.stop_relay torchrun --nnodes 2 --nproc_per_node 2" in line
+        and "nnunet_core.cluster.stop_relay python -m nnunet_core.training.torchrun_launch "
+        "--nnodes 2 --nproc_per_node 2"
+        in line
         and "--rdzv_backend c10d" in line
         and "-m nnunet_core.train Dataset900_Synth" in line
         for line in torchrun

@@ -112,16 +112,3 @@ wildcard_constraints:
     fold=r"\d+|all",
     first=r"[A-Za-z0-9_]+?",
     second=r"[A-Za-z0-9_]+?",
-
-
-def model_path(pattern, configuration, fold=None):
-    """A path of MODEL_DIR/FOLD_DIR with its wildcards filled in."""
-    return str(pattern).format(configuration=configuration, fold=fold)
-
-
-def crossval_summary(configuration):
-    return model_path(CROSSVAL_SUMMARY, configuration)
-
-
-def ensemble_cv_summary(first, second):
-    return str(ENSEMBLE_CV_SUMMARY).format(first=first, second=second)

@@ -1,4 +1,7 @@
 # The report: figures and tables under results/D/report, captioned for `snakemake --report`.
+import json
+import shlex
+import sys
 
 
 rule report:

@@ -27,7 +27,8 @@ def test_multi_node_command_is_srun_of_one_relayed_torchrun_agent_per_node() -> 
     assert command == (
         "srun --nodes 3 --ntasks-per-node 1 --cpus-per-task 32 --kill-on-bad-exit=1 "
         "python -m nnunet_core.cluster.stop_relay "
-        "torchrun --nnodes 3 --nproc_per_node 4 --rdzv_backend c10d "
+        "python -m nnunet_core.training.torchrun_launch --nnodes 3 --nproc_per_node 4 "
+        "--rdzv_backend c10d "
         '--rdzv_endpoint "$(hostname):$((29500 + ${SLURM_JOB_ID:-0} % 1000))" '
         "--rdzv_id Dataset004_Hippocampus_3d_fullres_0 -m nnunet_core.train"
     )
