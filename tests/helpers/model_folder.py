@@ -11,7 +11,7 @@ from pathlib import Path
 
 import torch
 
-from nnunet_core.io.plans import resolve_configuration
+from nnunet_core.io.plans import Plans
 from nnunet_core.model import build_network
 from nnunet_core.model import checkpoint as ckpt
 from nnunet_core.planning.overrides import apply_overrides
@@ -53,7 +53,7 @@ def make_model(results: Path, dataset_json: dict, configuration: str, folds: lis
     """A model folder as training writes it, with seeded random weights per fold."""
     base = json.loads(PLANS.read_text())
     plans = apply_overrides(base, {"3d_tiny": TINY_3D, "2d_tiny": TINY_2D})
-    resolved = resolve_configuration(plans, configuration)
+    resolved = Plans(plans).configuration(configuration)
     model_dir = results / DATASET / f"nnUNetTrainer__nnUNetPlans__{configuration}"
     model_dir.mkdir(parents=True)
     (model_dir / "plans.json").write_text(json.dumps(plans))
