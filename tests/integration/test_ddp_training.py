@@ -157,7 +157,7 @@ def test_two_ranks_equal_one_process_with_the_same_global_batch(env, tmp_path: P
     from nnunet_core.cluster.process_topology import SINGLE_PROCESS
 
     setup = _setup(env, tmp_path / "ddp")
-    assert int(setup.configuration["batch_size"]) == 2
+    assert int(setup.configuration.batch_size) == 2
     port = find_free_port()
     torch.multiprocessing.start_processes(
         _rank_worker,
