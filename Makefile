@@ -67,9 +67,11 @@ test: install
 test-fast: install
 	$(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist loadfile -m "not slow and not cluster"
 
+# ruff; the package layers (.importlinter: no two packages import each other); snakefmt; and
 # snakemake --lint, less its one deliberate remark (no per-rule conda env: see config/README.md).
 lint: install
 	$(BIN)/ruff check nnunet_core tests benchmarks
+	$(BIN)/lint-imports
 	$(BIN)/snakefmt --check Snakefile workflow
 	$(BIN)/python tests/lint_workflow.py
 

@@ -3,10 +3,11 @@
 #   bash benchmarks/gpu_check.sh [--dry-run] [--out FILE] [--peer VENV] [--only SECTION ...]
 # Installs the wheels in .whl/ (made by benchmarks/gpu_wheels.sh) into /tmp/site when present,
 # runs our package from this checkout (PYTHONPATH, no install) and prints one table, also written
-# as JSON (--out; default $OUT/gpu_check.json, else ./gpu_check.json). --dry-run runs the same
-# code paths on the CPU with tiny sizes (for CI). The whole run is cut at GPU_CHECK_BUDGET_S
-# (default 470 s); every section has its own, smaller budget in gpu_check.py, and the JSON is
-# rewritten after each section, so a cut run still leaves what it measured.
+# as JSON (--out; default $OUT/gpu_check.json, else ./gpu_check.json). The code is in
+# benchmarks/gpu/ (python -m benchmarks.gpu.check). --dry-run runs the same code paths on the
+# CPU with tiny sizes (for CI). The whole run is cut at GPU_CHECK_BUDGET_S (default 470 s); every
+# section has its own, smaller budget (benchmarks/gpu/context.py), and the JSON is rewritten
+# after each section, so a cut run still leaves what it measured.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(dirname "$here")"
@@ -28,4 +29,4 @@ fi
 export PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHONUNBUFFERED=1
 exec timeout --signal=TERM --kill-after=10 "${GPU_CHECK_BUDGET_S:-470}" \
-  "$python" "$here/gpu_check.py" "$@"
+  "$python" -m benchmarks.gpu.check "$@"

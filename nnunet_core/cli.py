@@ -5,7 +5,8 @@ line (``nnunet-core <command>: error: ...``) and exit non-zero. Exit codes: 1 ot
 2 a usage error or a broken input (dataset, config, checkpoint), 3 the fold is being trained by
 another process, 4 the disk refused a write (full, over quota or read-only:
 ``no space left on device writing <path>``; the file being written is named and every atomic
-write leaves the previous version in place), 130 interrupted.
+write leaves the previous version in place), 75 ``train`` stopped before its end (stop signal or
+deadline; ``--c`` continues: the workflow's retry), 130 interrupted.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import NoReturn
 
 from nnunet_core import __version__
 from nnunet_core.errors import NnunetCoreError, storage_error
+from nnunet_core.layout.preprocessed import SPLITS_JSON
 
 SINGLE_DASH_WORD = re.compile(r"-[A-Za-z][A-Za-z0-9_]+")
 # command name -> (module under nnunet_core.commands, one-line help)
@@ -31,7 +33,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "extract the dataset fingerprint (spacings, shapes, intensities)",
     ),
     "plan": ("plan", "plan the experiment: configurations, patch/batch size, topology"),
-    "splits": ("splits", "write splits_final.json (5-fold, seed 12345) once"),
+    "splits": ("splits", f"write {SPLITS_JSON} (5-fold, seed 12345) once"),
     "preprocess": ("preprocess", "crop, normalize, resample and store cases as blosc2"),
     "plan-and-preprocess": (
         "plan_and_preprocess",

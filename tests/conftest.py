@@ -5,18 +5,24 @@ be missing or empty) and returns ``target``. ``options`` are ``SynthOptions`` fi
 (``num_training``, ``num_test``, ``shape``, ``spacing``, ``channels``, ``two_d``, ``seed``,
 ``file_ending``, ``name``); the defaults below are tiny so tests stay fast. Each distinct set of
 options is generated once per session and copied, so a test may break its copy freely.
+
+``env``: the roots of a tiny preprocessed dataset with the ``3d_tiny`` configuration, built once
+per test run and copied per module, for the training tests of tests/integration and tests/parity.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from filelock import FileLock
 
 from nnunet_core.dataset.synthesize import SynthOptions, dataset_name_part, synthesize_dataset
+from tests.helpers.training import DATASET, prepare_tiny_training, roots_env
 
 TINY_OPTIONS: dict[str, Any] = {
     "num_training": 5,
@@ -73,6 +79,49 @@ def make_preprocessed_dataset(make_raw_dataset: MakeRawDataset) -> MakePreproces
     return make
 
 
+def shared_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder every pytest-xdist worker of this run sees (the workers' common parent), or this
+    session's own temporary folder without xdist."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+@pytest.fixture(scope="session")
+def tiny_training_template(tmp_path_factory: pytest.TempPathFactory, make_raw_dataset) -> Path:
+    """The roots of the tiny ``3d_tiny`` dataset, built once per test run (the first worker to
+    ask builds it under a file lock, the others wait and reuse it): six training modules each
+    paid ~15 s of interpreter start-ups for the same five commands. Read-only: copy it."""
+    shared = shared_folder(tmp_path_factory)
+    template = shared / "tiny_training"
+    with FileLock(str(shared / "tiny_training.lock")):
+        if not template.is_dir():
+            partial = shared / "tiny_training.partial"
+            shutil.rmtree(partial, ignore_errors=True)
+            prepare_tiny_training(partial, make_raw_dataset)
+            partial.rename(template)  # complete or absent, never half built
+    return template
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory: pytest.TempPathFactory, tiny_training_template: Path) -> dict[str, str]:
+    """Roots of a tiny preprocessed dataset with the ``3d_tiny`` configuration, a fresh copy per
+    module (each training module breaks its own results freely). The copy is verified again with
+    the real command: ``verify.json`` vouches for one raw folder, the template's."""
+    from nnunet_core import cli
+
+    root = tmp_path_factory.mktemp("training")
+    shutil.copytree(tiny_training_template, root, dirs_exist_ok=True)
+    environment = roots_env(root)
+    roots = [
+        "--raw",
+        environment["nnUNet_raw"],
+        "--preprocessed",
+        environment["nnUNet_preprocessed"],
+    ]
+    assert cli.main(["verify", "-d", DATASET, "-np", "1", *roots]) == 0, root
+    return environment
+
+
 # The files that take longest under `make test` (--durations, December 2026), longest first.
 LONGEST_FILES = (
     "test_workflow_paper.py",
@@ -97,3 +146,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         return len(LONGEST_FILES) + (item.path not in slow_files)
 
     items.sort(key=start_rank)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:  # noqa: ARG001
+    """Under NNUNET_REQUIRE_PEER=1 (CI, which installs upstream with .ci/install_peer.sh) a test
+    that skips for a missing upstream peer venv fails instead: CI must run the upstream tests."""
+    outcome = yield
+    report = outcome.get_result()
+    if not report.skipped or os.environ.get("NNUNET_REQUIRE_PEER") != "1":
+        return
+    reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+    if "peer" in reason.lower():
+        report.outcome = "failed"
+        report.longrepr = f"NNUNET_REQUIRE_PEER=1, but the test skipped: {reason}"

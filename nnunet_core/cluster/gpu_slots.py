@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import IO
 
 from nnunet_core.errors import ConfigurationError
+from nnunet_core.io.locks import held, open_lock_file, try_lock, write_holder
 
 LOCK_DIR_ENV = "nnUNet_gpu_lock_dir"
 NUM_GPUS_ENV = "nnUNet_num_gpus"
@@ -89,50 +90,28 @@ def share_lock_path(folder: Path, gpu: int, index: int) -> Path:
     return folder / f"gpu_{gpu}.{index}.lock"
 
 
-def _open(path: Path) -> IO[str]:
-    handle = open(path, "a+")  # noqa: SIM115 - held open for as long as the lock is ours
-    try:
-        os.chmod(path, 0o666)  # other users' jobs share the slots
-    except OSError:
-        pass
-    return handle
-
-
-def _flock(handle: IO[str], operation: int) -> bool:
-    """A non-blocking flock; False when another open file holds a conflicting one."""
-    import fcntl
-
-    try:
-        fcntl.flock(handle.fileno(), operation | fcntl.LOCK_NB)
-    except OSError:
-        return False
-    return True
-
-
 def _lock(path: Path, *, shared: bool = False) -> IO[str] | None:
-    import fcntl
-
-    handle = _open(path)
-    if _flock(handle, fcntl.LOCK_SH if shared else fcntl.LOCK_EX):
+    """``path`` locked without waiting (readable and lockable by other users' jobs, which share
+    the slots), else None; a file system without locks counts as held."""
+    handle = open_lock_file(path, mode=0o666)
+    try:
+        locked = try_lock(handle, shared=shared)
+    except OSError:
+        locked = False
+    if locked:
         return handle
     handle.close()
     return None
 
 
 def _write_owner(handle: IO[str], folds_per_gpu: int) -> None:
-    handle.seek(0)
-    handle.truncate()
-    handle.write(f"pid={os.getpid()} folds_per_gpu={folds_per_gpu}\n")
-    handle.flush()
+    write_holder(handle, f"pid={os.getpid()} folds_per_gpu={folds_per_gpu}")
 
 
 @contextlib.contextmanager
 def _folder_mutex(folder: Path) -> Iterator[None]:
     """Only one process at a time sums a GPU's claims and takes a share (milliseconds)."""
-    import fcntl
-
-    with _open(folder / MUTEX_NAME) as handle:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+    with held(folder / MUTEX_NAME, mode=0o666):
         yield
 
 

@@ -1,7 +1,7 @@
 """How a fold job starts its trainer: one process, ``-num_gpus N`` on one node, or torchrun on M.
 
 The workflow's train rule takes its command prefix and its SLURM resources from here, so that the
-text of the generated commands is tested in one place (tests/unit/test_launch.py).
+text of the generated commands is tested in one place (tests/unit/cluster/test_launch.py).
 
 Multi-node (``training.nodes: M`` > 1), under the SLURM executor plugin:
 
@@ -11,7 +11,10 @@ Multi-node (``training.nodes: M`` > 1), under the SLURM executor plugin:
   in an ``srun`` of its own: the rule runs once, in the batch step on the first node, and
   starts the nodes itself.
 * the command is ``srun`` with one task per node, each running torchrun (through
-  ``stop_relay``, so that SIGUSR1 reaches the trainers); the c10d rendezvous is hosted on the
+  ``stop_relay``, so that SIGUSR1 reaches the trainers, and as
+  ``nnunet_core.training.torchrun_launch``, so that a stopped fold's exit status
+  ``EXIT_STOPPED`` reaches the workflow instead of torchrun's 1); the c10d rendezvous is hosted
+  on the
   first node, the one running the rule, at a port derived from the job id so that two jobs
   sharing a first node do not collide.
 """
@@ -40,7 +43,8 @@ def multi_node_command(
     return (
         f"srun --nodes {nodes} --ntasks-per-node 1 --cpus-per-task {cpus_per_node} "
         "--kill-on-bad-exit=1 python -m nnunet_core.cluster.stop_relay "
-        f"torchrun --nnodes {nodes} --nproc_per_node {max(gpus_per_node, 1)} "
+        f"python -m nnunet_core.training.torchrun_launch --nnodes {nodes} "
+        f"--nproc_per_node {max(gpus_per_node, 1)} "
         f"--rdzv_backend c10d --rdzv_endpoint {endpoint} --rdzv_id {rdzv_id} "
         "-m nnunet_core.train"
     )

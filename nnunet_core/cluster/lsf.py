@@ -7,6 +7,9 @@ one GPU when ``training.gpus_per_job`` is 4. The train and predict rules therefo
 ``lsf_extra`` from the config here; other executors ignore the resource (the SLURM plugins and
 the local executor read only the resources they know by name).
 
+The job's side of LSF (its end time, read with ``bjobs``) is
+``nnunet_core.cluster.lsf_environment``.
+
 Sites that need more bsub options replace the whole value in their profile (``set-resources``
 replaces a rule's resource, it does not append): profiles/lsf/profile.yaml shows the string.
 """
@@ -24,9 +27,8 @@ def bsub_extra(
     """``-gpu num=N`` (none for a CPU job, gpus 0), then ``-wa SIG -wt M`` when the job resumes.
 
     ``stop_signal``: the configured signal name (``USR1``; nnunet_core.cluster.stop_signal), which
-    LSF's
-    warning action sends ``warning_minutes`` before the run limit so that the trainer checkpoints
-    and the retry continues; None for jobs that cannot resume (prediction).
+    LSF's warning action sends ``warning_minutes`` before the run limit so that the trainer
+    checkpoints and the retry continues; None for jobs that cannot resume (prediction).
     """
     options = []
     if gpus > 0:

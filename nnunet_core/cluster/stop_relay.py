@@ -4,17 +4,15 @@
 
 SLURM's warning before the walltime (the stop signal, SIGUSR1 unless ``$NNUNET_STOP_SIGNAL``
 says otherwise: ``nnunet_core.cluster.stop_signal``) goes to the processes of the job step. Two
-things
-go wrong with a bare ``srun torchrun``:
+things go wrong with a bare ``srun torchrun``:
 
 * the torchrun agent has no handler for the signal, so it dies of it, and with it the step;
 * the agent starts its workers in sessions of their own, so where the step is tracked by
   process group (``proctrack/pgid``) the workers never see the signal at all.
 
 This relay runs the agent with the signal ignored and, when the signal arrives, sends it to the
-agent's children only (the relay role of ``nnunet_core.cluster.stop_signal``): the trainers, which
-stop
-at the next epoch boundary with a checkpoint. (Upstream's shell recipe is
+agent's children only (the relay role of ``nnunet_core.cluster.stop_signal``): the trainers,
+which stop at the next epoch boundary with a checkpoint. (Upstream's shell recipe is
 ``trap 'pkill -USR1 -P $TORCHRUN_PID' USR1``. Never ``pkill -f``: the agent's own command line
 names the same script.) SIGTERM and SIGINT are passed on to the agent, which ends its workers.
 The exit status is the agent's.

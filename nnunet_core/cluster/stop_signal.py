@@ -24,8 +24,9 @@ data worker    augmentation worker processes               ignores it (``for_dat
 The signal is a setting: ``$NNUNET_STOP_SIGNAL`` (``USR1``, the default, or ``USR2`` where a
 site reserves USR1). The workflow exports it before any job starts, so the SLURM profile's
 ``--signal`` option, Snakemake, the shells and the trainers all read the same value. A stopped
-fold exits 0 without ``checkpoint_final.pth``; the train rule then exits ``EXIT_STOPPED`` so that
-Snakemake's ``retries`` starts the next attempt, which continues with ``--c``.
+fold's ``nnunet-core train`` exits ``EXIT_STOPPED`` (its launchers, ``-num_gpus N`` and
+torchrun, pass the code on), so that Snakemake's ``retries`` starts the next attempt, which
+continues with ``--c``.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from nnunet_core.errors import ConfigurationError
 ENV_VAR = "NNUNET_STOP_SIGNAL"
 DEFAULT = "USR1"
 CHOICES = ("USR1", "USR2")
-# The train rule's exit status for "stopped before the walltime, continue on retry"
+# `nnunet-core train`'s exit status for "stopped before the walltime, continue on retry"
 # (EX_TEMPFAIL of sysexits.h: a temporary failure, try again).
 EXIT_STOPPED = 75
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from nnunet_core.commands.common import add_processes_flag
 from nnunet_core.errors import DatasetError
-from nnunet_core.layout.paths import DATASET_JSON
+from nnunet_core.layout.raw import DATASET_JSON
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from nnunet_core.errors import ConfigurationError
-from nnunet_core.layout.paths import Roots, resolve_dataset_name
+from nnunet_core.layout.roots import Roots, resolve_dataset_name
 
 if TYPE_CHECKING:
     from nnunet_core.evaluation.surface import SurfaceSettings

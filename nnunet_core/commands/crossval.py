@@ -37,7 +37,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from nnunet_core.evaluation.crossval import accumulate_crossval
-    from nnunet_core.layout.results_tree import SUMMARY_JSON, crossval_dir
+    from nnunet_core.layout.results import SUMMARY_JSON, crossval_dir
 
     if len(args.configurations) != 1:
         msg = f"crossval takes one configuration, got {args.configurations}"

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from nnunet_core.commands.common import add_processes_flag
 from nnunet_core.errors import DatasetError
-from nnunet_core.layout.paths import DATASET_JSON
+from nnunet_core.layout.raw import DATASET_JSON
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
@@ -34,7 +34,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from nnunet_core.evaluation.postprocessing import determine_postprocessing
     from nnunet_core.io.dataset_json import load_dataset_json
-    from nnunet_core.layout.results_tree import POSTPROCESSING_JSON
+    from nnunet_core.layout.results import POSTPROCESSING_JSON
 
     if args.plans_json and not Path(args.plans_json).is_file():
         msg = f"-plans_json {args.plans_json}: file not found"

@@ -33,7 +33,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from nnunet_core.evaluation.ensemble import ensemble_crossval
-    from nnunet_core.layout.results_tree import SUMMARY_JSON, ensemble_name
+    from nnunet_core.layout.results import SUMMARY_JSON, ensemble_name
 
     dirs = dataset_dirs_from_args(args)
     models = paired_models(args)

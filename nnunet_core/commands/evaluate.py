@@ -14,8 +14,8 @@ from pathlib import Path
 
 from nnunet_core.commands.common import add_processes_flag, add_surface_flags, surface_settings
 from nnunet_core.errors import DatasetError
-from nnunet_core.layout.paths import DATASET_JSON
-from nnunet_core.layout.results_tree import SUMMARY_JSON
+from nnunet_core.layout.raw import DATASET_JSON
+from nnunet_core.layout.results import SUMMARY_JSON
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:

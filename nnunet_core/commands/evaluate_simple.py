@@ -14,7 +14,7 @@ from pathlib import Path
 from nnunet_core.commands.common import add_processes_flag
 from nnunet_core.errors import DatasetError
 from nnunet_core.io.dataset_json import LabelSpec
-from nnunet_core.layout.results_tree import SUMMARY_JSON
+from nnunet_core.layout.results import SUMMARY_JSON
 
 DOUBLE_ENDINGS = (".nii.gz",)
 

@@ -13,8 +13,8 @@ import argparse
 from pathlib import Path
 
 from nnunet_core.commands.common import add_root_flags, dataset_from_args
-from nnunet_core.layout.paths import DEFAULT_PLANS_NAME, DEFAULT_TRAINER, parse_fold
-from nnunet_core.layout.results_tree import CHECKPOINT_FINAL
+from nnunet_core.layout.preprocessed import DEFAULT_PLANS_NAME
+from nnunet_core.layout.results import CHECKPOINT_FINAL, DEFAULT_TRAINER, parse_fold
 from nnunet_core.model_sharing.export import ExportRequest, archive_files, write_archive
 
 # upstream's default -c (its order)

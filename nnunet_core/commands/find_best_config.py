@@ -22,7 +22,7 @@ from nnunet_core.commands.model_args import (
     product_models,
 )
 from nnunet_core.errors import ConfigurationError
-from nnunet_core.layout.paths import Roots
+from nnunet_core.layout.roots import Roots
 
 DEFAULT_CONFIGURATIONS = ["2d", "3d_fullres", "3d_lowres", "3d_cascade_fullres"]
 
@@ -66,7 +66,7 @@ def root_flags(roots: Roots) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     from nnunet_core.evaluation.selection import find_best_configuration
-    from nnunet_core.layout.results_tree import inference_information_file
+    from nnunet_core.layout.results import inference_information_file
 
     if args.overwrite and args.no_overwrite:
         msg = "--overwrite and --no_overwrite exclude each other"

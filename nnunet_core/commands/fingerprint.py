@@ -24,12 +24,8 @@ from nnunet_core.commands.common import (
 )
 from nnunet_core.commands.verify import ensure_verified, verify_one
 from nnunet_core.io.atomic import write_json
-from nnunet_core.layout.paths import (
-    FINGERPRINT_JSON,
-    Roots,
-    preprocessed_dataset_dir,
-    raw_dataset_dir,
-)
+from nnunet_core.layout.preprocessed import FINGERPRINT_JSON
+from nnunet_core.layout.roots import Roots, preprocessed_dataset_dir, raw_dataset_dir
 from nnunet_core.planning.fingerprint import extract_fingerprint
 
 FINGERPRINT_EXTRACTOR = "DatasetFingerprintExtractor"

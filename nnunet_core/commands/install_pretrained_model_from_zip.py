@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from nnunet_core.layout.paths import Roots
+from nnunet_core.layout.roots import Roots
 from nnunet_core.model_sharing.install import install_archive
 
 

@@ -9,13 +9,9 @@ import argparse
 
 from nnunet_core.commands.common import dataset_from_args
 from nnunet_core.errors import ConfigurationError
-from nnunet_core.layout.paths import (
-    DEFAULT_PLANS_NAME,
-    DEFAULT_TRAINER,
-    preprocessed_dataset_dir,
-    results_dataset_dir,
-)
-from nnunet_core.layout.results_tree import DEFAULT_FOLDS, DatasetDirs, TrainedModel
+from nnunet_core.layout.preprocessed import DEFAULT_PLANS_NAME
+from nnunet_core.layout.results import DEFAULT_FOLDS, DEFAULT_TRAINER, DatasetDirs, TrainedModel
+from nnunet_core.layout.roots import preprocessed_dataset_dir, results_dataset_dir
 
 
 def add_dataset_argument(parser: argparse.ArgumentParser) -> None:

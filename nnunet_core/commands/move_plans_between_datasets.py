@@ -13,11 +13,7 @@ from __future__ import annotations
 import argparse
 
 from nnunet_core.commands.common import add_root_flags, roots_from_args
-from nnunet_core.layout.paths import (
-    preprocessed_dataset_dir,
-    raw_dataset_dir,
-    resolve_dataset_name,
-)
+from nnunet_core.layout.roots import preprocessed_dataset_dir, raw_dataset_dir, resolve_dataset_name
 from nnunet_core.planning.move_plans import move_plans
 
 

@@ -27,17 +27,13 @@ from nnunet_core.commands.verify import ensure_verified
 from nnunet_core.errors import ConfigurationError
 from nnunet_core.io.atomic import atomic_path, read_json, write_json
 from nnunet_core.io.dataset_json import load_dataset_json
-from nnunet_core.io.plans import resolve_configuration
-from nnunet_core.layout.paths import (
-    DATASET_JSON,
-    FINGERPRINT_JSON,
-    Roots,
-    plans_file,
-    preprocessed_dataset_dir,
-    raw_dataset_dir,
-)
+from nnunet_core.io.plans import Plans
+from nnunet_core.layout.preprocessed import FINGERPRINT_JSON, plans_file
+from nnunet_core.layout.raw import DATASET_JSON, images_tr_dir
+from nnunet_core.layout.roots import Roots, preprocessed_dataset_dir, raw_dataset_dir
 from nnunet_core.planning.overrides import apply_overrides
-from nnunet_core.planning.planner import PREPROCESSOR_NAME, PRESETS, get_preset, plan_experiment
+from nnunet_core.planning.planner import PREPROCESSOR_NAME, plan_experiment
+from nnunet_core.planning.presets import PRESETS, get_preset
 
 
 def add_planning_flags(parser: argparse.ArgumentParser) -> None:
@@ -106,22 +102,21 @@ def load_overrides(value: str | None) -> dict[str, Any]:
         raise ConfigurationError(msg) from None
 
 
-def summary(plans: dict[str, Any]) -> str:
+def summary(plans: Plans) -> str:
     """One line per configuration: what a user checks first."""
     lines = [
-        f"{plans['plans_name']} ({plans['experiment_planner_used']}), transpose "
-        f"{plans['transpose_forward']}"
+        f"{plans.name} ({plans.raw['experiment_planner_used']}), transpose "
+        f"{list(plans.transpose_forward)}"
     ]
-    for name in plans["configurations"]:
-        config = resolve_configuration(plans, name)
-        extra = f", previous stage {config['previous_stage']}" if "previous_stage" in config else ""
-        spacing = ", ".join(f"{s:.4g}" for s in config["spacing"])
+    for name in plans.configuration_names:
+        config = plans.configuration(name)
+        previous = config.previous_stage
+        extra = f", previous stage {previous}" if previous is not None else ""
+        spacing = ", ".join(f"{s:.4g}" for s in config.spacing)
         lines.append(
-            f"  {name}: spacing ({spacing}), patch {config['patch_size']}, "
-            f"batch {config['batch_size']}, "
-            f"{config['architecture']['arch_kwargs']['n_stages']} stages, "
-            "median shape "
-            f"{[round(float(m), 1) for m in config['median_image_size_in_voxels']]}{extra}"
+            f"  {name}: spacing ({spacing}), patch {list(config.patch_size)}, "
+            f"batch {config.batch_size}, {len(config.strides)} stages, median shape "
+            f"{[round(m, 1) for m in config.median_image_size_in_voxels]}{extra}"
         )
     return "\n".join(lines)
 
@@ -131,7 +126,7 @@ def plan_one(roots: Roots, name: str, args: argparse.Namespace) -> str:
     preset = get_preset(args.planner)
     # the fingerprint came from the raw data: refuse it if that data is not verified as it is now
     # (planning from a fingerprint alone, with no raw images at hand, stays possible as upstream)
-    if (raw_dataset_dir(roots, name) / "imagesTr").is_dir():
+    if images_tr_dir(raw_dataset_dir(roots, name)).is_dir():
         ensure_verified(roots, name, default_num_processes(), getattr(args, "command", "plan"))
     raw_json = raw_dataset_dir(roots, name) / DATASET_JSON
     dataset_json = load_dataset_json(raw_json)
@@ -155,7 +150,7 @@ def plan_one(roots: Roots, name: str, args: argparse.Namespace) -> str:
     write_json(target, plans)
     with atomic_path(out_dir / DATASET_JSON, suffix=".json") as tmp:
         shutil.copyfile(raw_json, tmp)
-    print(summary(plans))
+    print(summary(Plans(plans, target)))
     print(f"plans written to {target}")
     return plans_name
 

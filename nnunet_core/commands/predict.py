@@ -26,8 +26,9 @@ from nnunet_core.inference.cascade import PREVIOUS_STAGE_FOLDER, with_previous_s
 from nnunet_core.inference.model_folder import LoadedModel, load_trained_model, parse_fold
 from nnunet_core.inference.predictor import PredictionSettings, predict_cases, prepare_inputs
 from nnunet_core.io.atomic import write_json
-from nnunet_core.layout.paths import DEFAULT_PLANS_NAME, DEFAULT_TRAINER, results_dataset_dir
-from nnunet_core.layout.results_tree import trained_model_dir
+from nnunet_core.layout.preprocessed import DEFAULT_PLANS_NAME
+from nnunet_core.layout.results import DEFAULT_TRAINER, trained_model_dir
+from nnunet_core.layout.roots import results_dataset_dir
 from nnunet_core.model.checkpoint import FINAL
 from nnunet_core.runtime.devices import resolve_device as resolve_torch_device
 

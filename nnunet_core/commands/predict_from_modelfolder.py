@@ -13,7 +13,8 @@ from __future__ import annotations
 import argparse
 
 from nnunet_core.commands import predict
-from nnunet_core.layout.paths import DEFAULT_PLANS_NAME, DEFAULT_TRAINER
+from nnunet_core.layout.preprocessed import DEFAULT_PLANS_NAME
+from nnunet_core.layout.results import DEFAULT_TRAINER
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:

@@ -18,7 +18,6 @@ import os
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from nnunet_core.commands.common import (
     add_configuration_processes_flag,
@@ -33,16 +32,10 @@ from nnunet_core.dataset.discovery import RawCase, training_cases
 from nnunet_core.errors import ConfigurationError, DatasetError
 from nnunet_core.io.atomic import atomic_path
 from nnunet_core.io.dataset_json import DatasetJson, load_dataset_json
-from nnunet_core.io.plans import configuration_names, load_plans
-from nnunet_core.layout.paths import (
-    DATASET_JSON,
-    DEFAULT_PLANS_NAME,
-    GT_FOLDER,
-    Roots,
-    plans_file,
-    preprocessed_dataset_dir,
-    raw_dataset_dir,
-)
+from nnunet_core.io.plans import Plans
+from nnunet_core.layout.preprocessed import DEFAULT_PLANS_NAME, GT_FOLDER, plans_file
+from nnunet_core.layout.raw import DATASET_JSON
+from nnunet_core.layout.roots import Roots, preprocessed_dataset_dir, raw_dataset_dir
 
 
 def add_preprocessing_flags(parser: argparse.ArgumentParser) -> None:
@@ -99,7 +92,7 @@ def _dataset_json(preprocessed_dir: Path, raw_dir: Path) -> DatasetJson:
 
 
 def planned_configurations(
-    plans: dict[str, Any],
+    plans: Plans,
     requested: Sequence[str] | None,
     processes: Sequence[int] | None,
     where: str,
@@ -109,7 +102,7 @@ def planned_configurations(
     Upstream skips them with an INFO line (its default ``-c 2d 3d_fullres 3d_lowres`` names
     3d_lowres, which most datasets lack); nothing left to do is an error here.
     """
-    available = configuration_names(plans)
+    available = plans.configuration_names
     names = list(requested or available)
     chosen: dict[str, int] = {}
     for name, count in zip(names, processes_per_configuration(processes, names), strict=True):
@@ -135,12 +128,13 @@ def preprocess_one(
     """Preprocess one dataset's configurations and copy its labels to gt_segmentations (after
     ``verify`` unless ``verify.json`` is current)."""
     # imported here: the CLI imports every command module just to build its parser
-    from nnunet_core.preprocessing.preprocessor import group_by_identifier, preprocess_dataset
+    from nnunet_core.preprocessing.preprocessing_config import group_by_identifier
+    from nnunet_core.preprocessing.preprocessor import preprocess_dataset
 
     raw_dir = raw_dataset_dir(roots, name)
     preprocessed_dir = preprocessed_dataset_dir(roots, name)
     plans_path = plans_file(preprocessed_dir, plans_name)
-    plans = load_plans(plans_path)
+    plans = Plans.load(plans_path)
     dataset_json = _dataset_json(preprocessed_dir, raw_dir)
     chosen = planned_configurations(plans, requested, processes, f"{plans_path.name} of {name}")
     groups = group_by_identifier(plans, list(chosen))  # fail on a bad configuration before writing

@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 
 from nnunet_core.commands.common import add_dataset_flag, add_root_flags, dataset_from_args
-from nnunet_core.layout.paths import results_dataset_dir
+from nnunet_core.layout.roots import results_dataset_dir
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:

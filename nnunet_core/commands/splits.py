@@ -12,12 +12,9 @@ from nnunet_core.commands.common import add_dataset_flag, add_root_flags, datase
 from nnunet_core.dataset.discovery import training_cases
 from nnunet_core.io.atomic import read_json, write_json
 from nnunet_core.io.dataset_json import load_dataset_json
-from nnunet_core.layout.paths import (
-    DATASET_JSON,
-    SPLITS_JSON,
-    preprocessed_dataset_dir,
-    raw_dataset_dir,
-)
+from nnunet_core.layout.preprocessed import SPLITS_JSON
+from nnunet_core.layout.raw import DATASET_JSON
+from nnunet_core.layout.roots import preprocessed_dataset_dir, raw_dataset_dir
 from nnunet_core.planning.splits import DEFAULT_NUM_FOLDS, DEFAULT_SEED, check_splits, kfold_splits
 
 

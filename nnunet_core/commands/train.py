@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING
 
 from nnunet_core.commands.common import roots_from_args
 from nnunet_core.commands.train_args import check_flags, configure_parser, settings_from_args
-from nnunet_core.layout.paths import parse_fold, resolve_dataset_name
+from nnunet_core.layout.results import parse_fold
+from nnunet_core.layout.roots import resolve_dataset_name
 from nnunet_core.runtime.devices import resolve_device
 
 if TYPE_CHECKING:  # torch and the trainer load only when a command runs (the CLI stays fast)
@@ -68,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
 
 def fold_request(args: argparse.Namespace) -> FoldRequest:
     """The parsed command line as the lifecycle's request (topology: the launcher's, if any)."""
-    from nnunet_core.training.distributed import SINGLE_PROCESS
+    from nnunet_core.cluster.process_topology import SINGLE_PROCESS
     from nnunet_core.training.fold_run import FoldFlags, FoldRequest
 
     topology = getattr(args, "_topology", None) or SINGLE_PROCESS

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 
 from nnunet_core.commands.common import add_root_flags
 from nnunet_core.errors import ConfigurationError
-from nnunet_core.layout.paths import DEFAULT_PLANS_NAME, DEFAULT_TRAINER, parse_fold
+from nnunet_core.layout.preprocessed import DEFAULT_PLANS_NAME, SPLITS_JSON
+from nnunet_core.layout.results import CHECKPOINT_BEST, DEFAULT_TRAINER, parse_fold
 from nnunet_core.training.trainer_variants import known_trainer_names, parse_trainer_name
 
 if TYPE_CHECKING:
@@ -20,9 +21,7 @@ if TYPE_CHECKING:
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("dataset", help="dataset id (900) or name (Dataset900_Synth)")
     parser.add_argument("configuration", help="configuration in the plans, e.g. 3d_fullres")
-    parser.add_argument(
-        "fold", help="fold: an index of splits_final.json (0-4 for 5 folds), or 'all'"
-    )
+    parser.add_argument("fold", help=f"fold: an index of {SPLITS_JSON} (0-4 for 5 folds), or 'all'")
     parser.add_argument(
         "-tr",
         dest="trainer",
@@ -70,7 +69,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--deadline",
-        help="stop cleanly (checkpoint_latest, exit 0) when the next epoch would end after this: "
+        help="stop cleanly (checkpoint_latest, exit 75; --c continues) when the next epoch would "
+        "end after this: "
         "seconds from now, HH:MM[:SS] or an ISO date-time (default: the SLURM job's end time)",
     )
     parser.add_argument(
@@ -96,7 +96,7 @@ def check_flags(args: argparse.Namespace) -> None:
         msg = "--c and --val exclude each other (--val only validates a finished training)"
         raise ConfigurationError(msg)
     if args.val_best and args.disable_checkpointing:
-        msg = "--val_best needs checkpoint_best.pth, which --disable_checkpointing never writes"
+        msg = f"--val_best needs {CHECKPOINT_BEST}, which --disable_checkpointing never writes"
         raise ConfigurationError(msg)
     parse_fold(args.fold)  # a fold beyond splits_final.json is found when the split is read
     # --epochs 0 is refused, never read as "the trainer's default" (1000)

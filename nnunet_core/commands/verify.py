@@ -27,7 +27,8 @@ from nnunet_core.commands.common import (
 from nnunet_core.dataset.verify import stale_reason, verify_dataset
 from nnunet_core.errors import DatasetError
 from nnunet_core.io.atomic import read_json, write_json
-from nnunet_core.layout.paths import VERIFY_JSON, Roots, preprocessed_dataset_dir, raw_dataset_dir
+from nnunet_core.layout.preprocessed import VERIFY_JSON
+from nnunet_core.layout.roots import Roots, preprocessed_dataset_dir, raw_dataset_dir
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:

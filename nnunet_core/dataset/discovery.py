@@ -10,6 +10,14 @@ from pathlib import Path
 
 from nnunet_core.io.dataset_json import DatasetJson
 from nnunet_core.io.readers import reader_name
+from nnunet_core.layout.raw import (
+    IMAGES_TS,
+    channel_file_name,
+    channel_file_pattern,
+    images_tr_dir,
+    labels_tr_dir,
+    labels_ts_dir,
+)
 
 NATURAL_READER = "NaturalImage2DIO"
 
@@ -43,7 +51,7 @@ def case_identifiers(folder: Path, file_ending: str) -> list[str]:
     """Sorted unique case ids in ``folder``: file names minus ``_XXXX`` and the ending."""
     if not folder.is_dir():
         return []
-    pattern = re.compile(r"^(.+)_\d{4}" + re.escape(file_ending) + "$")
+    pattern = channel_file_pattern(file_ending)
     found = {m.group(1) for p in folder.iterdir() if (m := pattern.match(p.name))}
     return sorted(found)
 
@@ -52,7 +60,9 @@ def channel_files(
     folder: Path, identifier: str, file_ending: str, num_channels: int
 ) -> tuple[Path, ...]:
     """The expected channel files of a case (they may not exist; verify checks that)."""
-    return tuple(folder / f"{identifier}_{c:04d}{file_ending}" for c in range(num_channels))
+    return tuple(
+        folder / channel_file_name(identifier, c, file_ending) for c in range(num_channels)
+    )
 
 
 def several_channels_per_file(dataset_json: DatasetJson) -> bool:
@@ -99,7 +109,7 @@ def training_cases(raw_dir: Path, dataset_json: DatasetJson) -> list[RawCase]:
     if "dataset" in dataset_json.raw:
         return _explicit_cases(raw_dir, dataset_json)
     ending = dataset_json.file_ending
-    images_dir, labels_dir = raw_dir / "imagesTr", raw_dir / "labelsTr"
+    images_dir, labels_dir = images_tr_dir(raw_dir), labels_tr_dir(raw_dir)
     identifiers = case_identifiers(images_dir, ending)
     return [
         RawCase(
@@ -111,10 +121,10 @@ def training_cases(raw_dir: Path, dataset_json: DatasetJson) -> list[RawCase]:
     ]
 
 
-def test_cases(raw_dir: Path, dataset_json: DatasetJson, folder: str = "imagesTs") -> list[RawCase]:
+def test_cases(raw_dir: Path, dataset_json: DatasetJson, folder: str = IMAGES_TS) -> list[RawCase]:
     """Cases of ``imagesTs`` (labels, if any, live in ``labelsTs``)."""
     ending = dataset_json.file_ending
-    images_dir, labels_dir = raw_dir / folder, raw_dir / "labelsTs"
+    images_dir, labels_dir = raw_dir / folder, labels_ts_dir(raw_dir)
     cases = []
     for i in case_identifiers(images_dir, ending):
         label = labels_dir / f"{i}{ending}"

@@ -20,8 +20,9 @@ import SimpleITK as sitk
 
 from nnunet_core.dataset.shapes import BACKGROUND, LESION, ORGAN, make_phantom
 from nnunet_core.errors import ConfigurationError
-from nnunet_core.io.atomic import current_umask, write_json
-from nnunet_core.layout.paths import DATASET_JSON, DATASET_NAME_RE
+from nnunet_core.io.atomic import current_umask, replace_folder, write_json
+from nnunet_core.layout.raw import DATASET_JSON, TEST_FOLDERS, TRAINING_FOLDERS, channel_file_name
+from nnunet_core.layout.roots import DATASET_NAME_RE
 
 # Not "CT" (nor another scheme name), so normalisation is ZScore as for real MR data.
 CHANNEL_NAMES = ("MR", "T2", "FLAIR", "ADC")
@@ -144,12 +145,10 @@ def write_case(folder: Path, options: SynthOptions, split: int, index: int) -> d
     shape, spacing, origin = _case_geometry(rng, options)
     phantom = make_phantom(rng, shape, options.channels)
     identifier = case_identifier(split, index)
-    images_dir, labels_dir = (
-        ("imagesTr", "labelsTr") if split == TRAIN else ("imagesTs", "labelsTs")
-    )
+    images_dir, labels_dir = TRAINING_FOLDERS if split == TRAIN else TEST_FOLDERS
     png = options.file_ending == ".png"
     for channel, array in enumerate(phantom.images):
-        path = folder / images_dir / f"{identifier}_{channel:04d}{options.file_ending}"
+        path = folder / images_dir / channel_file_name(identifier, channel, options.file_ending)
         sitk.WriteImage(_to_itk(array, spacing, origin, png), str(path), useCompression=True)
     label_path = folder / labels_dir / f"{identifier}{options.file_ending}"
     sitk.WriteImage(
@@ -166,7 +165,7 @@ def write_case(folder: Path, options: SynthOptions, split: int, index: int) -> d
 
 def write_dataset(folder: Path, options: SynthOptions) -> list[dict[str, Any]]:
     """Write every file of the dataset into an existing (empty) ``folder``."""
-    for sub in ("imagesTr", "labelsTr", "imagesTs", "labelsTs"):
+    for sub in (*TRAINING_FOLDERS, *TEST_FOLDERS):
         (folder / sub).mkdir(parents=True, exist_ok=True)
     cases = [write_case(folder, options, TRAIN, i) for i in range(options.num_training)]
     cases += [write_case(folder, options, TEST, i) for i in range(options.num_test)]
@@ -198,24 +197,8 @@ def synthesize_dataset(
     os.chmod(staging, 0o777 & ~current_umask())  # mkdtemp makes 0700; the dataset is shared
     try:
         cases = write_dataset(staging, options)
-        _replace_folder(staging, output)
+        replace_folder(staging, output)
     finally:
         if staging.exists():
             shutil.rmtree(staging)
     return cases
-
-
-def _replace_folder(new: Path, target: Path) -> None:
-    """Rename ``new`` onto ``target``; an old ``target`` is moved aside first, then deleted."""
-    if not target.exists():
-        os.replace(new, target)
-        return
-    old = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".old", dir=target.parent))
-    os.replace(target, old / "previous")
-    try:
-        os.replace(new, target)
-    except OSError:
-        os.replace(old / "previous", target)
-        raise
-    finally:
-        shutil.rmtree(old, ignore_errors=True)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,7 +33,15 @@ from nnunet_core.dataset.verify_case import (
 from nnunet_core.errors import DatasetError
 from nnunet_core.io.dataset_json import DatasetJson, LabelSpec, load_dataset_json
 from nnunet_core.io.readers import reader_for_dataset, reader_name
-from nnunet_core.layout.paths import DATASET_JSON
+from nnunet_core.layout.raw import (
+    DATASET_JSON,
+    IMAGES_TS,
+    TEST_FOLDERS,
+    TRAINING_FOLDERS,
+    channel_file_name,
+    channel_file_pattern,
+    images_tr_dir,
+)
 from nnunet_core.runtime.parallel import map_cases
 
 
@@ -94,7 +101,7 @@ def file_problems(
     """
     ending = dataset_json.file_ending
     problems: list[str] = []
-    folders = [("imagesTs", "labelsTs", test)] if test is not None else []
+    folders = [(*TEST_FOLDERS, test)] if test is not None else []
     if "dataset" in dataset_json.raw:
         listed = [p for case in cases for p in (*case.images, case.label) if p is not None]
         problems += [
@@ -104,8 +111,8 @@ def file_problems(
             if not p.name.endswith(ending)
         ]
     else:
-        folders.insert(0, ("imagesTr", "labelsTr", cases))
-    channel_re = re.compile(r"^(.+)_(\d{4})" + re.escape(ending) + "$")
+        folders.insert(0, (*TRAINING_FOLDERS, cases))
+    channel_re = channel_file_pattern(ending)
     for images, labels, folder_cases in folders:
         identifiers = {case.identifier for case in folder_cases or []}
         for folder in (images, labels):
@@ -216,9 +223,6 @@ def _report(
     }
 
 
-TRAINING_FOLDERS = ("imagesTr", "labelsTr")
-
-
 def training_files_manifest(raw_dir: Path, dataset_json: DatasetJson) -> dict[str, Any]:
     """Count and SHA-256 of (name, size, mtime) of ``dataset.json`` and every file of imagesTr
     and labelsTr (or of the files the explicit ``dataset`` key lists): what fingerprint, plan and
@@ -279,8 +283,8 @@ def verify_dataset(
     cases = training_cases(raw_dir, dataset_json)
     if not cases:
         msg = (
-            f"{raw_dir / 'imagesTr'}: no training cases found (empty dataset; expected files like "
-            f"CASE_0000{dataset_json.file_ending})"
+            f"{images_tr_dir(raw_dir)}: no training cases found (empty dataset; expected files "
+            f"like {channel_file_name('CASE', 0, dataset_json.file_ending)})"
         )
         raise DatasetError(msg)
     # before reading: a file changed during the check leaves the report stale
@@ -306,7 +310,7 @@ def verify_dataset(
             f'"overwrite_image_reader_writer": "{reader.name}"'
         )
     tasks = [(case.identifier, (check_case, case, *args)) for case in cases]
-    test_keys = [f"imagesTs/{case.identifier}" for case in test]
+    test_keys = [f"{IMAGES_TS}/{case.identifier}" for case in test]
     test_tasks = [
         (key, (check_test_case, case, *args)) for key, case in zip(test_keys, test, strict=True)
     ]

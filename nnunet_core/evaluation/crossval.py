@@ -22,8 +22,9 @@ from nnunet_core.evaluation.metrics import classes_from_dataset_json, compute_me
 from nnunet_core.evaluation.surface import SurfaceSettings
 from nnunet_core.io.atomic import read_json
 from nnunet_core.io.dataset_json import DatasetJson, load_dataset_json
-from nnunet_core.layout.paths import DATASET_JSON, SPLITS_JSON
-from nnunet_core.layout.results_tree import (
+from nnunet_core.layout.preprocessed import SPLITS_JSON
+from nnunet_core.layout.raw import DATASET_JSON
+from nnunet_core.layout.results import (
     DEFAULT_FOLDS,
     PLANS_JSON,
     SUMMARY_JSON,

@@ -31,8 +31,8 @@ from nnunet_core.evaluation.surface import SurfaceSettings
 from nnunet_core.io.atomic import atomic_path, read_json, write_json
 from nnunet_core.io.dataset_json import LabelSpec, load_dataset_json
 from nnunet_core.io.images import read_seg, write_seg
-from nnunet_core.layout.paths import DATASET_JSON
-from nnunet_core.layout.results_tree import (
+from nnunet_core.layout.raw import DATASET_JSON
+from nnunet_core.layout.results import (
     DEFAULT_FOLDS,
     PLANS_JSON,
     SUMMARY_JSON,

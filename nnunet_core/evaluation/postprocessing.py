@@ -41,7 +41,7 @@ from nnunet_core.evaluation.metrics import (
 from nnunet_core.io.atomic import read_json, write_json
 from nnunet_core.io.dataset_json import DatasetJson
 from nnunet_core.io.images import read_seg, write_seg
-from nnunet_core.layout.results_tree import POSTPROCESSED_FOLDER, POSTPROCESSING_JSON, SUMMARY_JSON
+from nnunet_core.layout.results import POSTPROCESSED_FOLDER, POSTPROCESSING_JSON, SUMMARY_JSON
 from nnunet_core.runtime.parallel import map_cases
 
 KEEP_LARGEST = "remove_all_but_largest_component_from_segmentation"  # upstream's function name

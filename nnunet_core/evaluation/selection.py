@@ -27,8 +27,9 @@ from nnunet_core.evaluation.crossval import crossval_summary_file, load_model_da
 from nnunet_core.evaluation.ensemble import ensemble_summary_file
 from nnunet_core.evaluation.postprocessing import determine_postprocessing
 from nnunet_core.io.atomic import read_json, write_json, write_text
-from nnunet_core.io.plans import load_plans, resolve_configuration
-from nnunet_core.layout.results_tree import (
+from nnunet_core.io.plans import Plans
+from nnunet_core.layout.raw import IMAGES_TS
+from nnunet_core.layout.results import (
     DEFAULT_FOLDS,
     PLANS_JSON,
     POSTPROCESSING_JSON,
@@ -89,9 +90,7 @@ def available_models(dirs: DatasetDirs, models: Sequence[TrainedModel]) -> list[
     kept: list[TrainedModel] = []
     for model in dict.fromkeys(models):
         plans_path = dirs.plans_json_file(model)
-        if plans_path.is_file() and model.configuration not in load_plans(plans_path).get(
-            "configurations", {}
-        ):
+        if plans_path.is_file() and model.configuration not in Plans.load(plans_path):
             print(
                 f"skipping {model.identifier}: no configuration {model.configuration} in "
                 f"{plans_path}",
@@ -149,10 +148,10 @@ def _previous_stage(dirs: DatasetDirs, model: TrainedModel) -> str | None:
     plans_path = dirs.plans_json_file(model)
     if not plans_path.is_file():
         return None
-    plans = load_plans(plans_path)
-    if model.configuration not in plans.get("configurations", {}):
+    plans = Plans.load(plans_path)
+    if model.configuration not in plans:
         return None
-    return resolve_configuration(plans, model.configuration).get("previous_stage")
+    return plans.previous_stage_of(model.configuration)
 
 
 def predict_command(
@@ -220,7 +219,7 @@ def inference_instructions(
         "relative paths below are relative to it). Replace only the placeholders:",
         (
             "  INPUT_FOLDER    your images, CASE_0000<file ending> "
-            "(one file per channel, like imagesTs)"
+            f"(one file per channel, like {IMAGES_TS})"
         ),
         "  OUTPUT_FOLDER*  new folders for the results (OUTPUT_FOLDER_PP: the final segmentations)",
         "",

@@ -22,8 +22,9 @@ import numpy as np
 
 from nnunet_core.dataset.discovery import RawCase
 from nnunet_core.errors import ConfigurationError, DatasetError
-from nnunet_core.inference.cascade_input import cascade_input, is_cascade_stage
+from nnunet_core.inference.cascade_input import cascade_input
 from nnunet_core.io.dataset_json import DatasetJson
+from nnunet_core.io.plans import Plans
 from nnunet_core.preprocessing.preprocessor import run_case
 
 PREVIOUS_STAGE_FOLDER = "prediction_{stage}"
@@ -59,7 +60,7 @@ def with_previous_stage(
 
 
 def preprocess_case(
-    case: RawCase, plans: dict[str, Any], configuration: str, dataset_json: DatasetJson
+    case: RawCase, plans: Plans, configuration: str, dataset_json: DatasetJson
 ) -> tuple[np.ndarray, dict[str, Any]]:
     """The network input of one case and its properties (for the export).
 
@@ -77,8 +78,3 @@ def preprocess_case(
         raise DatasetError(msg) from None
     properties.pop("class_locations", None)
     return cascade_input(data, seg, dataset_json.label_spec, case.identifier), properties
-
-
-def previous_stage(configuration: dict[str, Any]) -> str | None:
-    """The previous stage of a resolved configuration; None when it is no cascade stage."""
-    return str(configuration["previous_stage"]) if is_cascade_stage(configuration) else None

@@ -11,24 +11,19 @@ the data at validation and inference, and with ``MoveSegAsOneHotToDataTransform`
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 
 from nnunet_core.errors import ConfigurationError
 from nnunet_core.io.dataset_json import LabelSpec
-
-
-def is_cascade_stage(configuration: dict[str, Any]) -> bool:
-    """A configuration that reads a previous stage's segmentations (upstream's is_cascaded)."""
-    return configuration.get("previous_stage") is not None
+from nnunet_core.io.plans_configuration import Configuration
 
 
 def num_input_channels(
-    configuration: dict[str, Any], image_channels: int, label_spec: LabelSpec
+    configuration: Configuration, image_channels: int, label_spec: LabelSpec
 ) -> int:
     """Image channels, plus one per foreground label for a cascade stage."""
-    if is_cascade_stage(configuration):
+    if configuration.is_cascade_stage:
         return image_channels + len(label_spec.foreground_labels)
     return image_channels
 

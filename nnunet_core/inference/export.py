@@ -22,6 +22,8 @@ from scipy.special import expit
 from nnunet_core.errors import ConfigurationError
 from nnunet_core.io.atomic import atomic_path, write_json
 from nnunet_core.io.dataset_json import LabelSpec
+from nnunet_core.io.plans import Plans
+from nnunet_core.io.plans_configuration import Configuration
 from nnunet_core.io.readers import reader_for_plans
 from nnunet_core.preprocessing.cropping import slicer
 from nnunet_core.preprocessing.resampling import (
@@ -57,11 +59,13 @@ def _dtype_of(logits: torch.Tensor | np.ndarray) -> np.dtype:
     return np.asarray(logits).dtype
 
 
-def probability_resampling_kwargs(configuration: dict[str, Any], where: str) -> dict[str, Any]:
+def probability_resampling_kwargs(configuration: Configuration, where: str) -> dict[str, Any]:
     """The configuration's ``resampling_fn_probabilities_kwargs`` (order 1, order_z 0 if absent)."""
-    conf = dict(configuration)
-    conf.setdefault("resampling_fn_probabilities_kwargs", PROBABILITY_KWARGS_DEFAULT)
-    return resampling_kwargs(conf, "probabilities", where)
+    if not configuration.has("resampling_fn_probabilities_kwargs"):
+        raw = configuration.raw
+        raw["resampling_fn_probabilities_kwargs"] = PROBABILITY_KWARGS_DEFAULT
+        configuration = Configuration(configuration.name, raw, configuration.where)
+    return resampling_kwargs(configuration, "probabilities", where)
 
 
 def resample_probabilities(
@@ -69,7 +73,7 @@ def resample_probabilities(
     target_shape: Sequence[int],
     current_spacing: Sequence[float],
     target_spacing: Sequence[float],
-    configuration: dict[str, Any],
+    configuration: Configuration,
     where: str,
 ) -> np.ndarray:
     """``array`` (C, ...) resampled to ``target_shape`` with the configuration's probability
@@ -88,8 +92,8 @@ def resample_probabilities(
 def resample_logits_to_original(
     logits: torch.Tensor | np.ndarray,
     properties: dict[str, Any],
-    plans: dict[str, Any],
-    configuration: dict[str, Any],
+    plans: Plans,
+    configuration: Configuration,
     where: str = "export",
 ) -> np.ndarray:
     """``(C, *shape_after_cropping_and_before_resampling)`` float32 logits at the original spacing.
@@ -105,9 +109,9 @@ def resample_logits_to_original(
     if array.ndim != len(target_shape) + 1:
         msg = f"{where}: logits of shape {array.shape} do not match a {len(target_shape)}-D case"
         raise ConfigurationError(msg)
-    axes = [int(a) for a in plans.get("transpose_forward", range(len(target_shape)))]
+    axes = list(plans.transpose_forward)
     original_spacing = [float(properties["spacing"][a]) for a in axes]
-    network_spacing = [float(s) for s in configuration["spacing"]]
+    network_spacing = list(configuration.spacing)
     if len(network_spacing) < len(target_shape):
         network_spacing = [original_spacing[0], *network_spacing]
     resampled = resample_probabilities(
@@ -208,8 +212,8 @@ def _write_npz(path: Path, probabilities: np.ndarray) -> None:
 def export_prediction(
     logits: torch.Tensor | np.ndarray,
     properties: dict[str, Any],
-    plans: dict[str, Any],
-    configuration: dict[str, Any],
+    plans: Plans,
+    configuration: Configuration,
     label_spec: LabelSpec,
     output_path_without_ending: str | Path,
     file_ending: str,
@@ -217,8 +221,8 @@ def export_prediction(
 ) -> Path:
     """Write ``{output}{file_ending}`` (and with probabilities ``{output}.npz`` + ``.json``).
 
-    ``logits`` are ``(C, *preprocessed spatial)``; ``configuration`` is the resolved dict of the
-    configuration that predicted them. Returns the segmentation's path.
+    ``logits`` are ``(C, *preprocessed spatial)``; ``configuration`` is the one that predicted
+    them. Returns the segmentation's path.
     """
     output = Path(output_path_without_ending)
     where = f"export {output.name}"
@@ -226,7 +230,7 @@ def export_prediction(
     del logits
     bbox = properties["bbox_used_for_cropping"]
     shape_before = [int(s) for s in properties["shape_before_cropping"]]
-    backward = [int(a) for a in plans.get("transpose_backward", range(len(shape_before)))]
+    backward = list(plans.transpose_backward)
     probabilities = None
     if save_probabilities:
         probabilities = apply_inference_nonlin(resampled, label_spec, inplace=True)

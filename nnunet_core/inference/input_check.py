@@ -12,12 +12,11 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from nnunet_core.dataset.discovery import RawCase
 from nnunet_core.dataset.verify_case import check_test_case, display_path
 from nnunet_core.errors import DatasetError
-from nnunet_core.io.atomic import read_json
+from nnunet_core.io.plans import Plans
 from nnunet_core.io.readers import reader_for_plans
 from nnunet_core.runtime.parallel import map_cases
 
@@ -25,7 +24,7 @@ PREFIX = "nnunet-core predict"
 
 
 def input_problems(
-    cases: Sequence[RawCase], folder: Path, plans: dict[str, Any], num_processes: int = 1
+    cases: Sequence[RawCase], folder: Path, plans: Plans, num_processes: int = 1
 ) -> list[str]:
     """Every problem of the input ``cases`` (files shown relative to ``folder``'s parent)."""
     reader = reader_for_plans(plans).name
@@ -53,7 +52,7 @@ def check_inputs(
     """Raise a DatasetError if any input is broken: one problem is the error's one line; with
     several, each is printed to stderr first and the error sums them up."""
     folder = Path(folder)
-    problems = input_problems(cases, folder, read_json(plans_file), num_processes)
+    problems = input_problems(cases, folder, Plans.load(plans_file), num_processes)
     if len(problems) == 1:
         raise DatasetError(problems[0])
     if problems:

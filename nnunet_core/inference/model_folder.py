@@ -19,14 +19,16 @@ from torch import nn
 from nnunet_core.errors import ConfigurationError
 from nnunet_core.inference.cascade_input import num_input_channels
 from nnunet_core.io.dataset_json import DatasetJson, load_dataset_json
-from nnunet_core.io.plans import load_plans, resolve_configuration
-from nnunet_core.layout.paths import DATASET_JSON, parse_fold
-from nnunet_core.layout.results_tree import (
+from nnunet_core.io.plans import Plans
+from nnunet_core.io.plans_configuration import Configuration
+from nnunet_core.layout.raw import DATASET_JSON
+from nnunet_core.layout.results import (
     PLANS_JSON,
     TrainedModel,
     fold_dir,
     fold_dirs_in,
     fold_of_folder,
+    parse_fold,
 )
 from nnunet_core.model import build_network
 from nnunet_core.model import checkpoint as ckpt
@@ -39,9 +41,9 @@ class LoadedModel:
     """A model folder's plans, dataset.json and one network per fold (on the CPU, eval mode)."""
 
     folder: Path
-    plans: dict[str, Any]
+    plans: Plans
     configuration_name: str
-    configuration: dict[str, Any]  # resolved (inheritance applied)
+    configuration: Configuration
     dataset_json: DatasetJson
     folds: tuple[Fold, ...]
     networks: tuple[nn.Module, ...]
@@ -50,7 +52,7 @@ class LoadedModel:
 
     @property
     def patch_size(self) -> list[int]:
-        return [int(p) for p in self.configuration["patch_size"]]
+        return list(self.configuration.patch_size)
 
     @property
     def num_outputs(self) -> int:
@@ -59,13 +61,12 @@ class LoadedModel:
     @property
     def previous_stage(self) -> str | None:
         """The configuration whose predictions a cascade stage reads; None for other models."""
-        previous = self.configuration.get("previous_stage")
-        return None if previous is None else str(previous)
+        return self.configuration.previous_stage
 
     def sibling(self, configuration: str) -> Path:
         """The model folder of ``configuration`` with this model's trainer and plans (where
         training puts it: ``<trainer>__<plans>__<configuration>`` next to this folder)."""
-        plans_name = str(self.plans.get("plans_name") or "")
+        plans_name = self.plans.name
         if self.trainer_name and plans_name:
             model = TrainedModel(configuration, plans_name, self.trainer_name)
         else:
@@ -135,7 +136,7 @@ def checkpoint_paths(
 
 
 def _network(
-    configuration: dict[str, Any], dataset_json: DatasetJson, state: dict[str, Any], path: Path
+    configuration: Configuration, dataset_json: DatasetJson, state: dict[str, Any], path: Path
 ) -> nn.Module:
     spec = dataset_json.label_spec
     channels = num_input_channels(configuration, dataset_json.num_channels, spec)
@@ -155,23 +156,25 @@ def load_trained_model(
     """
     model_dir = Path(model_dir)
     paths = checkpoint_paths(model_dir, folds, checkpoint_name)
-    plans = load_plans(model_file(model_dir, PLANS_JSON))
+    plans = Plans.load(model_file(model_dir, PLANS_JSON))
     dataset_json = load_dataset_json(model_file(model_dir, DATASET_JSON))
     networks: list[nn.Module] = []
     first: dict[str, Any] = {}
-    configuration: dict[str, Any] = {}
+    configuration: Configuration | None = None
     for fold, path in paths.items():
         advice = (
             f"choose another checkpoint with -chk or train fold {fold} again "
             f"(`{train_command(model_dir, fold)}`)"
         )
         state = ckpt.load_checkpoint(path, "cpu", advice, ckpt.InputCheckpointError)
-        if not first:
+        if configuration is None:
             first = {k: v for k, v in state.items() if k != "network_weights"}
-            name = _checkpoint_configuration(first, model_dir)
-            configuration = resolve_configuration(plans, name)
+            configuration = plans.configuration(_checkpoint_configuration(first, model_dir))
         networks.append(_network(configuration, dataset_json, state, path))
         del state
+    if configuration is None:  # checkpoint_paths names at least one
+        msg = f"{model_dir}: no checkpoint to read the configuration from"
+        raise ConfigurationError(msg)
     axes = first.get("inference_allowed_mirroring_axes")
     return LoadedModel(
         folder=model_dir,

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
-import re
 import time
 from collections import defaultdict, deque
 from collections.abc import Callable, Sequence
@@ -47,8 +46,15 @@ from nnunet_core.inference.model_folder import (
 from nnunet_core.inference.sliding_window import predict_logits_from_folds
 from nnunet_core.io.atomic import write_json
 from nnunet_core.io.dataset_json import DatasetJson, load_dataset_json
-from nnunet_core.layout.paths import DATASET_JSON
-from nnunet_core.layout.results_tree import PLANS_JSON
+from nnunet_core.io.plans_configuration import Configuration
+from nnunet_core.layout.raw import (
+    DATASET_JSON,
+    IMAGES_TS,
+    channel_file_name,
+    channel_file_pattern,
+    channel_suffix,
+)
+from nnunet_core.layout.results import PLANS_JSON
 from nnunet_core.model import checkpoint as ckpt
 from nnunet_core.runtime.case_progress import CaseProgress, wants_bar
 
@@ -71,14 +77,15 @@ class PredictionSettings:
     fp16_accumulation: bool = False  # True: upstream's float16 sums (its numbers exactly)
 
 
-def tile_batch_size(configuration: dict[str, Any]) -> int:
+def tile_batch_size(configuration: Configuration) -> int:
     """Tiles per forward pass: the plan's training batch size, at most ``MAX_TILE_BATCH``.
 
     Upstream predicts one tile at a time. Batching is our deviation: small 2-D tiles run about
     twice as fast per tile on a CPU in batches of 8, large 3-D tiles run as fast, and memory stays
     below that of a training step (which holds a batch and its activations for the gradients).
     """
-    return max(1, min(int(configuration.get("batch_size", 1)), MAX_TILE_BATCH))
+    batch_size = configuration.batch_size if configuration.has("batch_size") else 1
+    return max(1, min(batch_size, MAX_TILE_BATCH))
 
 
 def input_cases(folder: str | os.PathLike, dataset_json: DatasetJson) -> list[RawCase]:
@@ -91,9 +98,12 @@ def input_cases(folder: str | os.PathLike, dataset_json: DatasetJson) -> list[Ra
     ending, count = dataset_json.file_ending, dataset_json.num_channels
     identifiers = case_identifiers(folder, ending)
     if not identifiers:
-        msg = f"{folder}: no images named CASE_0000{ending} (one file per channel, like imagesTs)"
+        msg = (
+            f"{folder}: no images named {channel_file_name('CASE', 0, ending)} "
+            f"(one file per channel, like {IMAGES_TS})"
+        )
         raise DatasetError(msg)
-    pattern = re.compile(r"^(.+)_(\d{4})" + re.escape(ending) + "$")
+    pattern = channel_file_pattern(ending)
     channels: dict[str, list[int]] = defaultdict(list)
     for path in folder.iterdir():
         if match := pattern.match(path.name):
@@ -102,10 +112,10 @@ def input_cases(folder: str | os.PathLike, dataset_json: DatasetJson) -> list[Ra
         found = sorted(channels[identifier])
         # an RGB natural image holds several channels in one file (NaturalImage2DIO)
         if found != list(range(count)) and not (found and several_channels_per_file(dataset_json)):
-            names = ", ".join(f"_{c:04d}" for c in found)
-            expected = f"{identifier}_0000{ending}"
+            names = ", ".join(channel_suffix(c) for c in found)
+            expected = channel_file_name(identifier, 0, ending)
             if count > 1:
-                expected += f" to {identifier}_{count - 1:04d}{ending}"
+                expected += f" to {channel_file_name(identifier, count - 1, ending)}"
             msg = (
                 f"case {identifier} in {folder}: channel files {names} but the model expects "
                 f"{count} channel(s) {list(dataset_json.channel_names.values())}: {expected}"
@@ -184,7 +194,7 @@ def _check_previous_stage(model: LoadedModel, cases: Sequence[RawCase]) -> None:
 def _write_model_files(model: LoadedModel, output_dir: Path) -> None:
     """dataset.json and plans.json next to the predictions (ensembling reads them there)."""
     write_json(output_dir / DATASET_JSON, model.dataset_json.raw)
-    write_json(output_dir / PLANS_JSON, model.plans)
+    write_json(output_dir / PLANS_JSON, model.plans.raw)
 
 
 def predict_cases(

@@ -6,7 +6,9 @@ import errno
 import json
 import os
 import re
+import shutil
 import tempfile
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -18,7 +20,14 @@ from nnunet_core.errors import storage_cause
 
 
 @contextmanager
-def atomic_path(target: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
+def atomic_path(
+    target: str | os.PathLike,
+    suffix: str = "",
+    *,
+    temporary: str | os.PathLike | None = None,
+    fsync: bool = True,
+    sync_folder: bool = False,
+) -> Iterator[Path]:
     """Yield a temporary path next to ``target``; rename it onto ``target`` on success.
 
     The temporary file lives in the same folder so that ``os.replace`` is atomic.
@@ -26,19 +35,29 @@ def atomic_path(target: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
     refused (full, over quota, read-only) is an ``OSError`` naming ``target`` (see
     ``refused_write``), also when the writer failed silently (ITK truncates a file on a full
     disk and only prints a line).
+
+    ``temporary``: the temporary's name when its writer needs a known one (checkpoints, whose
+    killed writes a resumed training finds by name); else a fresh ``.<name>.<random><suffix>``.
+    ``fsync``: flush the file to disk before the rename (off for the many small files that a
+    rerun rewrites anyway). ``sync_folder``: also flush the folder after it, so that the rename
+    itself survives a power loss.
     """
     target = Path(target)
     tmp: Path | None = None
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp_name = tempfile.mkstemp(
-            prefix=f".{target.name}.", suffix=suffix or ".tmp", dir=target.parent
-        )
-        os.close(fd)
-        tmp = Path(tmp_name)
+        if temporary is not None:
+            tmp = Path(temporary)
+        else:
+            fd, tmp_name = tempfile.mkstemp(
+                prefix=f".{target.name}.", suffix=suffix or ".tmp", dir=target.parent
+            )
+            os.close(fd)
+            tmp = Path(tmp_name)
         yield tmp
         if tmp.is_file():
-            _fsync_file(tmp)
+            if fsync:
+                _fsync_file(tmp)
             os.chmod(tmp, 0o666 & ~current_umask())
         check_space_after_write(target)
         os.replace(tmp, target)
@@ -51,6 +70,57 @@ def atomic_path(target: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
         if tmp is not None:
             with suppress(OSError):  # a read-only or vanished folder: nothing to clean
                 tmp.unlink(missing_ok=True)
+    if sync_folder:
+        fsync_folder(target.parent)
+
+
+def fsync_folder(folder: str | os.PathLike) -> None:
+    """Flush a folder's entries (a rename into it) to disk; skipped where a folder cannot be
+    opened (not every platform can)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def replace_folder(new: str | os.PathLike, target: str | os.PathLike) -> None:
+    """Rename the complete folder ``new`` onto ``target`` (a sibling on the same file system).
+
+    A folder cannot be renamed over a non-empty one, so an old ``target`` is first moved aside
+    to ``.<name>.old-<random>`` and deleted after; if the second rename fails it is put back.
+    Readers see the old folder or the new one, never a mix.
+    """
+    new, target = Path(new), Path(target)
+    if not target.exists():
+        os.replace(new, target)
+        return
+    old = target.with_name(f".{target.name}.old-{uuid.uuid4().hex[:8]}")
+    os.replace(target, old)
+    try:
+        os.replace(new, target)
+    except OSError:
+        os.replace(old, target)
+        raise
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def merge_folder(source: str | os.PathLike, target: str | os.PathLike) -> None:
+    """Move every entry of ``source`` into the existing folder ``target`` by renames: a folder
+    ``target`` lacks moves whole, a file replaces its old version atomically, a folder both have
+    is merged the same way; entries only ``target`` has stay."""
+    source, target = Path(source), Path(target)
+    for entry in sorted(source.iterdir()):
+        there = target / entry.name
+        if entry.is_dir() and there.is_dir():
+            merge_folder(entry, there)
+        else:
+            os.replace(entry, there)
 
 
 # ``atomic_path``'s temporary for ``name``: ``.<name>.<8 random characters from mkstemp><suffix>``

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -22,15 +21,15 @@ import numpy as np
 
 from nnunet_core.errors import ConfigurationError, DatasetError
 from nnunet_core.io.atomic import atomic_path, read_json
+from nnunet_core.layout.preprocessed import CASE_DATA_SUFFIX as DATA_SUFFIX
+from nnunet_core.layout.preprocessed import CASE_PROPERTIES_SUFFIX as PROPERTIES_SUFFIX
+from nnunet_core.layout.preprocessed import CASE_SEG_SUFFIX as SEG_SUFFIX
 
 CODEC = blosc2.Codec.LZ4HC
 CLEVEL = 5
 MAX_BLOCK_NBYTES = 128 * 1024
 MAX_CHUNK_NBYTES = 6 * 1024**2
 MAX_CHUNK_TO_PATCH_RATIO = 1.5
-DATA_SUFFIX = ".b2nd"
-SEG_SUFFIX = "_seg.b2nd"
-PROPERTIES_SUFFIX = ".json"
 # mmap does not work on Windows (upstream issue #2723)
 _MMAP_KWARGS: dict[str, str] = {} if os.name == "nt" else {"mmap_mode": "r"}
 
@@ -165,14 +164,6 @@ def _umask() -> int:
 FILE_MODE = 0o666 & ~_umask()
 
 
-def _temporary_b2nd(target: Path) -> Path:
-    """A fresh name next to ``target`` (blosc2 refuses existing files unless mode='w')."""
-    fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp.b2nd", dir=target.parent)
-    os.close(fd)
-    os.chmod(name, FILE_MODE)
-    return Path(name)
-
-
 def save_array(
     array: np.ndarray,
     path: str | os.PathLike,
@@ -180,14 +171,14 @@ def save_array(
     blocks: Sequence[int],
     nthreads: int = 1,
 ) -> blosc2.Filter:
-    """Write ``array`` to ``path`` atomically (temp file in the same folder, then
-    ``os.replace``)."""
+    """Write ``array`` to ``path`` atomically (``io.atomic``: a temporary in the same folder,
+    renamed; not flushed to disk one by one, a preprocessing writes thousands and a crashed one
+    is rerun)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     array = np.ascontiguousarray(array)
     filt, frame = select_filter(array, blocks, chunks, nthreads)
-    tmp = _temporary_b2nd(path)
-    try:
+    with atomic_path(path, suffix=".tmp.b2nd", fsync=False) as tmp:
         if frame is not None:
             tmp.write_bytes(frame)
         else:
@@ -200,10 +191,6 @@ def save_array(
                 blocks=tuple(int(b) for b in blocks),
                 cparams=cparams,
             )
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
     return filt
 
 

@@ -12,6 +12,7 @@ from typing import Any
 from torch import nn
 
 from nnunet_core.errors import ConfigurationError
+from nnunet_core.io.plans_configuration import Configuration
 from nnunet_core.model.init import initialize
 from nnunet_core.model.plain_unet import LayerOps, PlainConvUNet
 from nnunet_core.model.residual_unet import ResidualEncoderUNet
@@ -144,7 +145,7 @@ def layer_ops(kwargs: dict[str, Any], ndim: int) -> LayerOps:
 
 
 def build_network(
-    configuration: dict[str, Any],
+    configuration: Configuration,
     num_input_channels: int,
     num_outputs: int,
     deep_supervision: bool = True,
@@ -153,9 +154,9 @@ def build_network(
 
     ``num_outputs``: label count incl. background, or the number of regions.
     """
-    architecture = configuration.get("architecture")
-    if not isinstance(architecture, dict) or "network_class_name" not in architecture:
-        msg = "configuration has no architecture.network_class_name (not an nnU-Net v2 plan?)"
+    architecture = configuration.architecture
+    if architecture is None or "network_class_name" not in architecture:
+        msg = f"{configuration.where}: no architecture.network_class_name (not an nnU-Net v2 plan?)"
         raise ConfigurationError(msg)
     class_name = architecture["network_class_name"]
     if class_name not in NETWORK_CLASSES:

@@ -13,7 +13,6 @@ import os
 import re
 import warnings
 from collections.abc import Mapping
-from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -21,10 +20,10 @@ import torch
 from torch import nn
 
 from nnunet_core.errors import NnunetCoreError
-from nnunet_core.io.atomic import check_space_after_write, refused_write, remove_atomic_temporaries
-from nnunet_core.layout.results_tree import CHECKPOINT_BEST as BEST
-from nnunet_core.layout.results_tree import CHECKPOINT_FINAL as FINAL
-from nnunet_core.layout.results_tree import CHECKPOINT_LATEST as LATEST
+from nnunet_core.io.atomic import atomic_path, remove_atomic_temporaries
+from nnunet_core.layout.results import CHECKPOINT_BEST as BEST
+from nnunet_core.layout.results import CHECKPOINT_FINAL as FINAL
+from nnunet_core.layout.results import CHECKPOINT_LATEST as LATEST
 from nnunet_core.model.upstream_names import (
     WeightNamesError,
     our_state_dict,
@@ -62,20 +61,6 @@ def _check_plain(value: Any, where: str) -> None:
     raise CheckpointError(msg)
 
 
-def _fsync_dir(folder: Path) -> None:
-    # makes the rename itself durable; not every platform can open a folder
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 def temporary_path(target: Path) -> Path:
     """Where ``save_checkpoint`` writes before the rename (hidden, one per writer process)."""
     return target.with_name(f".{target.name}.{os.getpid()}{_TMP_MARK}")
@@ -89,23 +74,9 @@ def save_checkpoint(state: Mapping[str, Any], target: str | os.PathLike) -> Path
     """
     target = Path(target)
     _check_plain(state, "checkpoint")
-    tmp = temporary_path(target)
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_path(target, temporary=temporary_path(target), sync_folder=True) as tmp:
         with open(tmp, "wb") as handle:
             torch.save(dict(state), handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        check_space_after_write(target)
-        os.replace(tmp, target)
-    except BaseException as exc:
-        refused = refused_write(exc, target) if isinstance(exc, Exception) else None
-        with suppress(OSError):  # a read-only folder: there is no temporary to remove
-            tmp.unlink(missing_ok=True)
-        if refused is None:
-            raise
-        raise refused from exc
-    _fsync_dir(target.parent)
     return target
 
 

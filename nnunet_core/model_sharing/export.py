@@ -26,8 +26,9 @@ from pathlib import Path
 
 from nnunet_core.errors import ConfigurationError
 from nnunet_core.io.atomic import atomic_path
-from nnunet_core.layout.paths import DATASET_JSON, FINGERPRINT_JSON
-from nnunet_core.layout.results_tree import (
+from nnunet_core.layout.preprocessed import FINGERPRINT_JSON
+from nnunet_core.layout.raw import DATASET_JSON
+from nnunet_core.layout.results import (
     DEBUG_JSON,
     INFERENCE_INFORMATION_TXT,
     NETWORK_ARCHITECTURE_PDF,

@@ -3,15 +3,15 @@
 Upstream (``install_model_from_zip_file``) calls ``extractall`` into ``nnUNet_results``. We check
 every member name first (no absolute path, no ``..``: an archive writes only below the root),
 unpack into a hidden folder inside the root (same file system, so moves are renames), and only
-when every member came out intact (CRC checked) move the result into place: a folder the root
-does not have yet is renamed in whole, an existing one is merged file by file with ``os.replace``
-(files the archive brings replace the installed ones, as upstream's overwrite; other files stay).
+when every member came out intact (CRC checked) move the result into place
+(``io.atomic.merge_folder``): a folder the root does not have yet is renamed in whole, an
+existing one is merged file by file with ``os.replace`` (files the archive brings replace the
+installed ones, as upstream's overwrite; other files stay).
 Nothing is unpickled: members are copied as bytes.
 """
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import tempfile
@@ -21,6 +21,7 @@ from contextlib import suppress
 from pathlib import Path
 
 from nnunet_core.errors import STORAGE_ERRNOS, ConfigurationError
+from nnunet_core.io.atomic import merge_folder
 
 _DRIVE = re.compile(r"^[A-Za-z]:")
 _UNPACK_PREFIX = ".install-"
@@ -92,15 +93,6 @@ def _conflicts(source: Path, target: Path) -> str | None:
     return None
 
 
-def _move_into_place(source: Path, target: Path) -> None:
-    for entry in sorted(source.iterdir()):
-        there = target / entry.name
-        if entry.is_dir() and there.is_dir():
-            _move_into_place(entry, there)
-        else:
-            os.replace(entry, there)  # a new folder whole; a file over its old version
-
-
 def _staging_folder(results_root: Path) -> Path:
     try:
         results_root.mkdir(parents=True, exist_ok=True)
@@ -133,7 +125,7 @@ def install_archive(archive: Path, results_root: Path) -> list[str]:
                 msg = f"{archive}: {conflict}; nothing was installed"
                 raise ConfigurationError(msg)
             installed = sorted(p.name for p in staging.iterdir())
-            _move_into_place(staging, results_root)
+            merge_folder(staging, results_root)
         finally:
             with suppress(OSError):
                 shutil.rmtree(staging)

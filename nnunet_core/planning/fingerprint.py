@@ -25,6 +25,7 @@ from nnunet_core.dataset.discovery import training_cases
 from nnunet_core.errors import DatasetError
 from nnunet_core.io.dataset_json import load_dataset_json
 from nnunet_core.io.readers import reader_by_name, reader_for_dataset
+from nnunet_core.layout.raw import DATASET_JSON, IMAGES_TR
 from nnunet_core.preprocessing.cropping import bbox_of, slicer
 from nnunet_core.runtime.parallel import map_cases
 
@@ -207,14 +208,14 @@ def intensity_statistics(parts: list[WeightedValues], as_float32: bool) -> dict[
 def extract_fingerprint(raw_dir: Path, num_processes: int) -> dict[str, Any]:
     """The ``dataset_fingerprint.json`` content of a raw dataset (keys in upstream's order)."""
     raw_dir = Path(raw_dir)
-    dataset_json = load_dataset_json(raw_dir / "dataset.json")
+    dataset_json = load_dataset_json(raw_dir / DATASET_JSON)
     cases = training_cases(raw_dir, dataset_json)
     if not cases:
-        msg = f"{raw_dir}: no training cases found in imagesTr"
+        msg = f"{raw_dir}: no training cases found in {IMAGES_TR}"
         raise DatasetError(msg)
     num_samples = int(TOTAL_FOREGROUND_SAMPLES // len(cases))
     example = cases[0].images[0] if cases[0].images else None
-    reader = reader_for_dataset(dataset_json.raw, str(raw_dir / "dataset.json"), example)
+    reader = reader_for_dataset(dataset_json.raw, str(raw_dir / DATASET_JSON), example)
     tasks = [
         (case.identifier, (case.images, case.label, num_samples, reader.name)) for case in cases
     ]

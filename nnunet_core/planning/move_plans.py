@@ -20,7 +20,8 @@ from nnunet_core.errors import ConfigurationError
 from nnunet_core.io.atomic import read_json, write_json
 from nnunet_core.io.dataset_json import DatasetJson, load_dataset_json
 from nnunet_core.io.readers.registry import reader_name
-from nnunet_core.layout.paths import DATASET_JSON, plans_file
+from nnunet_core.layout.preprocessed import plans_file
+from nnunet_core.layout.raw import DATASET_JSON
 
 
 def renamed_data_identifier(identifier: str, source_plans: str, target_plans: str) -> str:

@@ -8,9 +8,6 @@ normalized once, and resampled slices and whole results are shared where they ar
 
 from __future__ import annotations
 
-import dataclasses
-import hashlib
-import json
 import os
 import shutil
 import time
@@ -23,13 +20,14 @@ from typing import Any
 import numpy as np
 
 from nnunet_core.dataset.discovery import RawCase, training_cases
-from nnunet_core.errors import ConfigurationError, DatasetError
-from nnunet_core.io.atomic import write_json
+from nnunet_core.errors import DatasetError
+from nnunet_core.io.atomic import replace_folder, write_json
 from nnunet_core.io.blosc2_store import FILE_MODE, save_case
 from nnunet_core.io.dataset_json import DatasetJson
-from nnunet_core.io.plans import resolve_configuration
+from nnunet_core.io.plans import Plans
 from nnunet_core.io.readers import ImageReader, reader_for_plans
-from nnunet_core.layout.paths import PREPROCESS_SUMMARY_JSON, preprocess_summary_file
+from nnunet_core.layout.preprocessed import PREPROCESS_SUMMARY_JSON, preprocess_summary_file
+from nnunet_core.layout.raw import IMAGES_TR
 from nnunet_core.preprocessing.cropping import crop_to_nonzero, slicer
 from nnunet_core.preprocessing.foreground import (
     locations_to_json,
@@ -37,84 +35,22 @@ from nnunet_core.preprocessing.foreground import (
     sampling_classes,
 )
 from nnunet_core.preprocessing.normalization import normalize
+from nnunet_core.preprocessing.preprocessing_config import (
+    PreprocessingConfig,
+    config_sha256,
+    group_by_identifier,
+    preprocessing_config,
+)
 from nnunet_core.preprocessing.resampling import (
     ANISO_THRESHOLD,
     ResamplePlan,
     compute_new_shape,
     plan_resampling,
     resample,
-    resampling_kwargs,
 )
 from nnunet_core.runtime.parallel import map_cases
 
-SUMMARY_NAME = PREPROCESS_SUMMARY_JSON  # the name lives in nnunet_core.layout.paths
-REQUIRED_KEYS = (
-    "data_identifier",
-    "spacing",
-    "patch_size",
-    "normalization_schemes",
-    "use_mask_for_norm",
-)
-
-
-@dataclasses.dataclass(frozen=True)
-class PreprocessingConfig:
-    """The parts of a plans configuration that decide the preprocessed data."""
-
-    configurations: tuple[str, ...]
-    data_identifier: str
-    spacing: tuple[float, ...]
-    patch_size: tuple[int, ...]
-    normalization_schemes: tuple[str, ...]
-    use_mask_for_norm: tuple[bool, ...]
-    data_kwargs: tuple[tuple[str, Any], ...]
-    seg_kwargs: tuple[tuple[str, Any], ...]
-
-    def key(self) -> tuple[Any, ...]:
-        """Everything but the configuration names: equal keys mean equal data."""
-        return dataclasses.astuple(dataclasses.replace(self, configurations=()))
-
-
-def preprocessing_config(plans: dict[str, Any], name: str) -> PreprocessingConfig:
-    where = f"plans {plans.get('plans_name', '')} configuration {name}"
-    conf = resolve_configuration(plans, name)
-    missing = [k for k in REQUIRED_KEYS if k not in conf]
-    if missing:
-        msg = f"{where}: missing {', '.join(missing)}"
-        raise ConfigurationError(msg)
-    return PreprocessingConfig(
-        configurations=(name,),
-        data_identifier=str(conf["data_identifier"]),
-        spacing=tuple(float(s) for s in conf["spacing"]),
-        patch_size=tuple(int(p) for p in conf["patch_size"]),
-        normalization_schemes=tuple(conf["normalization_schemes"]),
-        use_mask_for_norm=tuple(bool(u) for u in conf["use_mask_for_norm"]),
-        data_kwargs=tuple(sorted(resampling_kwargs(conf, "data", where).items())),
-        seg_kwargs=tuple(sorted(resampling_kwargs(conf, "seg", where).items())),
-    )
-
-
-def group_by_identifier(plans: dict[str, Any], names: Sequence[str]) -> list[PreprocessingConfig]:
-    """One entry per data identifier; configurations sharing one must agree on the data."""
-    groups: dict[str, PreprocessingConfig] = {}
-    for name in names:
-        config = preprocessing_config(plans, name)
-        first = groups.get(config.data_identifier)
-        if first is None:
-            groups[config.data_identifier] = config
-        elif first.key() != config.key():
-            msg = (
-                f"configurations {first.configurations[0]} and {name} share data_identifier "
-                f"{config.data_identifier} but differ in spacing, patch size, normalization or "
-                "resampling"
-            )
-            raise ConfigurationError(msg)
-        elif name not in first.configurations:
-            configurations = (*first.configurations, name)
-            groups[config.data_identifier] = dataclasses.replace(
-                first, configurations=configurations
-            )
-    return list(groups.values())
+SUMMARY_NAME = PREPROCESS_SUMMARY_JSON  # the name lives in nnunet_core.layout.preprocessed
 
 
 def _read_case(
@@ -135,15 +71,15 @@ def _read_case(
 
 def iter_preprocessed(
     case: RawCase,
-    plans: dict[str, Any],
+    plans: Plans,
     configs: Sequence[PreprocessingConfig],
     dataset_json: DatasetJson,
 ) -> Iterator[tuple[PreprocessingConfig, np.ndarray, np.ndarray | None, dict[str, Any]]]:
     """Yield ``(config, data float32, seg int16 | None, properties)`` per config for one case."""
     # the plans' reader, as upstream's preprocessor and predictor use it
-    reader = reader_for_plans(plans, f"plans {plans.get('plans_name', '')}")
+    reader = reader_for_plans(plans, f"plans {plans.name}")
     raw, seg, properties = _read_case(case, reader)
-    axes = [int(a) for a in plans.get("transpose_forward", [0, 1, 2])]
+    axes = list(plans.transpose_forward)
     order = [0, *(a + 1 for a in axes)]
     spacing = [properties["spacing"][a] for a in axes]
     has_seg = seg is not None
@@ -160,7 +96,7 @@ def iter_preprocessed(
     # like upstream's, so numpy's float32 reductions round the same way
     signatures = list(dict.fromkeys(_norm_signature(c) for c in configs))
     views = [raw.copy().transpose(order)[(slice(None), *slicer(bbox))] for _ in signatures[1:]]
-    intensity = plans.get("foreground_intensity_properties_per_channel")
+    intensity = plans.foreground_intensity_properties
     normalized = {
         sig: normalize(view, seg, sig[0], sig[1], intensity, case.identifier)
         for sig, view in zip(signatures, [cropped, *views], strict=False)
@@ -283,7 +219,7 @@ def _result_keys(
 
 
 def run_case(
-    case: RawCase, plans: dict[str, Any], configuration: str, dataset_json: DatasetJson
+    case: RawCase, plans: Plans, configuration: str, dataset_json: DatasetJson
 ) -> tuple[np.ndarray, np.ndarray | None, dict[str, Any]]:
     """Preprocess one case for one configuration: ``(data, seg, properties)`` (seg None without
     label)."""
@@ -295,7 +231,7 @@ def run_case(
 
 def _case_task(
     case: RawCase,
-    plans: dict[str, Any],
+    plans: Plans,
     configs: Sequence[PreprocessingConfig],
     dataset_json: DatasetJson,
     staging: dict[str, Path],
@@ -320,30 +256,10 @@ def _remove_leftovers(preprocessed_dir: Path, identifier: str) -> None:
             shutil.rmtree(path, ignore_errors=True)
 
 
-def _swap_in(staging: Path, final: Path) -> None:
-    old = None
-    if final.exists():
-        old = final.with_name(f".{final.name}.old-{uuid.uuid4().hex[:8]}")
-        os.replace(final, old)
-    os.replace(staging, final)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
-
-
-def config_sha256(plans: dict[str, Any], config: PreprocessingConfig) -> str:
-    """Hash of what decides the data: the configuration plus the plans-level inputs it uses."""
-    content = {
-        "key": repr(config.key()),
-        "transpose_forward": plans.get("transpose_forward"),
-        "intensity": plans.get("foreground_intensity_properties_per_channel"),
-    }
-    return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
-
-
 def preprocess_dataset(
     raw_dir: Path,
     preprocessed_dir: Path,
-    plans: dict[str, Any],
+    plans: Plans,
     configurations: Sequence[str],
     dataset_json: DatasetJson,
     num_processes: int,
@@ -359,7 +275,7 @@ def preprocess_dataset(
     configs = group_by_identifier(plans, configurations)
     cases = training_cases(raw_dir, dataset_json)
     if not cases:
-        msg = f"{raw_dir}: no training cases in imagesTr"
+        msg = f"{raw_dir}: no training cases in {IMAGES_TR}"
         raise DatasetError(msg)
     preprocessed_dir.mkdir(parents=True, exist_ok=True)
     staging: dict[str, Path] = {}
@@ -378,7 +294,9 @@ def preprocess_dataset(
             _case_task, tasks, num_processes, f"preprocess {label}", disable_progress
         )
         for config in configs:
-            _swap_in(staging.pop(config.data_identifier), preprocessed_dir / config.data_identifier)
+            replace_folder(
+                staging.pop(config.data_identifier), preprocessed_dir / config.data_identifier
+            )
     finally:
         for path in staging.values():
             shutil.rmtree(path, ignore_errors=True)
@@ -386,8 +304,8 @@ def preprocess_dataset(
     summaries = {}
     for config in configs:
         summary = {
-            "dataset_name": plans.get("dataset_name", raw_dir.name),
-            "plans_name": plans.get("plans_name", ""),
+            "dataset_name": plans.dataset_name or raw_dir.name,
+            "plans_name": plans.name,
             "configurations": list(config.configurations),
             "data_identifier": config.data_identifier,
             "plans_sha256": plans_sha256,

@@ -22,6 +22,7 @@ from scipy import ndimage as ndi
 from scipy.ndimage import map_coordinates
 
 from nnunet_core.errors import ConfigurationError
+from nnunet_core.io.plans_configuration import Configuration
 
 ANISO_THRESHOLD = 3
 SUPPORTED_FUNCTION = "resample_data_or_seg_to_shape"
@@ -248,9 +249,14 @@ def resample(
     return out
 
 
-def resampling_kwargs(configuration: dict[str, Any], kind: str, where: str) -> dict[str, Any]:
-    """``{is_seg, order, order_z, force_separate_z}`` of ``kind`` ('data' or 'seg') from a plan."""
-    function = configuration.get(f"resampling_fn_{kind}", SUPPORTED_FUNCTION)
+def resampling_kwargs(
+    configuration: Configuration, kind: str, where: str | None = None
+) -> dict[str, Any]:
+    """``{is_seg, order, order_z, force_separate_z}`` of ``kind`` ('data', 'seg' or
+    'probabilities') from a plans configuration; ``where`` prefixes errors (default: the
+    configuration's plans and name)."""
+    where = where or configuration.where
+    function = configuration.resampling_function(kind) or SUPPORTED_FUNCTION
     if function != SUPPORTED_FUNCTION:
         msg = (
             f"{where}: resampling_fn_{kind} {function!r} is not supported (only "
@@ -263,7 +269,7 @@ def resampling_kwargs(configuration: dict[str, Any], kind: str, where: str) -> d
         "order_z": 0,
         "force_separate_z": None,
     }
-    given = configuration.get(f"resampling_fn_{kind}_kwargs") or {}
+    given = configuration.resampling_function_kwargs(kind)
     unknown = set(given) - set(defaults) - {"separate_z_anisotropy_threshold"}
     if unknown:
         msg = f"{where}: unknown resampling_fn_{kind}_kwargs {sorted(unknown)}"

@@ -12,7 +12,7 @@ import math
 import os
 from pathlib import Path
 
-from nnunet_core.layout.results_tree import REPORT_PAGE_MD
+from nnunet_core.layout.results import REPORT_PAGE_MD
 from nnunet_core.report import figures, paper_tables, tables
 from nnunet_core.report.collect import FOREGROUND, ReportData, ReportInputError, collect
 from nnunet_core.report.methods import methods_paragraph

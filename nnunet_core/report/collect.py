@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from nnunet_core.layout.paths import DATASET_JSON
-from nnunet_core.layout.results_tree import (
+from nnunet_core.layout.raw import DATASET_JSON
+from nnunet_core.layout.results import (
     DEFAULT_FOLDS,
     INFERENCE_INFORMATION_JSON,
     SUMMARY_JSON,

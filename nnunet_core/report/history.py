@@ -17,7 +17,7 @@ from typing import Any
 
 import pandas as pd
 
-from nnunet_core.layout.results_tree import CHECKPOINT_BEST, CHECKPOINT_FINAL, CHECKPOINT_LATEST
+from nnunet_core.layout.results import CHECKPOINT_BEST, CHECKPOINT_FINAL, CHECKPOINT_LATEST
 
 CHECKPOINTS = (CHECKPOINT_FINAL, CHECKPOINT_LATEST, CHECKPOINT_BEST)
 EMA_DECAY = 0.9  # the trainer's (nnunet_core.training.progress.EMA_DECAY)

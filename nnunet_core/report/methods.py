@@ -13,8 +13,14 @@ from pathlib import Path
 from typing import Any
 
 from nnunet_core.errors import ConfigurationError
-from nnunet_core.io.plans import resolve_configuration
-from nnunet_core.layout.results_tree import TrainedModel, fold_dirs_in, is_model_folder_name
+from nnunet_core.io.plans import Plans
+from nnunet_core.layout.results import (
+    PLANS_JSON,
+    TrainedModel,
+    fold_dirs_in,
+    inference_information_file,
+    is_model_folder_name,
+)
 from nnunet_core.report.summaries import read_json_file
 
 PROVENANCE = "provenance.json"
@@ -37,21 +43,21 @@ def _spacing(values: Sequence[float]) -> str:
 
 def configuration_sentence(model_dir: Path) -> str | None:
     """``3d_fullres (patch 40 x 48 x 48, batch 2, spacing 1 x 1 x 1 mm)`` from plans.json."""
-    plans_file = model_dir / "plans.json"
+    plans_file = model_dir / PLANS_JSON
     if not plans_file.is_file() or not is_model_folder_name(model_dir.name):
         return None
     name = TrainedModel.from_identifier(model_dir.name).configuration
     try:
-        configuration = resolve_configuration(read_json_file(plans_file), name)
+        configuration = Plans(read_json_file(plans_file), plans_file).configuration(name)
     except (KeyError, ConfigurationError):
         return None
     parts = []
-    if configuration.get("patch_size"):
-        parts.append(f"patch {_size(configuration['patch_size'])}")
-    if configuration.get("batch_size"):
-        parts.append(f"batch {configuration['batch_size']}")
-    if configuration.get("spacing"):
-        parts.append(f"spacing {_spacing(configuration['spacing'])}")
+    if configuration.has("patch_size"):
+        parts.append(f"patch {_size(configuration.patch_size)}")
+    if configuration.has("batch_size"):
+        parts.append(f"batch {configuration.batch_size}")
+    if configuration.has("spacing"):
+        parts.append(f"spacing {_spacing(configuration.spacing)}")
     return f"{name} ({', '.join(parts)})" if parts else name
 
 
@@ -106,7 +112,7 @@ def methods_paragraph(
 ) -> str:
     """The paragraph for one dataset's results folder (``seeds``: the seeds it was run with;
     ``class_names``: label key -> name)."""
-    info = read_json_file(results_dir / "inference_information.json")
+    info = read_json_file(inference_information_file(results_dir))
     candidates = info.get("candidates", [])
     members = list(dict.fromkeys(m for c in candidates for m in c.get("members", [])))
     model_dirs = [results_dir / m for m in members if (results_dir / m).is_dir()]

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from nnunet_core.layout.results_tree import DEFAULT_FOLDS, inference_information_file
+from nnunet_core.layout.results import DEFAULT_FOLDS, inference_information_file
 from nnunet_core.report.collect import candidate_entries, candidate_summary_file
 from nnunet_core.report.summaries import (
     ReportInputError,

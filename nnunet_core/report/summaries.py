@@ -12,11 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from nnunet_core.errors import NnunetCoreError
-from nnunet_core.layout.results_tree import (
-    TrainedModel,
-    ensemble_member_names,
-    is_model_folder_name,
-)
+from nnunet_core.layout.results import TrainedModel, ensemble_member_names, is_model_folder_name
 
 FOREGROUND = "foreground mean"
 

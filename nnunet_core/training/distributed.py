@@ -9,9 +9,12 @@ Three launch paths, decided by ``launch_mode`` in this order:
   with the variables torchrun would set (``MASTER_ADDR=localhost``, a free ``MASTER_PORT``).
 - ``SINGLE``: one plain process, no process group.
 
-A stale lone ``RANK`` in the shell is not a launcher. The group uses nccl on CUDA and gloo on the
-CPU (so every path runs in CI) and is created with ``device_id`` where torch supports it, so a
-broken interconnect fails at start instead of at the first collective.
+A stale lone ``RANK`` in the shell is not a launcher. Which launcher or scheduler this process
+runs under, and the rank's place on its node, are the cluster package's answers
+(``nnunet_core.cluster.environment``, ``nnunet_core.cluster.process_topology``). The group uses
+nccl on CUDA and gloo on the CPU (so every path runs in CI) and is created with ``device_id``
+where torch supports it, so a broken interconnect fails at start instead of at the first
+collective.
 
 The global batch of the plans is split over the ranks (``split_batch``); sample seeds are global
 batch positions, so the union of the ranks' samples is exactly the single-process batch.
@@ -35,27 +38,16 @@ import torch
 import torch.distributed as dist
 
 from nnunet_core.cluster import stop_signal
+from nnunet_core.cluster.environment import launched_externally, local_from_env
+from nnunet_core.cluster.process_topology import Topology, resolve_topology
 from nnunet_core.errors import ConfigurationError, NnunetCoreError
 from nnunet_core.training.sampling import OVERSAMPLE_FOREGROUND_PERCENT, forced_mask
 
 EXTERNAL = "external"
 SPAWN = "spawn"
 SINGLE = "single"
-LAUNCHER_TRIPLE = ("RANK", "WORLD_SIZE", "LOCAL_RANK")
-# (local rank, local size) variables of schedulers/MPI launchers, tried in this order
-SCHEDULER_LOCAL_VARS = (
-    ("SLURM_LOCALID", "SLURM_NTASKS_PER_NODE"),
-    ("OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"),
-    ("MV2_COMM_WORLD_LOCAL_RANK", "MV2_COMM_WORLD_LOCAL_SIZE"),  # MVAPICH2
-    ("MPI_LOCALRANKID", "MPI_LOCALNRANKS"),  # MVAPICH/MPICH hydra
-)
 # collectives wait this long (rank 0 alone writes checkpoints, plots and the summary)
 DEFAULT_TIMEOUT = timedelta(minutes=60)
-
-
-def launched_externally(environ: Mapping[str, str] | None = None) -> bool:
-    env = os.environ if environ is None else environ
-    return "TORCHELASTIC_RUN_ID" in env or all(name in env for name in LAUNCHER_TRIPLE)
 
 
 def launch_mode(num_gpus: int, environ: Mapping[str, str] | None = None) -> str:
@@ -72,95 +64,6 @@ def launch_mode(num_gpus: int, environ: Mapping[str, str] | None = None) -> str:
             raise ConfigurationError(msg)
         return EXTERNAL
     return SPAWN if num_gpus > 1 else SINGLE
-
-
-# ------------------------------------------------------------------------------- topology
-@dataclass(frozen=True)
-class Topology:
-    """Where this process sits; ``global_rank == 0`` is the one process that writes results."""
-
-    global_rank: int = 0
-    local_rank: int = 0
-    world_size: int = 1
-    local_world_size: int = 1
-    hostname: str = ""
-
-    @property
-    def is_main(self) -> bool:
-        return self.global_rank == 0
-
-    @property
-    def distributed(self) -> bool:
-        return self.world_size > 1
-
-    def describe(self) -> str:
-        host = f" on {self.hostname}" if self.hostname else ""
-        return (
-            f"rank {self.global_rank}/{self.world_size} "
-            f"(local {self.local_rank}/{self.local_world_size}){host}"
-        )
-
-
-SINGLE_PROCESS = Topology(hostname=socket.gethostname())
-
-
-def _int_env(env: Mapping[str, str], name: str) -> int | None:
-    value = env.get(name, "").strip()
-    if not value:
-        return None
-    # SLURM writes per-node counts like "4(x2)" or "4,2"; the first node's count is ours only
-    # when all are equal, which is what a DDP job asks for.
-    value = value.split("(")[0].split(",")[0]
-    try:
-        return int(value)
-    except ValueError:
-        return None
-
-
-def local_from_env(environ: Mapping[str, str] | None = None) -> tuple[int | None, int | None]:
-    """(local rank, local world size) from torchrun's variables, else a scheduler's; None: unset."""
-    env = os.environ if environ is None else environ
-    pairs = (("LOCAL_RANK", "LOCAL_WORLD_SIZE"), *SCHEDULER_LOCAL_VARS)
-    rank = size = None
-    for rank_var, size_var in pairs:
-        if rank is None:
-            rank = _int_env(env, rank_var)
-        if size is None:
-            size = _int_env(env, size_var)
-        if rank is not None and size is not None:
-            break
-    return rank, size
-
-
-def local_from_hostnames(hostnames: Sequence[str], global_rank: int) -> tuple[int, int]:
-    """(local rank, local world size) from every rank's host name (index = global rank)."""
-    mine = hostnames[global_rank]
-    same = [r for r, name in enumerate(hostnames) if name == mine]
-    return same.index(global_rank), len(same)
-
-
-def resolve_topology(
-    global_rank: int,
-    world_size: int,
-    environ: Mapping[str, str] | None = None,
-    gather_hostnames: Callable[[str], Sequence[str]] | None = None,
-) -> Topology:
-    """The topology: variables first, else the all-gathered host names (a collective call)."""
-    hostname = socket.gethostname()
-    local_rank, local_size = local_from_env(environ)
-    if local_rank is None or local_size is None:
-        gather = gather_hostnames or _all_gather_strings
-        names = list(gather(hostname))
-        rank_h, size_h = local_from_hostnames(names, global_rank)
-        local_rank = rank_h if local_rank is None else local_rank
-        local_size = size_h if local_size is None else local_size
-    if not 0 <= local_rank < local_size <= world_size:
-        msg = (
-            f"inconsistent topology: local rank {local_rank} of {local_size}, "
-            f"world size {world_size}"
-        )
-        raise ConfigurationError(msg)
-    return Topology(global_rank, local_rank, world_size, local_size, hostname)
 
 
 def _all_gather_strings(value: str) -> list[str]:
@@ -197,7 +100,9 @@ def process_group(
             kwargs["device_id"] = device
     dist.init_process_group(**kwargs)
     try:
-        topology = resolve_topology(dist.get_rank(), dist.get_world_size())
+        topology = resolve_topology(
+            dist.get_rank(), dist.get_world_size(), None, _all_gather_strings
+        )
         if requested.type == "cuda" and env_local is None:
             device = rank_device(requested, topology.local_rank)
             torch.cuda.set_device(device)
@@ -219,9 +124,10 @@ def spawn(num_workers: int, fn: Callable[..., Any], *args: Any) -> int:
     Each worker gets ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``LOCAL_WORLD_SIZE`` (as torchrun
     sets them) and joins the group itself. When one worker fails the others are terminated (they
     would wait in a collective until the timeout). The stop signal sent to this launcher is
-    forwarded to the workers (its role in ``nnunet_core.cluster.stop_signal``). Returns 0, or the
-    first
-    non-zero exit code.
+    forwarded to the workers (its role in ``nnunet_core.cluster.stop_signal``). A worker that
+    exits ``EXIT_STOPPED`` stopped cleanly at the same epoch as the others: they are left to
+    finish. Returns the first failure's exit code, else ``EXIT_STOPPED`` if a worker stopped,
+    else 0.
     """
     import multiprocessing as mp
     from multiprocessing.connection import wait
@@ -240,17 +146,19 @@ def spawn(num_workers: int, fn: Callable[..., Any], *args: Any) -> int:
         for worker in workers:
             worker.start()
         running = list(workers)
-        failure = 0
+        failure, stopped = 0, False
         while running:
             for sentinel in wait([w.sentinel for w in running]):
                 done = next(w for w in running if w.sentinel == sentinel)
                 done.join()
                 running.remove(done)
-                if done.exitcode and not failure:
+                if done.exitcode == stop_signal.EXIT_STOPPED:
+                    stopped = True
+                elif done.exitcode and not failure:
                     failure = done.exitcode if done.exitcode > 0 else 1
                     for other in running:
                         other.terminate()
-        return failure
+        return failure or (stop_signal.EXIT_STOPPED if stopped else 0)
     finally:
         for worker in workers:
             if worker.is_alive():

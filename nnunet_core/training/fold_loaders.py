@@ -46,8 +46,7 @@ def fold_loaders(
     ds_scales: Sequence[Sequence[float]] | None,
 ) -> tuple[PatchLoader, PatchLoader]:
     """``(training, validation)`` loaders of this rank's share of the global batch."""
-    config = setup.configuration
-    mask_channels = [i for i, m in enumerate(config.get("use_mask_for_norm") or []) if m]
+    mask_channels = [i for i, m in enumerate(setup.configuration.use_mask_for_norm) if m]
     labels = cascade_labels(setup)
     transform = training_transforms(
         patch_size,

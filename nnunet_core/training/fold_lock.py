@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import os
 import socket
-import sys
 from pathlib import Path
 from typing import IO
 
 from nnunet_core.errors import NnunetCoreError
-
-LOCK_NAME = ".training.lock"
+from nnunet_core.io.locks import open_lock_file, read_holder, try_lock, write_holder
+from nnunet_core.layout.results import FOLD_LOCK_NAME
 
 
 class FoldLockedError(NnunetCoreError):
@@ -25,47 +24,24 @@ class FoldLockedError(NnunetCoreError):
     exit_code = 3
 
 
-def _try_lock(handle: IO[str]) -> bool:
-    if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
-        import msvcrt
-
-        try:
-            msvcrt.locking(handle.fileno(), msvcrt.LK_NBLCK, 1)
-        except OSError:
-            return False
-        return True
-    import fcntl
-
-    try:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return False
-    return True
-
-
 class FoldLock:
     """``with FoldLock(fold_folder):`` trains; entering raises FoldLockedError when held."""
 
     def __init__(self, folder: str | os.PathLike) -> None:
-        self.path = Path(folder) / LOCK_NAME
+        self.path = Path(folder) / FOLD_LOCK_NAME
         self._handle: IO[str] | None = None
 
     def acquire(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        handle = open(self.path, "a+")  # noqa: SIM115 - held open for the lock's lifetime
-        if not _try_lock(handle):
-            handle.seek(0)
-            holder = handle.read().strip() or "unknown process"
+        handle = open_lock_file(self.path)
+        if not try_lock(handle):
+            holder = read_holder(handle) or "unknown process"
             handle.close()
             msg = (
                 f"{self.path.parent}: this fold is already being trained by {holder} "
                 f"(lock {self.path.name}); wait for it to finish or stop it first"
             )
             raise FoldLockedError(msg)
-        handle.seek(0)
-        handle.truncate()
-        handle.write(f"pid {os.getpid()} on {socket.gethostname()}\n")
-        handle.flush()
+        write_holder(handle, f"pid {os.getpid()} on {socket.gethostname()}")
         self._handle = handle
 
     def release(self, remove: bool = False) -> None:

@@ -12,8 +12,10 @@ on is here, in this order, one short function per step (``run_fold``):
 5. start weights: ``--c`` continues from the newest checkpoint; ``-pretrained_weights`` when
    there is none (or without ``--c``);
 6. a provenance attempt opens; the stop conditions (signal flag, deadline) are armed;
-7. fit; a stopped fit reports and keeps ``checkpoint_latest`` (``--c`` continues there);
-   a finished one validates, removes ``checkpoint_latest`` and the lock file;
+7. fit; a stopped fit (stop signal or deadline) keeps ``checkpoint_latest`` (``--c`` continues
+   there), says so in one stderr line and makes the command exit ``stop_signal.EXIT_STOPPED``,
+   the status the workflow's ``retries:`` resubmits on; a finished one validates, removes
+   ``checkpoint_latest`` and the lock file;
 8. the attempt closes with how it ended (finished, stopped, failed, interrupted).
 
 A write the disk refuses on the way (full, over quota, read-only: a checkpoint, the training
@@ -28,21 +30,24 @@ the stop conditions armed here read its flag.
 from __future__ import annotations
 
 import errno
+import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from nnunet_core.cluster.environment import job_end_time
+from nnunet_core.cluster.process_topology import SINGLE_PROCESS, Topology
+from nnunet_core.cluster.stop_signal import EXIT_STOPPED
 from nnunet_core.errors import ConfigurationError, StorageError, storage_cause, storage_error
 from nnunet_core.io.atomic import unwritable_reason
-from nnunet_core.layout.paths import RESULTS_ENV, Roots, preprocessed_dataset_dir
+from nnunet_core.layout.roots import RESULTS_ENV, Roots, preprocessed_dataset_dir
 from nnunet_core.model import checkpoint as ckpt
 from nnunet_core.training import provenance
-from nnunet_core.training.distributed import SINGLE_PROCESS, Topology
 from nnunet_core.training.fold_lock import FoldLock
 from nnunet_core.training.fold_setup import FoldSetup, copy_model_files, prepare_fold
-from nnunet_core.training.stop_conditions import StopConditions, job_end_time, parse_deadline
+from nnunet_core.training.stop_conditions import StopConditions, parse_deadline
 from nnunet_core.training.trainer import STOPPED, Trainer, TrainerSettings
 
 FAILED = "failed"
@@ -80,7 +85,8 @@ class FoldRequest:
 
 
 def run_fold(request: FoldRequest) -> int:
-    """Train (or with ``--val`` only validate) one fold; 0 when finished or stopped cleanly."""
+    """Train (or with ``--val`` only validate) one fold: 0 when finished, ``EXIT_STOPPED`` when
+    the fit stopped before its last epoch (every rank returns it; ``--c`` continues)."""
     check_results_writable(request)
     setup = resolve_fold(request)
     if request.flags.deterministic:
@@ -95,7 +101,7 @@ def run_fold(request: FoldRequest) -> int:
             return 0
         prepare_folder(request, setup)
         start_weights = load_start_weights(trainer, request.flags)
-        train_and_finish(trainer, request, lock, start_weights)
+        status = train_and_finish(trainer, request, lock, start_weights)
     except Exception as exc:
         refused = refused_write_error(exc, setup.output_folder, request.flags)
         if refused is None:
@@ -104,7 +110,7 @@ def run_fold(request: FoldRequest) -> int:
     finally:
         if lock is not None:
             lock.release()  # no-op once a finished fold removed it; else the file stays
-    return 0
+    return EXIT_STOPPED if status == STOPPED else 0
 
 
 # ----------------------------------------------------------------------------- the steps
@@ -155,10 +161,7 @@ def resolve_fold(request: FoldRequest) -> FoldSetup:
     )
     final = setup.output_folder / ckpt.FINAL
     if request.flags.validate_only and not final.is_file():
-        msg = (
-            f"{final}: training is not finished yet (no checkpoint_final.pth); "
-            "train first or use --c"
-        )
+        msg = f"{final}: training is not finished yet (no {ckpt.FINAL}); train first or use --c"
         raise ConfigurationError(msg)
     return setup
 
@@ -237,10 +240,10 @@ def train_and_finish(
     request: FoldRequest,
     lock: FoldLock | None,
     start_weights: dict[str, Any] | None = None,
-) -> None:
+) -> str:
     """One provenance attempt (recording ``start_weights``, what ``load_start_weights`` loaded)
     around fit and, when the fit finished, validation and clean-up; the validation summary is
-    written last (see ``write_summary``)."""
+    written last (see ``write_summary``). Returns how the fit ended (``STOPPED`` or not)."""
     path = trainer.setup.output_folder / provenance.PROVENANCE_JSON
     main = request.topology.is_main
     if main:
@@ -262,7 +265,7 @@ def train_and_finish(
         stop.start()
         status = trainer.fit(should_stop=stop)
         if status == STOPPED:
-            report_stop(trainer, stop.reason or "request")
+            report_stop(trainer, request, stop.reason or "request")
         else:
             summary = validate(trainer, request.flags)
             clean_up_finished(trainer, lock)
@@ -278,6 +281,7 @@ def train_and_finish(
                 if not failing:  # else the disk that just failed the fit fails this too:
                     raise  # the fit's error is the one to report
     write_summary(trainer, summary)
+    return status
 
 
 def validate(trainer: Trainer, flags: FoldFlags) -> dict[str, Any] | None:
@@ -291,7 +295,7 @@ def validate(trainer: Trainer, flags: FoldFlags) -> dict[str, Any] | None:
         ckpt.load_network_weights(
             trainer.network, best["network_weights"], trainer.setup.output_folder / ckpt.BEST
         )
-        trainer.log("validating checkpoint_best.pth")
+        trainer.log(f"validating {ckpt.BEST}")
     topology = trainer.topology
     validate_fold(
         trainer.network,
@@ -333,16 +337,19 @@ def stop_conditions(flags: FoldFlags) -> StopConditions:
     return StopConditions(deadline, flags.stop_margin)
 
 
-def report_stop(trainer: Trainer, reason: str) -> None:
-    """The line the workflow shows when a stopped job fails over to its retry."""
+def report_stop(trainer: Trainer, request: FoldRequest, reason: str) -> None:
+    """The one stderr line (main rank) saying which fold stopped where and why; the command then
+    exits ``EXIT_STOPPED``, the status on which the workflow's ``retries:`` starts the next
+    attempt, which continues with ``--c``. The training log gets the same line."""
     epoch = trainer.current_epoch - 1
     message = (
-        f"stopped at epoch {epoch} by {reason}; checkpoint_latest.pth holds epoch "
-        f"{trainer.current_epoch}; will continue on retry (--c)"
+        f"{request.dataset} {request.configuration} fold {request.fold}: stopped at epoch "
+        f"{epoch} by {reason}; {ckpt.LATEST} holds epoch {trainer.current_epoch}; "
+        f"exit {EXIT_STOPPED}: the retry continues with --c"
     )
     trainer.log(message)
     if trainer.settings.is_main:
-        print(f"nnunet-core train: {message}", flush=True)
+        print(f"nnunet-core train: {message}", file=sys.stderr, flush=True)
 
 
 def provenance_config(request: FoldRequest) -> dict[str, Any]:

@@ -17,18 +17,12 @@ from nnunet_core.errors import ConfigurationError
 from nnunet_core.inference.cascade_input import num_input_channels
 from nnunet_core.io.atomic import atomic_path, read_json, write_json
 from nnunet_core.io.dataset_json import LabelSpec, load_dataset_json
-from nnunet_core.io.plans import load_plans, resolve_configuration
-from nnunet_core.layout.paths import (
-    DATASET_JSON,
-    FINGERPRINT_JSON,
-    GT_FOLDER,
-    SPLITS_JSON,
-    Roots,
-    plans_file,
-    preprocessed_dataset_dir,
-    results_dataset_dir,
-)
-from nnunet_core.layout.results_tree import PLANS_JSON, TrainedModel, fold_dir, trained_model_dir
+from nnunet_core.io.plans import Plans
+from nnunet_core.io.plans_configuration import Configuration
+from nnunet_core.layout.preprocessed import FINGERPRINT_JSON, GT_FOLDER, SPLITS_JSON, plans_file
+from nnunet_core.layout.raw import DATASET_JSON
+from nnunet_core.layout.results import PLANS_JSON, TrainedModel, fold_dir, trained_model_dir
+from nnunet_core.layout.roots import Roots, preprocessed_dataset_dir, results_dataset_dir
 from nnunet_core.planning.splits import DEFAULT_SEED, kfold_splits
 from nnunet_core.training.previous_stage import check_previous_stage, previous_stage_folder
 
@@ -37,9 +31,9 @@ from nnunet_core.training.previous_stage import check_previous_stage, previous_s
 class FoldSetup:
     """Everything a fold's training reads, resolved from the command line and the plans."""
 
-    plans: dict[str, Any]
+    plans: Plans
     configuration_name: str
-    configuration: dict[str, Any]  # resolved (inheritance applied)
+    configuration: Configuration
     dataset_json: dict[str, Any]
     label_spec: LabelSpec
     num_input_channels: int  # image channels (+ one-hot previous stage for a cascade stage)
@@ -119,10 +113,10 @@ def prepare_fold(
     from nnunet_core.training.case_store import list_case_ids
 
     pre = preprocessed_dataset_dir(roots, dataset_name)
-    plans = load_plans(plans_file(pre, plans_name))
-    resolved = resolve_configuration(plans, configuration)
+    plans = Plans.load(plans_file(pre, plans_name))
+    resolved = plans.configuration(configuration)
     dataset_json = load_dataset_json(pre / DATASET_JSON)
-    data_folder = pre / resolved["data_identifier"]
+    data_folder = pre / resolved.data_identifier
     if not data_folder.is_dir():
         msg = (
             f"{data_folder}: not preprocessed (run `nnunet-core preprocess -d {dataset_name} -c "
@@ -132,9 +126,9 @@ def prepare_fold(
     train, val = fold_keys(pre, fold, list_case_ids(data_folder))
     results_dir = results_dataset_dir(roots, dataset_name)
     model_dir = trained_model_dir(results_dir, configuration, plans_name, trainer)
-    previous = previous_stage_folder(results_dir, configuration, resolved, plans_name, trainer)
-    if previous is not None:
-        producer = TrainedModel(str(resolved["previous_stage"]), plans_name, trainer)
+    previous = previous_stage_folder(results_dir, resolved, plans_name, trainer)
+    if resolved.previous_stage is not None and previous is not None:
+        producer = TrainedModel(resolved.previous_stage, plans_name, trainer)
         check_previous_stage(previous, train + val, pre / SPLITS_JSON, producer, dataset_name, fold)
     return FoldSetup(
         plans=plans,

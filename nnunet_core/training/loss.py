@@ -16,6 +16,7 @@ from torch import nn
 
 from nnunet_core.errors import ConfigurationError
 from nnunet_core.io.dataset_json import LabelSpec
+from nnunet_core.io.plans_configuration import Configuration
 from nnunet_core.training.deep_supervision import deep_supervision_scales, deep_supervision_weights
 
 ReduceFn = Callable[[torch.Tensor], torch.Tensor]
@@ -214,7 +215,7 @@ class DeepSupervisionWrapper(nn.Module):
 
 
 def build_loss(
-    configuration: dict[str, Any],
+    configuration: Configuration,
     labels: LabelSpec,
     deep_supervision: bool = True,
     reduce_fn: ReduceFn | None = None,
@@ -225,10 +226,10 @@ def build_loss(
     ``reduce_fn`` is used only with batch Dice (per-sample Dice needs no cross-rank sum);
     ``last_ds_weight`` > 0 keeps the coarsest head in the graph for distributed training.
     """
-    if "batch_dice" not in configuration:
-        msg = "configuration lacks 'batch_dice' (plans written by an old planner?)"
+    if not configuration.has("batch_dice"):
+        msg = f"{configuration.where}: lacks 'batch_dice' (plans written by an old planner?)"
         raise ConfigurationError(msg)
-    batch_dice = bool(configuration["batch_dice"])
+    batch_dice = configuration.batch_dice
     options: dict[str, Any] = {
         "batch_dice": batch_dice,
         "ignore_label": labels.ignore_label,
@@ -240,6 +241,6 @@ def build_loss(
         loss = DiceCELoss(**options)
     if not deep_supervision:
         return loss
-    strides = configuration["architecture"]["arch_kwargs"]["strides"]
+    strides = configuration.strides
     n_outputs = len(deep_supervision_scales(strides))
     return DeepSupervisionWrapper(loss, deep_supervision_weights(n_outputs, last_ds_weight))

@@ -29,8 +29,9 @@ import torch
 from nnunet_core.inference.export import logits_to_segmentation, resample_probabilities
 from nnunet_core.io.blosc2_store import DATA_SUFFIX, comp_blosc2_params, open_array, save_array
 from nnunet_core.io.dataset_json import LabelSpec
-from nnunet_core.io.plans import resolve_configuration
-from nnunet_core.layout.results_tree import next_stage_file
+from nnunet_core.io.plans import Plans
+from nnunet_core.io.plans_configuration import Configuration
+from nnunet_core.layout.results import next_stage_file
 from nnunet_core.preprocessing.resampling import (
     compute_new_shape,
 )
@@ -38,17 +39,9 @@ from nnunet_core.preprocessing.resampling import (
 NOT_A_SOURCE_FOLD = "all"
 
 
-def next_stage_names(configuration: dict[str, Any]) -> list[str]:
-    """The configuration's ``next_stage`` as a list (upstream accepts one name or a list)."""
-    value = configuration.get("next_stage")
-    if value is None:
-        return []
-    return [value] if isinstance(value, str) else [str(v) for v in value]
-
-
-def exports_next_stage(configuration: dict[str, Any], fold: int | str) -> bool:
+def exports_next_stage(configuration: Configuration, fold: int | str) -> bool:
     """A cross-validation fold of a configuration with a next stage (fold 'all' is not one)."""
-    return bool(next_stage_names(configuration)) and str(fold) != NOT_A_SOURCE_FOLD
+    return bool(configuration.next_stage) and str(fold) != NOT_A_SOURCE_FOLD
 
 
 def segmentation_dtype(label_spec: LabelSpec) -> type:
@@ -57,36 +50,34 @@ def segmentation_dtype(label_spec: LabelSpec) -> type:
 
 
 def _spacing_in_network_order(
-    properties: dict[str, Any], plans: dict[str, Any], spacing: Sequence[float]
+    properties: dict[str, Any], plans: Plans, spacing: Sequence[float]
 ) -> list[float]:
     """A configuration's spacing over all axes (2-D: the case's own slice spacing first)."""
     shape = properties["shape_after_cropping_and_before_resampling"]
     if len(spacing) >= len(shape):
         return [float(s) for s in spacing]
-    axes = [int(a) for a in plans.get("transpose_forward", range(len(shape)))]
-    return [float(properties["spacing"][axes[0]]), *(float(s) for s in spacing)]
+    return [float(properties["spacing"][plans.transpose_forward[0]]), *(float(s) for s in spacing)]
 
 
 def computed_next_stage_shape(
-    properties: dict[str, Any], plans: dict[str, Any], next_configuration: dict[str, Any]
+    properties: dict[str, Any], plans: Plans, next_configuration: Configuration
 ) -> tuple[int, ...]:
     """The case's shape after the next stage's resampling (what its preprocessing writes)."""
     shape = [int(s) for s in properties["shape_after_cropping_and_before_resampling"]]
-    axes = [int(a) for a in plans.get("transpose_forward", range(len(shape)))]
-    original = [float(properties["spacing"][a]) for a in axes]
-    target = _spacing_in_network_order(properties, plans, next_configuration["spacing"])
+    original = [float(properties["spacing"][a]) for a in plans.transpose_forward]
+    target = _spacing_in_network_order(properties, plans, next_configuration.spacing)
     return compute_new_shape(shape, original, target)
 
 
 def next_stage_shape(
     properties: dict[str, Any],
-    plans: dict[str, Any],
-    next_configuration: dict[str, Any],
+    plans: Plans,
+    next_configuration: Configuration,
     preprocessed_dir: Path,
     case_id: str,
 ) -> tuple[int, ...]:
     """The next stage's preprocessed shape: its stored case if preprocessed, else computed."""
-    stored = preprocessed_dir / next_configuration["data_identifier"] / f"{case_id}{DATA_SUFFIX}"
+    stored = preprocessed_dir / next_configuration.data_identifier / f"{case_id}{DATA_SUFFIX}"
     if stored.is_file():
         return tuple(int(s) for s in open_array(stored).shape[1:])
     return computed_next_stage_shape(properties, plans, next_configuration)
@@ -95,8 +86,8 @@ def next_stage_shape(
 def resample_logits_to_shape(
     logits: torch.Tensor | np.ndarray,
     properties: dict[str, Any],
-    plans: dict[str, Any],
-    configuration: dict[str, Any],
+    plans: Plans,
+    configuration: Configuration,
     target_shape: Sequence[int],
     where: str = "next stage",
 ) -> np.ndarray:
@@ -105,7 +96,7 @@ def resample_logits_to_shape(
         logits = logits.detach().cpu().numpy()
     half = logits.dtype == np.float16
     array = np.asarray(logits, dtype=np.float64 if half else np.float32)
-    spacing = _spacing_in_network_order(properties, plans, configuration["spacing"])
+    spacing = _spacing_in_network_order(properties, plans, configuration.spacing)
     resampled = resample_probabilities(array, target_shape, spacing, spacing, configuration, where)
     return resampled.astype(np.float16) if half else resampled
 
@@ -113,8 +104,8 @@ def resample_logits_to_shape(
 def next_stage_segmentation(
     logits: torch.Tensor | np.ndarray,
     properties: dict[str, Any],
-    plans: dict[str, Any],
-    configuration: dict[str, Any],
+    plans: Plans,
+    configuration: Configuration,
     label_spec: LabelSpec,
     target_shape: Sequence[int],
     where: str = "next stage",
@@ -142,8 +133,8 @@ def save_next_stage(
 def export_next_stage(
     logits: torch.Tensor | np.ndarray,
     properties: dict[str, Any],
-    plans: dict[str, Any],
-    configuration: dict[str, Any],
+    plans: Plans,
+    configuration: Configuration,
     label_spec: LabelSpec,
     model_dir: Path,
     preprocessed_dir: Path,
@@ -151,13 +142,13 @@ def export_next_stage(
 ) -> list[Path]:
     """Every next stage's file for one validation case; returns the paths written."""
     written = []
-    for name in next_stage_names(configuration):
-        next_configuration = resolve_configuration(plans, name)
+    for name in configuration.next_stage:
+        next_configuration = plans.configuration(name)
         shape = next_stage_shape(properties, plans, next_configuration, preprocessed_dir, case_id)
         where = f"case {case_id}: next stage {name}"
         segmentation = next_stage_segmentation(
             logits, properties, plans, configuration, label_spec, shape, where
         )
         path = next_stage_file(model_dir, name, case_id)
-        written.append(save_next_stage(segmentation, path, configuration["patch_size"], label_spec))
+        written.append(save_next_stage(segmentation, path, configuration.patch_size, label_spec))
     return written

@@ -14,24 +14,23 @@ from pathlib import Path
 from typing import Any
 
 from nnunet_core.errors import ConfigurationError
-from nnunet_core.inference.cascade_input import is_cascade_stage
 from nnunet_core.io.atomic import read_json
-from nnunet_core.layout.results_tree import NEXT_STAGE_SUFFIX, TrainedModel, previous_stage_dir
+from nnunet_core.io.plans_configuration import Configuration
+from nnunet_core.layout.results import NEXT_STAGE_SUFFIX, TrainedModel, previous_stage_dir
 
 
 def previous_stage_folder(
     results_dir: Path,
-    configuration_name: str,
-    configuration: dict[str, Any],
+    configuration: Configuration,
     plans_name: str,
     trainer: str,
 ) -> Path | None:
     """``<trainer>__<plans>__<previous>/predicted_next_stage/<configuration>``; None when the
     configuration is no cascade stage (upstream: same trainer and plans)."""
-    if not is_cascade_stage(configuration):
+    previous = configuration.previous_stage
+    if previous is None:
         return None
-    previous = str(configuration["previous_stage"])
-    return previous_stage_dir(results_dir, previous, configuration_name, plans_name, trainer)
+    return previous_stage_dir(results_dir, previous, configuration.name, plans_name, trainer)
 
 
 def source_fold(splits: Sequence[dict[str, Any]], case_id: str) -> int | None:

@@ -26,6 +26,7 @@ from typing import Any
 import torch
 
 from nnunet_core.io.atomic import read_json, write_json
+from nnunet_core.io.plans import Plans
 
 PROVENANCE_JSON = "provenance.json"
 PACKAGES = ("nnunet-core", "torch", "numpy", "scipy", "blosc2", "SimpleITK", "snakemake")
@@ -71,9 +72,9 @@ def git_commit(folder: str | os.PathLike | None = None) -> dict[str, Any] | None
     return {"commit": commit.stdout.strip(), "dirty": bool(status.stdout.strip())}
 
 
-def plans_sha256(plans: dict[str, Any]) -> str:
+def plans_sha256(plans: Plans) -> str:
     """Hash of the plans' content (key order kept), independent of the file's formatting."""
-    text = json.dumps(plans, separators=(",", ":"), ensure_ascii=True)
+    text = json.dumps(plans.raw, separators=(",", ":"), ensure_ascii=True)
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -120,7 +121,7 @@ def device_description(device: torch.device) -> dict[str, Any]:
 def start_attempt(
     path: str | os.PathLike,
     settings: dict[str, Any],
-    plans: dict[str, Any],
+    plans: Plans,
     seed: int,
     device: torch.device,
     start_epoch: int,

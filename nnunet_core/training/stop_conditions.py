@@ -1,28 +1,21 @@
 """When a training stops before its walltime: the signal flag, the deadline, and the check of both.
 
 The trainer asks ``StopConditions(epoch)`` at the end of every epoch; it answers True when the
-stop signal (``nnunet_core.cluster.stop_signal``, SIGUSR1 by default) has set the flag, or when the
-next
-epoch (estimated from the longest epoch of this attempt) plus ``margin`` would end after the
-deadline. Under DDP the answer is all-reduced with MAX, so a signal that reached one rank stops
-every rank after the same epoch.
+stop signal (``nnunet_core.cluster.stop_signal``, SIGUSR1 by default) has set the flag, or when
+the next epoch (estimated from the longest epoch of this attempt) plus ``margin`` would end after
+the deadline. Under DDP the answer is all-reduced with MAX, so a signal that reached one rank
+stops every rank after the same epoch.
 
 The deadline comes from ``--deadline`` (seconds from now, a clock time ``HH:MM[:SS]`` or an ISO
-date-time), else from the batch job's end time: SLURM's (``$SLURM_JOB_END_TIME``, else ``squeue``,
-else ``scontrol show job``) or LSF's (``bjobs -o ... -json $LSB_JOBID``).
+date-time, ``parse_deadline``), else from the batch job's end time, which the cluster package
+reads from the scheduler (``nnunet_core.cluster.environment.job_end_time``: SLURM's or LSF's).
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import json
-import os
-import re
-import shutil
-import subprocess
 import time
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable
 
 from nnunet_core.cluster import stop_signal
 from nnunet_core.errors import ConfigurationError
@@ -58,139 +51,6 @@ def parse_deadline(text: str, now: float | None = None) -> float:
     except ValueError:
         msg = f"--deadline {text!r}: expected seconds, HH:MM[:SS] or an ISO date-time"
         raise ConfigurationError(msg) from None
-
-
-def _slurm_time(text: str) -> float | None:
-    value = text.strip()
-    if not value or value.upper() in {"UNKNOWN", "NONE", "N/A", "INVALID"}:
-        return None
-    try:
-        return float(value) if value.isdigit() else dt.datetime.fromisoformat(value).timestamp()
-    except ValueError:
-        return None
-
-
-def _command_output(command: list[str], run: Callable[..., Any]) -> str | None:
-    if shutil.which(command[0]) is None and run is subprocess.run:
-        return None
-    try:
-        result = run(command, capture_output=True, text=True, timeout=20)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return result.stdout if result.returncode == 0 else None
-
-
-def slurm_end_time(
-    env: Mapping[str, str] | None = None, run: Callable[..., Any] = subprocess.run
-) -> float | None:
-    """The end time of the SLURM job this process runs in (Unix time), or None outside SLURM
-    or without a time limit."""
-    env = os.environ if env is None else env
-    job = env.get("SLURM_JOB_ID")
-    if not job:
-        return None
-    if env.get("SLURM_JOB_END_TIME"):
-        return _slurm_time(env["SLURM_JOB_END_TIME"])
-    output = _command_output(["squeue", "-h", "-j", job, "-o", "%e"], run)
-    if output and output.strip():
-        return _slurm_time(output.strip().splitlines()[0])
-    output = _command_output(["scontrol", "show", "job", job], run)
-    for field in (output or "").split():
-        if field.startswith("EndTime="):
-            return _slurm_time(field.partition("=")[2])
-    return None
-
-
-# LSF prints the time left and the start time to the minute: both are read and the earlier end
-# wins, so the deadline is at most a minute early (stop_margin covers that), never late.
-LSF_FIELDS = "time_left start_time runtimelimit"
-_LSF_CLOCK = re.compile(r"^(\d+):(\d{2})(?::(\d{2}))?$")  # h:mm, or hh:mm:ss under -hms
-_LSF_STAMPS = ("%b %d %H:%M", "%b %d %H:%M:%S", "%b %d %H:%M %Y", "%b %d %H:%M:%S %Y")
-
-
-def _lsf_duration(text: str) -> float | None:
-    """Seconds of ``h:mm``/``hh:mm:ss``, or of minutes (``1440.0``, ``1440.0/host``)."""
-    value = text.strip().partition("/")[0].strip()
-    clock = _LSF_CLOCK.match(value)
-    if clock:
-        hours, minutes, seconds = (int(part or 0) for part in clock.groups())
-        return hours * 3600.0 + minutes * 60.0 + seconds
-    try:
-        return float(value) * 60.0
-    except ValueError:
-        return None  # "-" (no run limit), "" or anything else
-
-
-def _lsf_time_left(text: str) -> float | None:
-    """``time_left`` counts to the run limit only with the status ``L`` (``E``/``X``: to an
-    estimated run time, which LSF does not enforce)."""
-    value, _, status = text.strip().rpartition(" ")
-    return _lsf_duration(value) if status == "L" else None
-
-
-def _lsf_stamp(text: str, now: float) -> float | None:
-    """A bjobs time stamp (``Mar  4 01:00``, year only with LSB_DISPLAY_YEAR) as Unix time; a
-    stamp without a year is the latest such moment not after now."""
-    value = " ".join(text.split())
-    year = dt.datetime.fromtimestamp(now).year
-    for layout in _LSF_STAMPS:
-        # a year is always parsed (strptime's default 1900 has no Feb 29)
-        guesses = [value] if "%Y" in layout else [f"{value} {year}", f"{value} {year - 1}"]
-        for guess in guesses:
-            try:
-                moment = dt.datetime.strptime(guess, layout.removesuffix(" %Y") + " %Y")
-            except ValueError:
-                continue
-            if moment.timestamp() <= now or guess is guesses[-1]:
-                return moment.timestamp()
-    return None
-
-
-def lsf_end_time_from_bjobs(output: str, now: float) -> float | None:
-    """The job end from ``bjobs -o LSF_FIELDS -json``: the earlier of now + time left and start +
-    run limit; None without a run limit or for output that is not one job's record."""
-    try:
-        record = json.loads(output)["RECORDS"][0]
-    except (ValueError, KeyError, IndexError, TypeError):
-        return None
-    ends = []
-    left = _lsf_time_left(str(record.get("TIME_LEFT", "")))
-    if left is not None:
-        ends.append(now + left)
-    start = _lsf_stamp(str(record.get("START_TIME", "")), now)
-    limit = _lsf_duration(str(record.get("RUNTIMELIMIT", "")))
-    if start is not None and limit is not None:
-        ends.append(start + limit)
-    return min(ends) if ends else None
-
-
-def lsf_end_time(
-    env: Mapping[str, str] | None = None,
-    run: Callable[..., Any] = subprocess.run,
-    now: float | None = None,
-) -> float | None:
-    """The end time of the LSF job this process runs in (Unix time), or None outside LSF or
-    without a run limit. LSF exports no end time, so ``bjobs`` is asked (``-json``: no columns
-    to split on blanks)."""
-    env = os.environ if env is None else env
-    job = env.get("LSB_JOBID")
-    if not job:
-        return None
-    index = env.get("LSB_JOBINDEX", "0")
-    if index not in ("", "0"):
-        job = f"{job}[{index}]"  # an element of a job array
-    output = _command_output(["bjobs", "-o", LSF_FIELDS, "-json", job], run)
-    return lsf_end_time_from_bjobs(output or "", time.time() if now is None else now)
-
-
-def job_end_time(
-    env: Mapping[str, str] | None = None, run: Callable[..., Any] = subprocess.run
-) -> float | None:
-    """The end time of the batch job this process runs in: SLURM's, else LSF's, else None."""
-    env = os.environ if env is None else env
-    if env.get("SLURM_JOB_ID"):
-        return slurm_end_time(env, run)
-    return lsf_end_time(env, run)
 
 
 # ------------------------------------------------------------------------------ DDP

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from nnunet_core.cluster.process_topology import SINGLE_PROCESS, Topology
 from nnunet_core.errors import ConfigurationError
 from nnunet_core.model import build_network, count_parameters
 from nnunet_core.model import checkpoint as ckpt
@@ -31,8 +32,6 @@ from nnunet_core.training.augmentation import configure_augmentation
 from nnunet_core.training.data_loader import PatchLoader
 from nnunet_core.training.deep_supervision import deep_supervision_scales
 from nnunet_core.training.distributed import (
-    SINGLE_PROCESS,
-    Topology,
     all_reduce_sum,
     gather_descriptions,
     split_batch,
@@ -108,14 +107,14 @@ class Trainer:
         self.device = device
         self.topology = topology
         config = setup.configuration
-        self.patch_size = [int(p) for p in config["patch_size"]]
-        self.batch_size = int(config["batch_size"])  # global: split over the ranks
+        self.patch_size = list(config.patch_size)
+        self.batch_size = config.batch_size  # global: split over the ranks
         self.rank_batch = split_batch(self.batch_size, topology.world_size, topology.global_rank)
         self.variant = parse_trainer_name(settings.trainer_name)  # what the -tr name changes
         self.augmentation = configure_augmentation(self.patch_size, self.variant.dummy_2d)
         # the variant's axes (None: no mirroring) serve augmentation, validation and predict
         self.mirror_axes = self.variant.mirror_axes(len(self.patch_size))
-        strides = config["architecture"]["arch_kwargs"]["strides"]
+        strides = config.strides
         ds = self.variant.deep_supervision  # False: nnUNetTrainerNoDeepSupervision
         self.ds_scales = deep_supervision_scales(strides) if ds else None
         torch.manual_seed(settings.seed)  # the same initial weights for the same seed
@@ -161,7 +160,7 @@ class Trainer:
             "_best_ema": self.best_ema,
             "current_epoch": self.current_epoch,
             "init_args": {
-                "plans": self.setup.plans,
+                "plans": self.setup.plans.raw,
                 "configuration": self.setup.configuration_name,
                 "fold": self.setup.fold,
                 "dataset_json": self.setup.dataset_json,
@@ -356,7 +355,7 @@ class Trainer:
             f"{len(self.setup.val_keys)} validation cases"
         )
         self.log(
-            f"patch {self.patch_size}, batch {self.batch_size}, spacing {config.get('spacing')}, "
+            f"patch {self.patch_size}, batch {self.batch_size}, spacing {list(config.spacing)}, "
             f"{count_parameters(self.network):,} parameters; {self.settings.num_epochs} epochs x "
             f"{self.settings.num_iterations} iterations (+{self.settings.num_val_iterations} val)"
         )

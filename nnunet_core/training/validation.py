@@ -31,10 +31,15 @@ from nnunet_core.inference.export import export_prediction
 from nnunet_core.inference.sliding_window import sliding_window_logits
 from nnunet_core.io.blosc2_store import open_array, open_case
 from nnunet_core.io.dataset_json import parse_dataset_json
-from nnunet_core.layout.results_tree import NEXT_STAGE_SUFFIX, SUMMARY_JSON, VALIDATION_FOLDER
+from nnunet_core.layout.results import (
+    NEXT_STAGE_SUFFIX,
+    PREDICTED_NEXT_STAGE_FOLDER,
+    SUMMARY_JSON,
+    VALIDATION_FOLDER,
+)
 from nnunet_core.training.distributed import barrier
 from nnunet_core.training.fold_setup import FoldSetup
-from nnunet_core.training.next_stage import export_next_stage, exports_next_stage, next_stage_names
+from nnunet_core.training.next_stage import export_next_stage, exports_next_stage
 from nnunet_core.training.optimizer import unwrap
 
 STEP_SIZE = 0.5
@@ -78,7 +83,7 @@ def predict_case(
     logits = sliding_window_logits(
         network,
         tensor,
-        setup.configuration["patch_size"],
+        setup.configuration.patch_size,
         setup.label_spec.num_segmentation_heads,
         step_size=STEP_SIZE,
         use_gaussian=True,
@@ -114,8 +119,11 @@ def validate_fold(
     if world_size > 1:
         barrier()  # the cleanup is done before any rank writes (it would delete their temporaries)
     next_stage = exports_next_stage(setup.configuration, setup.fold)
-    if rank == 0 and next_stage_names(setup.configuration) and not next_stage:
-        log(f"fold {setup.fold}: no predicted_next_stage (only cross-validation folds write it)")
+    if rank == 0 and setup.configuration.next_stage and not next_stage:
+        log(
+            f"fold {setup.fold}: no {PREDICTED_NEXT_STAGE_FOLDER} "
+            "(only cross-validation folds write it)"
+        )
     plain = unwrap(network)
     plain.deep_supervision = False
     plain.eval()

@@ -14,11 +14,13 @@ from typing import Any
 import jsonschema
 import yaml
 
-from nnunet_core.layout import paths
 from nnunet_core.errors import ConfigurationError
 from nnunet_core.io.atomic import unwritable_reason
-from nnunet_core.io.plans import is_trainable, resolve_configuration
-from nnunet_core.layout.results_tree import PREDICTIONS_FOLDER
+from nnunet_core.io.plans import Plans
+from nnunet_core.layout.predictions import PREDICTIONS_FOLDER
+from nnunet_core.layout.preprocessed import SPLITS_JSON
+from nnunet_core.layout.roots import Roots, dataset_folder_name, raw_dataset_dir
+from nnunet_core.layout.work import DEFAULT_WORK_DIR, WORK_LOGS, WORK_PREPROCESSED, WORK_RESULTS
 from nnunet_core.training.trainer_variants import parse_trainer_name
 from nnunet_core.workflow.pretrained import resolve_pretrained_weights
 
@@ -164,7 +166,7 @@ def check_config(config: dict[str, Any], execution: Execution | None = None) -> 
     ``execution``: how the jobs will run (common.smk passes ``Execution.of_workflow(workflow)``;
     None skips the one rule that needs it, ``training.nodes``).
     """
-    check_work_dir_writable(config.get("work_dir", "work"))
+    check_work_dir_writable(config.get("work_dir", DEFAULT_WORK_DIR))
     synthetic = config["dataset"].get("synthetic", {})
     if synthetic.get("enabled"):
         shape, spacing = synthetic.get("shape"), synthetic.get("spacing")
@@ -185,7 +187,9 @@ def check_config(config: dict[str, Any], execution: Execution | None = None) -> 
     if "folds" in training:
         check_folds(training["folds"], *fold_count(config))
     # a missing file, a folder without the fold, a zip without the member: before any job
-    resolve_pretrained_weights(training.get("pretrained_weights"), config.get("work_dir", "work"))
+    resolve_pretrained_weights(
+        training.get("pretrained_weights"), config.get("work_dir", DEFAULT_WORK_DIR)
+    )
     nodes = training.get("nodes", 1)
     if nodes > 1 and execution is not None and execution.jobs_run_here:
         msg = (
@@ -212,7 +216,7 @@ def check_config(config: dict[str, Any], execution: Execution | None = None) -> 
     if requested and CASCADE in requested:
         # the plans check it again for overrides inheriting from a cascade (configurations_of_run)
         configurations_of_run(
-            {"configurations": {name: {} for name in requested} | _PLANNER_CASCADE},
+            Plans({"configurations": {name: {} for name in requested} | _PLANNER_CASCADE}),
             [name for name in requested if name in (CASCADE, LOWRES)],
             training.get("folds", []),
             fold_count(config)[0],
@@ -224,7 +228,7 @@ def check_work_dir_writable(work_dir: str | Path) -> None:
     a read-only mount (or no write permission) is refused before any job, with one line naming
     the folder (a missing one is created by the first job that writes there)."""
     work = Path(work_dir)
-    written = (paths.WORK_PREPROCESSED, paths.WORK_RESULTS, PREDICTIONS_FOLDER, paths.WORK_LOGS)
+    written = (WORK_PREPROCESSED, WORK_RESULTS, PREDICTIONS_FOLDER, WORK_LOGS)
     for folder in (work, *(work / name for name in written)):
         reason = unwritable_reason(folder) if folder.is_dir() else None
         if reason is not None:
@@ -243,9 +247,11 @@ def fold_count(config: dict[str, Any]) -> tuple[int, str]:
     """
     dataset = config["dataset"]
     if not dataset.get("synthetic", {}).get("enabled") and "name" in dataset and "id" in dataset:
-        roots = paths.Roots.in_work_dir(config.get("work_dir", "work"), raw=dataset.get("raw_root"))
-        name = paths.dataset_folder_name(dataset["id"], dataset["name"])
-        user_file = paths.raw_dataset_dir(roots, name) / paths.SPLITS_JSON
+        roots = Roots.in_work_dir(
+            config.get("work_dir", DEFAULT_WORK_DIR), raw=dataset.get("raw_root")
+        )
+        name = dataset_folder_name(dataset["id"], dataset["name"])
+        user_file = raw_dataset_dir(roots, name) / SPLITS_JSON
         try:
             splits = json.loads(user_file.read_text())
         except (OSError, ValueError):
@@ -276,18 +282,13 @@ def check_folds(folds: list[Any], num_folds: int, origin: str) -> None:
         seen.add(fold)
 
 
-def previous_stage_of(plans: dict[str, Any], name: str) -> str | None:
-    """The configuration whose predictions a cascade stage trains on (None: not a cascade)."""
-    return resolve_configuration(plans, name).get("previous_stage")
-
-
 def numbered_folds(folds: list[Any]) -> set[int]:
     """The numbered folds of ``training.folds`` (``'all'`` left out)."""
     return {int(f) for f in folds if isinstance(f, int) or str(f).isdigit()}
 
 
 def configurations_of_run(
-    plans: dict[str, Any],
+    plans: Plans,
     requested: list[str] | None,
     folds: list[Any],
     num_folds: int,
@@ -301,12 +302,12 @@ def configurations_of_run(
     splits in ``training.folds``. Without them an automatic choice leaves the cascade out with a
     notice; a requested cascade is an error, and so is one requested without its previous stage.
     """
-    available = list(plans["configurations"])
+    available = plans.configuration_names
     missing_folds = sorted(set(range(num_folds)) - numbered_folds(folds))
     if requested is None:
         chosen, notices = [], []
         for name in available:
-            previous = previous_stage_of(plans, name)
+            previous = plans.previous_stage_of(name)
             if previous is not None and (previous not in available or missing_folds):
                 notices.append(
                     f"{name} left out: it trains on {previous}'s predictions of every training "
@@ -320,11 +321,11 @@ def configurations_of_run(
     if missing:
         msg = (
             f"config planning.configurations: {', '.join(missing)} not in the plans "
-            f"{plans.get('plans_name', '')} of this dataset (planned: {', '.join(available)})"
+            f"{plans.name} of this dataset (planned: {', '.join(available)})"
         )
         raise ConfigurationError(msg)
     for name in requested:
-        previous = previous_stage_of(plans, name)
+        previous = plans.previous_stage_of(name)
         if previous is None:
             continue
         if previous not in requested:
@@ -341,21 +342,3 @@ def configurations_of_run(
             )
             raise ConfigurationError(msg)
     return list(requested), []
-
-
-def preprocessing_configuration(plans: dict[str, Any], name: str) -> str:
-    """The configuration to preprocess ``name``'s data with: itself, or for a cascade stage
-    (no data of its own; upstream preprocesses none) a trainable configuration with the same
-    data identifier (3d_cascade_fullres: 3d_fullres)."""
-    if is_trainable(plans, name):
-        return name
-    identifier = data_identifier_of(plans, name)
-    for other in plans["configurations"]:
-        if is_trainable(plans, other) and data_identifier_of(plans, other) == identifier:
-            return other
-    return name
-
-
-def data_identifier_of(plans: dict[str, Any], name: str) -> str:
-    """The preprocessed data folder a configuration reads."""
-    return resolve_configuration(plans, name)["data_identifier"]

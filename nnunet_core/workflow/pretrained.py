@@ -30,10 +30,17 @@ from typing import Any
 
 from nnunet_core.errors import ConfigurationError, NnunetCoreError, storage_error
 from nnunet_core.io.atomic import atomic_path
-from nnunet_core.layout.results_tree import CHECKPOINT_FINAL, fold_dir, fold_dirs_in
+from nnunet_core.layout.results import (
+    CHECKPOINT_FINAL,
+    CHECKPOINT_SUFFIX,
+    fold_dir,
+    fold_dirs_in,
+    fold_folder_name,
+    is_fold_folder_name,
+)
+from nnunet_core.layout.work import PRETRAINED_FOLDER
 
 KEY = "training.pretrained_weights"
-PRETRAINED_FOLDER = "pretrained"  # in work_dir: checkpoints extracted from model archives
 _MEMBER_PARTS = 4  # DatasetXXX_Name / Trainer__Plans__Configuration / fold_k / checkpoint
 
 
@@ -133,9 +140,9 @@ def _is_checkpoint_member(name: str, fold: str | None, checkpoint: str | None) -
     parts = PurePosixPath(name).parts
     if len(parts) != _MEMBER_PARTS or name.startswith("/") or ".." in parts:
         return False
-    if not parts[2].startswith("fold_") or not parts[3].endswith(".pth"):
+    if not is_fold_folder_name(parts[2]) or not parts[3].endswith(CHECKPOINT_SUFFIX):
         return False
-    return (fold is None or parts[2] == f"fold_{fold}") and (
+    return (fold is None or parts[2] == fold_folder_name(fold)) and (
         checkpoint is None or parts[3] == checkpoint
     )
 

@@ -33,16 +33,23 @@ import yaml
 
 from nnunet_core.errors import ConfigurationError
 from nnunet_core.io.atomic import atomic_path
-from nnunet_core.workflow.runs import PAPER_FOLDER
+from nnunet_core.layout.preprocessed import DATASET_JSON, SPLITS_JSON, plans_file_name
+from nnunet_core.layout.results import INFERENCE_INFORMATION_JSON, REPORT_FOLDER
+from nnunet_core.layout.work import (
+    DEFAULT_WORK_DIR,
+    PAPER_FOLDER,
+    REPRODUCE_ARCHIVE,
+    WORK_PREPROCESSED,
+)
 
-ARCHIVE_NAME = "reproduce.tar.gz"
+ARCHIVE_NAME = REPRODUCE_ARCHIVE
 EXPECTED = "expected"
 # Files a rerun must give byte for byte: per dataset under preprocessed/<Dataset>, per run
 # (dataset and seed) under its results folder, results/[seed_<n>/]<Dataset>.
-PREPROCESSED_FILES = ("{plans}.json", "splits_final.json", "dataset.json")
-RESULTS_FILES = ("report/results_table.csv", "report/methods.md")
+PREPROCESSED_FILES = (plans_file_name("{plans}"), SPLITS_JSON, DATASET_JSON)
+RESULTS_FILES = (f"{REPORT_FOLDER}/results_table.csv", f"{REPORT_FOLDER}/methods.md")
 # for reference only: records absolute paths of the packing machine
-REFERENCE_FILES = ("inference_information.json",)
+REFERENCE_FILES = (INFERENCE_INFORMATION_JSON,)
 # A run of several datasets or seeds: the tables across them, under work_dir/paper.
 PAPER_FILES = ("results_table.csv", "results_table.tex")
 PAPER_DATASET_FILES = ("results_table.csv", "results_table.tex", "methods.md")
@@ -101,9 +108,9 @@ def commands_text(manifest: dict[str, Any], train_lines: list[str]) -> str:
         "git clone <this repository> nnunet-core && cd nnunet-core",
         f"git checkout {commit}",
         "make install",
-        "nnunet-core reproduce unpack reproduce.tar.gz --into rerun",
+        f"nnunet-core reproduce unpack {ARCHIVE_NAME} --into rerun",
         "snakemake --cores 2 --configfile rerun/config.yaml --directory rerun",
-        "nnunet-core reproduce check reproduce.tar.gz rerun/work",
+        f"nnunet-core reproduce check {ARCHIVE_NAME} rerun/{DEFAULT_WORK_DIR}",
         "",
         "# The training commands the workflow ran, as each fold recorded them:",
         *[f"# {line}" for line in train_lines],
@@ -123,7 +130,7 @@ def expected_files(
     """The files a rerun must reproduce and those kept for reference, under ``work_dir``."""
     reproduced, reference = [], []
     for run in {r.dataset: r for r in runs}.values():
-        folder = work_dir / "preprocessed" / run.dataset
+        folder = work_dir / WORK_PREPROCESSED / run.dataset
         reproduced += [folder / name.format(plans=run.plans) for name in PREPROCESSED_FILES]
     for run in runs:
         reproduced += [run.results_dataset / name for name in RESULTS_FILES]
@@ -146,7 +153,7 @@ def pack(
 ) -> Path:
     """Write the archive (atomically); a file the rerun must reproduce that is missing is an
     error naming it. ``paper``: a run of several datasets or seeds, with its tables across them."""
-    portable = {**config, "work_dir": "work"}
+    portable = {**config, "work_dir": DEFAULT_WORK_DIR}
     checksums = {}
     for run in {r.dataset: r for r in runs}.values():
         for name, digest in raw_checksums(run.raw_dataset).items():
@@ -198,7 +205,7 @@ def unpack(archive_path: Path, into: Path, raw_root: str | None = None) -> Path:
             msg = f"{archive_path}: no config.yaml inside"
             raise ConfigurationError(msg) from None
     into.mkdir(parents=True, exist_ok=True)
-    config["work_dir"] = str((into / "work").resolve())
+    config["work_dir"] = str((into / DEFAULT_WORK_DIR).resolve())
     if raw_root is not None:
         for dataset in config["datasets"] if "datasets" in config else [config["dataset"]]:
             if not dataset.get("synthetic", {}).get("enabled"):

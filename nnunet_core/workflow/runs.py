@@ -20,13 +20,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nnunet_core.layout import paths, results_tree
 from nnunet_core.errors import ConfigurationError
-
-# With several seeds: each seed's folder under results/, predictions/ and logs/ (seed_1).
-SEED_FOLDER_PREFIX = "seed_"
-# work_dir/paper: the results tables across every dataset and seed.
-PAPER_FOLDER = "paper"
+from nnunet_core.layout.predictions import PREDICTIONS_FOLDER, TEST_SUMMARY_JSON
+from nnunet_core.layout.raw import images_ts_dir, labels_ts_dir
+from nnunet_core.layout.results import REPORT_PAGE_MD, report_dir
+from nnunet_core.layout.roots import (
+    Roots,
+    dataset_folder_name,
+    raw_dataset_dir,
+    results_dataset_dir,
+)
+from nnunet_core.layout.work import WORK_LOGS, seed_folder_name
 
 
 def check_run_keys(config: dict[str, Any]) -> None:
@@ -49,7 +53,7 @@ def check_run_keys(config: dict[str, Any]) -> None:
 
 
 def _folder_of(entry: dict[str, Any]) -> str:
-    return paths.dataset_folder_name(entry["id"], entry["name"])
+    return dataset_folder_name(entry["id"], entry["name"])
 
 
 def _datasets(config: dict[str, Any]) -> list[dict[str, Any]]:
@@ -81,15 +85,15 @@ class RunInstance:
     def test_summary(self) -> list[Path]:
         """The run's test summary, where its test set has labels (else none)."""
         tree = self.tree
-        raw = paths.raw_dataset_dir(tree.roots, tree.dataset)
+        raw = raw_dataset_dir(tree.roots, tree.dataset)
         return [tree.test_summary] if test_set_of(self.config, raw)[1] else []
 
     def report_page(self) -> Path:
-        return results_tree.report_dir(self.tree.results_dir) / results_tree.REPORT_PAGE_MD
+        return report_dir(self.tree.results_dir) / REPORT_PAGE_MD
 
     def plans_name(self) -> str:
         """``planning.plans_name``, else the planner's (nnUNetPlans, nnUNetResEncUNetMPlans)."""
-        from nnunet_core.planning.planner import get_preset
+        from nnunet_core.planning.presets import get_preset
 
         planning = self.config["planning"]
         return planning.get("plans_name") or get_preset(planning["planner"]).plans_name
@@ -153,10 +157,10 @@ class RunTree:
     def of_config(cls, config: dict[str, Any]) -> RunTree:
         dataset = config["dataset"]
         work = Path(config["work_dir"])
-        roots = paths.Roots.in_work_dir(work, raw=dataset.get("raw_root"))
+        roots = Roots.in_work_dir(work, raw=dataset.get("raw_root"))
         several = len(config.get("seeds") or []) > 1
-        folder = f"{SEED_FOLDER_PREFIX}{config['seed']}" if several else None
-        name = paths.dataset_folder_name(dataset["id"], dataset["name"])
+        folder = seed_folder_name(config["seed"]) if several else None
+        name = dataset_folder_name(dataset["id"], dataset["name"])
         assert roots.raw is not None
         return cls(work, name, roots.raw, folder)
 
@@ -164,32 +168,32 @@ class RunTree:
         return folder / self.seed_folder if self.seed_folder else folder
 
     @property
-    def roots(self) -> paths.Roots:
-        base = paths.Roots.in_work_dir(self.work, raw=self.raw_root)
+    def roots(self) -> Roots:
+        base = Roots.in_work_dir(self.work, raw=self.raw_root)
         assert base.results is not None
-        return paths.Roots(base.raw, base.preprocessed, self._per_seed(base.results))
+        return Roots(base.raw, base.preprocessed, self._per_seed(base.results))
 
     @property
     def results_dir(self) -> Path:
-        return paths.results_dataset_dir(self.roots, self.dataset)
+        return results_dataset_dir(self.roots, self.dataset)
 
     @property
     def predictions_dir(self) -> Path:
-        return self._per_seed(self.work / results_tree.PREDICTIONS_FOLDER) / self.dataset
+        return self._per_seed(self.work / PREDICTIONS_FOLDER) / self.dataset
 
     @property
     def test_summary(self) -> Path:
-        return self.predictions_dir / results_tree.TEST_SUMMARY_JSON
+        return self.predictions_dir / TEST_SUMMARY_JSON
 
     @property
     def logs(self) -> Path:
         """Logs of the seed's jobs (training on)."""
-        return self._per_seed(self.work / paths.WORK_LOGS) / self.dataset
+        return self._per_seed(self.work / WORK_LOGS) / self.dataset
 
     @property
     def dataset_logs(self) -> Path:
         """Logs of the dataset's jobs up to preprocessing, shared by its seeds."""
-        return self.work / paths.WORK_LOGS / self.dataset
+        return self.work / WORK_LOGS / self.dataset
 
 
 def test_set_of(config: dict[str, Any], raw_dir: Path) -> tuple[bool, bool]:
@@ -199,8 +203,8 @@ def test_set_of(config: dict[str, Any], raw_dir: Path) -> tuple[bool, bool]:
     if dataset.get("synthetic", {}).get("enabled", False):
         has_test = dataset["synthetic"]["num_test"] > 0
         return has_test, has_test
-    has_test = (raw_dir / "imagesTs").is_dir()
-    return has_test, has_test and (raw_dir / "labelsTs").is_dir()
+    has_test = images_ts_dir(raw_dir).is_dir()
+    return has_test, has_test and labels_ts_dir(raw_dir).is_dir()
 
 
 def paper_table_flags(instances: list[RunInstance]) -> str:
@@ -219,7 +223,7 @@ def reproduce_run_flags(instances: list[RunInstance]) -> str:
     for run in instances:
         tree = run.tree
         values = [
-            paths.raw_dataset_dir(tree.roots, tree.dataset),
+            raw_dataset_dir(tree.roots, tree.dataset),
             run.plans_name(),
             tree.results_dir,
         ]

@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import IO, Any
 
 from nnunet_core.errors import NnunetCoreError
-from nnunet_core.layout.paths import WORK_LOGS
+from nnunet_core.io.locks import open_lock_file, read_holder, try_lock, write_holder
+from nnunet_core.layout.work import work_lock_file
 
-LOCK_NAME = ".workflow.lock"
 _HELD: dict[Path, IO[str]] = {}  # lock files this process holds (released by the kernel at exit)
 
 
@@ -39,26 +39,13 @@ def acquire(work_dir: str | os.PathLike) -> Path | None:
     """Take the lock of ``work_dir`` (created if needed); WorkDirLockedError when another process
     holds it. Taking it again in the same process is a no-op. None where the file system cannot
     lock (the run goes on, with a warning)."""
-    import fcntl
-
     work = Path(work_dir).absolute()
-    path = work / WORK_LOGS / LOCK_NAME  # with the workflow's logs: no result folder lists it
+    path = work_lock_file(work)  # with the workflow's logs: no result folder lists it
     if path in _HELD:
         return path
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle = open(path, "a+")  # noqa: SIM115 - held open for as long as the workflow runs
+    handle = open_lock_file(path)
     try:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        handle.seek(0)
-        holder = handle.read().strip() or "an unknown process"
-        handle.close()
-        msg = (
-            f"work_dir {work} is in use by another workflow ({holder}; lock "
-            f"{path.relative_to(work)}): wait for it to finish or stop it, or choose another "
-            "work_dir"
-        )
-        raise WorkDirLockedError(msg) from None
+        locked = try_lock(handle)
     except OSError as exc:  # e.g. ENOLCK on a file system without locks
         handle.close()
         print(
@@ -67,10 +54,16 @@ def acquire(work_dir: str | os.PathLike) -> Path | None:
             file=sys.stderr,
         )
         return None
-    handle.seek(0)
-    handle.truncate()
-    handle.write(f"pid {os.getpid()} on {socket.gethostname()}, run from {Path.cwd()}\n")
-    handle.flush()
+    if not locked:
+        holder = read_holder(handle) or "an unknown process"
+        handle.close()
+        msg = (
+            f"work_dir {work} is in use by another workflow ({holder}; lock "
+            f"{path.relative_to(work)}): wait for it to finish or stop it, or choose another "
+            "work_dir"
+        )
+        raise WorkDirLockedError(msg)
+    write_holder(handle, f"pid {os.getpid()} on {socket.gethostname()}, run from {Path.cwd()}")
     _HELD[path] = handle
     return path
 

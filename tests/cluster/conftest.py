@@ -29,7 +29,8 @@ from typing import Any
 
 import pytest
 import yaml
-from workflow_helpers import DATASET, REPO, snakemake, tiny_config
+
+from tests.helpers.workflow import DATASET, REPO, snakemake, tiny_config
 
 PROFILE = REPO / "profiles" / "slurm" / "profile.yaml"
 # Relative work_dir: a copy of a run folder keeps its paths, params and Snakemake metadata.

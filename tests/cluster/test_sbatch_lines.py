@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from workflow_helpers import REPO, snakemake
+
+from tests.helpers.workflow import REPO, snakemake
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 

@@ -11,7 +11,8 @@ import subprocess
 
 import pytest
 import yaml
-from workflow_helpers import REPO, job_counts, snakemake, tiny_config
+
+from tests.helpers.workflow import REPO, job_counts, snakemake, tiny_config
 
 pytestmark = pytest.mark.cluster
 

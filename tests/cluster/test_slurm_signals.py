@@ -50,9 +50,10 @@ SIGNAL_BY, TRAINING_FROM = 45, 6  # seconds into the job, at the latest / at the
 # retry longer.
 FASTEST_EPOCH = 2.0
 RUN_TIMEOUT = 360  # seconds for each run (about 2 minutes expected), plus its training time
+# `nnunet-core train`'s line when it exits 75 (EXIT_STOPPED), also in the fold's training log
 STOPPED = re.compile(
-    r"train 3d_fullres fold (\d): stopped at epoch (\d+) by (SIGUSR1|deadline); "
-    r"will continue on retry"
+    r"3d_fullres fold (\d): stopped at epoch (\d+) by (SIGUSR1|deadline); "
+    r"checkpoint_latest\.pth holds epoch \d+; exit 75: the retry continues with --c"
 )
 
 
@@ -262,6 +263,12 @@ def _job_log(cluster, run: Run, job, fold: int) -> str:
     return cluster.read(cluster.slurm_log(run.workdir, "train", job, cluster.configuration, fold))
 
 
+def _first_training_log(cluster, run: Run, fold: int) -> str:
+    """The fold's training log of its first attempt (the rule's log is replaced at a retry)."""
+    folder = cluster.fold_dir(run.workdir, fold)
+    return sorted(folder.glob("training_log_*.txt"))[0].read_text()
+
+
 def _resumed_epoch(cluster, run: Run, fold: int) -> int:
     """The epoch the last attempt continued with, from the fold's rule log (that attempt's)."""
     log = cluster.read(cluster.train_log(run.workdir, fold))
@@ -305,9 +312,10 @@ def test_usr1_via_scancel_stops_the_epoch_and_the_retry_continues(runs, cluster)
     assert [(j.id, j.state) for j in jobs][:1] == [(first, "FAILED")], jobs
     assert [j.state for j in jobs] == ["FAILED", "COMPLETED"], jobs
     log = _job_log(cluster, run, jobs[0], fold)
-    # Printed by the rule's shell after the trainer had finished its epoch, saved and exited.
-    stop = STOPPED.search(log)
-    assert stop, log[-4000:]
+    # Written by the trainer after it had finished its epoch and saved; then it exited 75.
+    training_log = _first_training_log(cluster, run, fold)
+    stop = STOPPED.search(training_log)
+    assert stop, training_log[-4000:]
     assert stop.group(3) == "SIGUSR1"
     epoch = int(stop.group(2))
     assert epoch >= 1  # signalled once its log showed epoch 1
@@ -335,8 +343,9 @@ def test_walltime_signal_stops_before_the_limit_and_the_retry_finishes(runs, clu
     assert first["JobState"] == "FAILED" and first["TimeLimit"] == "00:03:00", first
     assert cluster.seconds(first["RunTime"]) < 180, first["RunTime"]
     log = _job_log(cluster, run, jobs[0], fold)
-    stop = STOPPED.search(log)
-    assert stop, log[-4000:]
+    training_log = _first_training_log(cluster, run, fold)
+    stop = STOPPED.search(training_log)
+    assert stop, training_log[-4000:]
     _assert_step_survived(log)
     epoch = int(stop.group(2))
     # The retry, a new SLURM job, continued with the next epoch and finished.

@@ -5,13 +5,14 @@ which a dry run may preview): Snakemake's ``ConfigurationError in file ... commo
 line naming the key and the value, no InputFunctionException, no traceback, nothing under
 work_dir. A chosen configuration that the planner makes but did not plan for this dataset can
 only be known from the plans: the run stops right after the plan job, with one line.
-The check_config-level cases are in tests/unit/test_bad_values.py.
+The check_config-level cases are in tests/unit/workflow/test_check_config.py.
 """
 
 from __future__ import annotations
 
 import pytest
-from workflow_helpers import DATASET, snakemake, tiny_config
+
+from tests.helpers.workflow import DATASET, snakemake, tiny_config
 
 
 def _lines(result) -> list[str]:

@@ -20,10 +20,12 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.helpers.paths import TEST_DATA
+
 DATASET = "Dataset900_Synth"
 CONFIG = "3d_fullres"
 MODEL = f"nnUNetTrainer__nnUNetPlans__{CONFIG}"
-PLANS = Path(__file__).parents[1] / "data" / "plans" / "synth3d_peer900" / "nnUNetPlans.json"
+PLANS = TEST_DATA / "plans" / "synth3d_peer900" / "nnUNetPlans.json"
 ARGS_JSON = "predict_from_raw_data_args.json"
 
 

@@ -20,8 +20,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import SimpleITK as sitk
-from test_predict import make_model
-from workflow_helpers import snakemake, tiny_config
+
+from tests.helpers.model_folder import make_model
+from tests.helpers.workflow import snakemake, tiny_config
 
 DATASET = "Dataset900_Synth"
 TINY = {"num_training": 4, "num_test": 2, "shape": (8, 16, 16)}

@@ -18,7 +18,6 @@ import numpy as np
 import pytest
 import SimpleITK as sitk
 import torch
-from training_helpers import check, cli, roots_env
 
 from nnunet_core.cli import main
 from nnunet_core.dataset.discovery import RawCase
@@ -31,7 +30,7 @@ from nnunet_core.inference.cascade_input import (
 from nnunet_core.inference.model_folder import load_trained_model
 from nnunet_core.inference.predictor import PredictionSettings, input_cases, predict_cases
 from nnunet_core.io.dataset_json import parse_dataset_json
-from nnunet_core.io.plans import resolve_configuration
+from nnunet_core.io.plans import Plans
 from nnunet_core.model import build_network
 from nnunet_core.model import checkpoint as ckpt
 from nnunet_core.preprocessing.cropping import crop_to_nonzero
@@ -42,6 +41,7 @@ from nnunet_core.preprocessing.resampling import (
     resample,
     resampling_kwargs,
 )
+from tests.helpers.training import roots_env
 
 pytestmark = pytest.mark.slow
 
@@ -70,7 +70,7 @@ def tiny_plans(plans: dict) -> dict:
 
 def make_model(results: Path, plans: dict, dataset_json: dict, configuration: str) -> Path:
     """A model folder as training writes it, fold 0 with seeded random weights."""
-    resolved = resolve_configuration(plans, configuration)
+    resolved = Plans(plans).configuration(configuration)
     spec = parse_dataset_json(dataset_json).label_spec
     channels = num_input_channels(resolved, len(dataset_json["channel_names"]), spec)
     model_dir = results / DATASET / f"nnUNetTrainer__nnUNetPlans__{configuration}"
@@ -101,8 +101,10 @@ def tree(tmp_path_factory: pytest.TempPathFactory, make_raw_dataset) -> dict:
         spacing=(1.0, 1.0, 1.0),
     )
     env = roots_env(root)
-    check(cli(env, "fingerprint", "-d", DATASET, "-np", "1"))
-    check(cli(env, "plan", "-d", DATASET, "-gpu_memory_target", "0.02"))
+    # the real commands in process: two interpreter start-ups importing torch cost seconds
+    roots = ["--raw", env["nnUNet_raw"], "--preprocessed", env["nnUNet_preprocessed"]]
+    assert main(["fingerprint", "-d", DATASET, "-np", "1", *roots]) == 0
+    assert main(["plan", "-d", DATASET, "-gpu_memory_target", "0.02", *roots]) == 0
     plans = json.loads((root / "preprocessed" / DATASET / "nnUNetPlans.json").read_text())
     assert plans["configurations"][LOW]["next_stage"] == CASCADE
     plans = tiny_plans(plans)
@@ -257,13 +259,13 @@ def test_stacked_input_is_the_image_plus_the_seg_preprocessed_previous_stage(
     assert "class_locations" not in properties
     # the same seg, step by step: cropped with the image (its bbox; 0 outside the image's nonzero
     # mask becomes -1, which decides ties of the seg resampling), then the seg resampling
-    assert plans["transpose_forward"] == [0, 1, 2]
+    assert plans.transpose_forward == (0, 1, 2)
     raw = sitk.GetArrayFromImage(sitk.ReadImage(str(previous)))[None].astype(np.int16)
     image = sitk.GetArrayFromImage(sitk.ReadImage(str(case.images[0])))[None]
     _, cropped, bbox = crop_to_nonzero(image.astype(np.float32), raw)
     assert bbox == properties["bbox_used_for_cropping"]
-    configuration = resolve_configuration(plans, CASCADE)
-    spacing, target = properties["spacing"], configuration["spacing"]
+    configuration = plans.configuration(CASCADE)
+    spacing, target = properties["spacing"], list(configuration.spacing)
     shape = compute_new_shape(cropped.shape[1:], spacing, target)
     kwargs = resampling_kwargs(configuration, "seg", CASCADE)
     expected = resample(

@@ -25,12 +25,13 @@ from pathlib import Path
 
 import pytest
 import torch
-from training_helpers import check, cli, roots_env, run_fold_in_process
 
+from nnunet_core.cli import main
 from nnunet_core.cluster import stop_signal
-from nnunet_core.layout.results_tree import PREDICTED_NEXT_STAGE_FOLDER, trained_model_dir
+from nnunet_core.layout.results import PREDICTED_NEXT_STAGE_FOLDER, trained_model_dir
 from nnunet_core.model import checkpoint as ckpt
 from nnunet_core.training.trainer import TrainerSettings
+from tests.helpers.training import check, cli, roots_env, run_fold_in_process
 
 pytestmark = pytest.mark.slow
 
@@ -73,13 +74,15 @@ def env(tmp_path_factory: pytest.TempPathFactory, make_raw_dataset) -> dict:
         root / "raw" / DATASET, num_training=4, num_test=0, shape=(40, 48, 48), spacing=(1, 1, 1)
     )
     environment = roots_env(root)
-    check(cli(environment, "fingerprint", "-d", "992", "-np", "1"))
-    check(cli(environment, "plan", "-d", "992", "-gpu_memory_target", "0.02"))
+    # the real commands in process: an interpreter start-up each costs seconds on 2 busy cores
+    raw_root, preprocessed_root = environment["nnUNet_raw"], environment["nnUNet_preprocessed"]
+    roots = ["--raw", raw_root, "--preprocessed", preprocessed_root]
+    assert main(["fingerprint", "-d", "992", "-np", "1", *roots]) == 0
+    assert main(["plan", "-d", "992", "-gpu_memory_target", "0.02", *roots]) == 0
     for configuration in (LOWRES, "3d_fullres"):
-        check(
-            cli(
-                environment, "preprocess", "-d", "992", "-c", configuration, "-np", "1", "--no-pbar"
-            )
+        assert (
+            main(["preprocess", "-d", "992", "-c", configuration, "-np", "1", "--no-pbar", *roots])
+            == 0
         )
     preprocessed = Path(environment["nnUNet_preprocessed"]) / DATASET
     plans = json.loads((preprocessed / "nnUNetPlans.json").read_text())
@@ -121,7 +124,7 @@ def test_deadline_stop_then_continue_equals_the_uninterrupted_run(
 ) -> None:
     results = tmp_path / "results"
     copy_previous_stage(env["results"], results)
-    stopped = run(results, env["env"], CASCADE, 0, **STOP_AFTER_FIRST_EPOCH)
+    stopped = run(results, env["env"], CASCADE, 0, stops=True, **STOP_AFTER_FIRST_EPOCH)
     folder = model_dir(results, CASCADE) / "fold_0"
     assert "stopped at epoch 0 by deadline" in stopped
     assert (folder / ckpt.LATEST).is_file() and not (folder / ckpt.FINAL).exists()
@@ -181,8 +184,8 @@ def test_usr1_stops_a_cascade_fold_process_and_continue_finishes(env: dict, tmp_
                 process.kill()
                 process.wait()
     text = out.read_text()
-    # a stop is exit 0 from the CLI; only the train rule turns it into EXIT_STOPPED (75)
-    assert status == 0, text[-3000:]
+    # a stop is the CLI's own EXIT_STOPPED (75), the status the train rule's retries act on
+    assert status == stop_signal.EXIT_STOPPED, text[-3000:]
     stopped = re.search(r"stopped at epoch (\d+) by SIGUSR1", text)
     assert stopped, text[-3000:]
     k = int(stopped.group(1))

@@ -1,7 +1,7 @@
 """DDP training for real on the CPU (gloo): ``-num_gpus 2``, torchrun single- and two-node.
 
 The tiny preprocessed dataset is built once for this module by the ``env`` fixture
-(tests/integration/conftest.py: the real commands, a ``3d_tiny`` plans override). Each run
+(tests/conftest.py: the real commands, a ``3d_tiny`` plans override). Each run
 trains a few iterations to the end, including the final validation, so every collective of the
 path is exercised. The equivalence test runs the trainer in two spawned gloo ranks and in this
 process and compares losses and weights step by step.
@@ -22,11 +22,12 @@ from pathlib import Path
 
 import pytest
 import torch
-from training_helpers import CONFIG, DATASET, MODEL, check, cli
 
-from nnunet_core.layout.paths import Roots
+from nnunet_core.cluster import stop_signal
+from nnunet_core.layout.roots import Roots
 from nnunet_core.model import checkpoint as ckpt
 from nnunet_core.training.distributed import find_free_port
+from tests.helpers.training import CONFIG, DATASET, MODEL, check, cli
 
 pytestmark = pytest.mark.slow
 
@@ -131,7 +132,7 @@ def _train_steps(setup, topology) -> tuple[list[float], dict[str, torch.Tensor],
 def _rank_worker(rank: int, world_size: int, port: int, setup, out: str) -> None:
     import torch.distributed as dist
 
-    from nnunet_core.training.distributed import Topology
+    from nnunet_core.cluster.process_topology import Topology
 
     torch.set_num_threads(1)
     os.environ.update(MASTER_ADDR="localhost", MASTER_PORT=str(port))
@@ -153,7 +154,7 @@ def test_two_ranks_equal_one_process_with_the_same_global_batch(env, tmp_path: P
     are ~1e-6 relative; a wrong batch split, foreground pattern or Dice reduction changes the
     loss in the first decimals (the Dice of one sample vs of the batch differs by > 1e-2).
     """
-    from nnunet_core.training.distributed import SINGLE_PROCESS
+    from nnunet_core.cluster.process_topology import SINGLE_PROCESS
 
     setup = _setup(env, tmp_path / "ddp")
     assert int(setup.configuration["batch_size"]) == 2
@@ -193,7 +194,9 @@ def test_usr1_to_a_relayed_torchrun_node_stops_both_ranks_at_one_epoch(env) -> N
     group of its own (SLURM's proctrack/pgid); SIGUSR1 to the group after the first checkpoint.
     """
     folder = fold_folder(env, 3)
-    command = [sys.executable, "-m", "nnunet_core.cluster.stop_relay", TORCHRUN]
+    # torchrun as the multi-node launcher runs it: its exit status is the stopped fold's
+    command = [sys.executable, "-m", "nnunet_core.cluster.stop_relay", sys.executable, "-m"]
+    command += ["nnunet_core.training.torchrun_launch"]
     command += ["--nnodes", "1", "--nproc_per_node", "2", "--rdzv_backend", "c10d"]
     command += ["--rdzv_endpoint", f"localhost:{find_free_port()}", "-m", "nnunet_core.train"]
     command += ["900", CONFIG, "3", "-device", "cpu", "--epochs", "40", "--iterations", "2"]
@@ -207,7 +210,7 @@ def test_usr1_to_a_relayed_torchrun_node_stops_both_ranks_at_one_epoch(env) -> N
         time.sleep(0.1)
     os.killpg(node.pid, signal.SIGUSR1)
     output = node.communicate(timeout=240)[0].decode()
-    assert node.returncode == 0, output
+    assert node.returncode == stop_signal.EXIT_STOPPED, output
     log = next(folder.glob("training_log_*.txt")).read_text()
     stops = re.findall(r"stopped at epoch (\d+) by SIGUSR1", log)
     assert len(stops) == 1, log[-3000:]  # rank 0 logs once; both ranks agreed on the epoch

@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pytest
 import torch
-from training_helpers import CONFIG, DATASET
 
-from nnunet_core.layout.paths import Roots
+from nnunet_core.layout.roots import Roots
+from tests.helpers.training import CONFIG, DATASET
 
 pytestmark = pytest.mark.slow
 
@@ -84,7 +84,7 @@ def _held_export_on_rank1(markers: Path, validation_folder: Path) -> None:
 
 
 def _validate_on_rank(setup, markers: str) -> None:
-    from nnunet_core.layout.results_tree import VALIDATION_FOLDER
+    from nnunet_core.layout.results import VALIDATION_FOLDER
     from nnunet_core.training.distributed import process_group
     from nnunet_core.training.fold_run import FoldFlags, validate, write_summary
     from nnunet_core.training.trainer import Trainer, TrainerSettings
@@ -107,7 +107,7 @@ def _validate_on_rank(setup, markers: str) -> None:
 def test_rank0_cleanup_never_deletes_a_file_another_rank_is_writing(
     env, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from nnunet_core.layout.results_tree import SUMMARY_JSON, VALIDATION_FOLDER
+    from nnunet_core.layout.results import SUMMARY_JSON, VALIDATION_FOLDER
     from nnunet_core.training.distributed import find_free_port, spawn
     from nnunet_core.training.fold_setup import prepare_fold
 

@@ -24,11 +24,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from training_helpers import CONFIG, DATASET, MODEL, check, cli
-from workflow_helpers import snakemake, tiny_config
 
 from nnunet_core.io.atomic import atomic_path
 from nnunet_core.model import checkpoint as ckpt
+from tests.helpers.training import CONFIG, DATASET, MODEL, check, cli
+from tests.helpers.workflow import snakemake, tiny_config
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="tmpfs mounts")
 

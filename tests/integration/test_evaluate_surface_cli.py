@@ -2,8 +2,8 @@
 
 Two cases written as NIfTI with an anisotropic spacing: a sphere shifted by 2 voxels along the
 3 mm axis (6 mm; hand values HD95 = 0.95 * 6, NSD(tol) = tol / 6 within a voxel, as in
-tests/unit/test_surface_metrics.py), and a case whose prediction misses the lesion (the worst
-case, named).
+tests/unit/evaluation/test_surface_metrics.py), and a case whose prediction misses the lesion
+(the worst case, named).
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import SimpleITK as sitk
-from surface_helpers import ball
+
+from tests.helpers.surface import ball
 
 SPACING_ZYX = (3.0, 1.0, 1.0)
 SHAPE = (24, 48, 48)

@@ -13,9 +13,9 @@ import json
 from pathlib import Path
 
 import pytest
-from training_helpers import CONFIG, MODEL, check, cli
 
 from nnunet_core.model import checkpoint as ckpt
+from tests.helpers.training import CONFIG, MODEL, check, check_stopped, cli
 
 pytestmark = pytest.mark.slow
 
@@ -46,7 +46,7 @@ def test_c_with_pretrained_weights_starts_from_them_once_then_continues(
     folder = fold_folder(env, fold)
     command = ["train", "900", CONFIG, str(fold), *gpus, *SHORT, "--epochs", "2", "--c"]
     command += ["-pretrained_weights", str(pretrained)]
-    first = check(cli(env, *command, *STOP_AFTER_FIRST_EPOCH))
+    first = check_stopped(cli(env, *command, *STOP_AFTER_FIRST_EPOCH))
     assert "stopped at epoch 0 by deadline" in first.stdout
     log = log_of(folder)
     assert f"no checkpoint in {folder} to continue from; starting from the pretrained" in log

@@ -17,15 +17,17 @@ from pathlib import Path
 
 import pytest
 import torch
-from training_helpers import CONFIG, DATASET, MODEL
 
+from nnunet_core.cluster.process_topology import SINGLE_PROCESS, Topology
+from nnunet_core.cluster.stop_signal import EXIT_STOPPED
 from nnunet_core.errors import ConfigurationError
-from nnunet_core.layout.paths import Roots
+from nnunet_core.layout.results import FOLD_LOCK_NAME as LOCK_NAME
+from nnunet_core.layout.roots import Roots
 from nnunet_core.model import checkpoint as ckpt
-from nnunet_core.training.distributed import SINGLE_PROCESS, Topology
-from nnunet_core.training.fold_lock import LOCK_NAME, FoldLock, FoldLockedError
+from nnunet_core.training.fold_lock import FoldLock, FoldLockedError
 from nnunet_core.training.fold_run import FoldFlags, FoldRequest, run_fold, takes_lock
 from nnunet_core.training.trainer import TrainerSettings
+from tests.helpers.training import CONFIG, DATASET, MODEL
 
 pytestmark = pytest.mark.slow
 
@@ -62,11 +64,12 @@ def request(
     )
 
 
-def run_quietly(req: FoldRequest) -> str:
-    """``run_fold`` with its stdout captured; returns what it printed."""
+def run_quietly(req: FoldRequest, stops: bool = False) -> str:
+    """``run_fold`` with its stdout captured; returns what it printed. ``stops``: the fit stops
+    early, and ``run_fold`` returns ``EXIT_STOPPED``."""
     out = io.StringIO()
     with one_thread(), contextlib.redirect_stdout(out):
-        assert run_fold(req) == 0
+        assert run_fold(req) == (EXIT_STOPPED if stops else 0)
     return out.getvalue()
 
 
@@ -85,7 +88,7 @@ def lifecycle(env, tmp_path_factory: pytest.TempPathFactory) -> dict:
     results = tmp_path_factory.mktemp("results")
     folder = results / DATASET / MODEL / "fold_0"
     seen: dict = {"env": env, "results": results, "folder": folder}
-    seen["stop_output"] = run_quietly(request(env, results, **STOP_AFTER_FIRST_EPOCH))
+    seen["stop_output"] = run_quietly(request(env, results, **STOP_AFTER_FIRST_EPOCH), stops=True)
     seen["stopped_names"] = {p.name for p in folder.iterdir()}
     seen["stopped_attempts"] = attempts(folder)
     seen["stopped_latest"] = torch.load(folder / ckpt.LATEST, weights_only=True)
@@ -195,7 +198,7 @@ def test_a_checkpoint_latest_written_at_a_new_best_knows_that_best(env, tmp_path
     every_epoch = TrainerSettings(
         num_epochs=3, num_iterations=2, num_val_iterations=1, num_workers=0, save_every=1
     )
-    run_quietly(request(env, tmp_path, 3, every_epoch, **STOP_AFTER_FIRST_EPOCH))
+    run_quietly(request(env, tmp_path, 3, every_epoch, **STOP_AFTER_FIRST_EPOCH), stops=True)
     folder = tmp_path / DATASET / MODEL / "fold_3"
     latest = torch.load(folder / ckpt.LATEST, weights_only=True)
     best = torch.load(folder / ckpt.BEST, weights_only=True)

@@ -2,7 +2,7 @@
 
 The user gives ``--resources gpu=K`` (K GPUs) as always; with folds_per_gpu k the workflow counts
 K*k slots, so k fold jobs run at once per GPU and the (k+1)-th waits for one to finish. Each
-fold job takes one share of the GPU through the slot locks (tests/unit/test_gpu_slots.py).
+fold job takes one share of the GPU through the slot locks (tests/unit/cluster/test_gpu_slots.py).
 There is no GPU here: ``nnUNet_num_gpus=1`` mocks the GPU count for the locks (as
 tests/integration/test_two_workflows.py does); ``device: auto`` finds no CUDA, so the folds train
 on the CPU while each holds its share. Under a cluster executor the setting does not apply (the
@@ -18,7 +18,8 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
-from workflow_helpers import DATASET, REPO, snakemake, tiny_config
+
+from tests.helpers.workflow import DATASET, REPO, snakemake, tiny_config
 
 NOTE = "training.folds_per_gpu 2: --resources gpu=1 counts 2 GPU slots"
 SHARING = "nnUNet_folds_per_gpu=2 "

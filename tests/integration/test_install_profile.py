@@ -6,7 +6,8 @@ import os
 import subprocess
 
 import pytest
-from workflow_helpers import REPO, job_counts, snakemake, tiny_config
+
+from tests.helpers.workflow import REPO, job_counts, snakemake, tiny_config
 
 
 def _make_install_profile(home) -> subprocess.CompletedProcess:

@@ -17,13 +17,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 import SimpleITK as sitk
-from model_sharing_helpers import DATASET, UPSTREAM_LAYOUT, files_under, make_results, members
-from peer_helpers import HAS_PEER, upstream
-from training_helpers import check, cli
+
+from tests.helpers.model_sharing import DATASET, UPSTREAM_LAYOUT, files_under, make_results, members
+from tests.helpers.paths import TEST_DATA
+from tests.helpers.peer import HAS_PEER, upstream
+from tests.helpers.training import check, cli
 
 pytestmark = pytest.mark.slow
 
-UPSTREAM = Path(__file__).resolve().parents[1] / "data" / "upstream_model"
+UPSTREAM = TEST_DATA / "upstream_model"
 EXPORTS = {
     "plain": ["-c", "3d_fullres", "2d", "-f", "0"],
     "cv_preds": ["-c", "2d", "3d_fullres", "-f", "0", "--exp_cv_preds"],

@@ -1,8 +1,8 @@
 """``nnunet-core paper-table``: two datasets x two seeds in one table, per-dataset tables and
 methods, the same bytes on a rerun, and one-line errors for a wrong ``--run``.
 
-Dataset901_Fake and a copy renamed Dataset902_Fake (paper_helpers: fake trees, selection run for
-real, HD95/NSD in the summaries), each with seeds 0 and 1.
+Dataset901_Fake and a copy renamed Dataset902_Fake (tests/helpers/paper.py: fake trees, selection
+run for real, HD95/NSD in the summaries), each with seeds 0 and 1.
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from paper_helpers import assert_latex_compiles, seed_tree
+
+from tests.helpers.paper import assert_latex_compiles, seed_tree
 
 OTHER = "Dataset902_Fake"
 

@@ -14,7 +14,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from training_helpers import roots_env
+
+from tests.helpers.training import roots_env
 
 pytestmark = pytest.mark.slow
 

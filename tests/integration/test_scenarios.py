@@ -20,9 +20,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from readme_commands import mirror_checkout, with_flags
 from snakemake.utils import validate
-from workflow_helpers import DATASET, REPO, SCENARIOS, SCHEMA, job_counts, scenario_config
+
+from tests.helpers.readme_commands import mirror_checkout, with_flags
+from tests.helpers.workflow import DATASET, REPO, SCENARIOS, SCHEMA, job_counts, scenario_config
 
 NAMES = ("demo", "2d", "multi_gpu_dryrun", "slurm_dryrun")
 PLANS = f"work/preprocessed/{DATASET}/nnUNetPlans.json"

@@ -14,7 +14,8 @@ import sys
 from pathlib import Path
 
 import numpy as np
-from fake_results import (
+
+from tests.helpers.fake_results import (
     CASES,
     DATASET,
     DATASET_JSON,

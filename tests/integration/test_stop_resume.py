@@ -1,11 +1,12 @@
 """Stopping before the walltime and continuing, with real processes and real signals.
 
-SIGUSR1 in the middle of an epoch stops after it (exit 0, checkpoint_latest, no final); ``--c``
+SIGUSR1 in the middle of an epoch stops after it (exit EXIT_STOPPED with one stderr line naming
+the fold, checkpoint_latest, no final; also under ``-num_gpus 2``); ``--c``
 finishes; in deterministic mode the result is bitwise the uninterrupted run's, also after a
 SIGKILL; the signal sent to a whole process group (a Snakemake-like parent, a shell, the
 trainer) kills nobody; a deadline stops without a signal; a second job on a fold is refused;
 kill -9 at random moments never loses a checkpoint. Starts from the tiny dataset of the ``env``
-fixture (tests/integration/conftest.py).
+fixture (tests/conftest.py).
 """
 
 from __future__ import annotations
@@ -22,9 +23,10 @@ from pathlib import Path
 
 import pytest
 import torch
-from training_helpers import CONFIG, DATASET, MODEL, check, cli
 
+from nnunet_core.cluster.stop_signal import EXIT_STOPPED
 from nnunet_core.model import checkpoint as ckpt
+from tests.helpers.training import CONFIG, DATASET, MODEL, check, check_stopped, cli
 
 pytestmark = [
     pytest.mark.slow,
@@ -98,9 +100,13 @@ def test_usr1_mid_epoch_stops_after_it_and_continue_is_bit_exact(env, straight, 
     wait_for(lambda: 1 in started_epochs(out), process=process)
     k = max(started_epochs(out))
     process.send_signal(signal.SIGUSR1)
-    assert process.wait(timeout=120) == 0
+    assert process.wait(timeout=120) == EXIT_STOPPED
     text = out.read_text()
-    assert f"stopped at epoch {k} by SIGUSR1" in text
+    assert (
+        f"nnunet-core train: {DATASET} {CONFIG} fold 0: stopped at epoch {k} by SIGUSR1; "
+        f"checkpoint_latest.pth holds epoch {k + 1}; exit {EXIT_STOPPED}: the retry continues "
+        "with --c"
+    ) in text
     latest = ckpt.load_checkpoint(fold(tmp_path) / ckpt.LATEST)
     assert latest["current_epoch"] == k + 1 < EPOCHS
     assert not (fold(tmp_path) / ckpt.FINAL).exists()
@@ -141,8 +147,8 @@ def signal_a_workflow_like_group(environment: dict[str, str], out: Path, signum:
     Returns the parent (ended) and what it printed.
     """
     command = " ".join(
-        [f"set -euo pipefail; {sys.executable} -m nnunet_core", *TRAIN, *SCHEDULE]
-        + [f">> {out} 2>&1; echo shell alive"]
+        [f"set -uo pipefail; {sys.executable} -m nnunet_core", *TRAIN, *SCHEDULE]
+        + [f'>> {out} 2>&1; echo "shell alive, train exited $?"']
     )
     parent = subprocess.Popen(
         [sys.executable, "-c", PARENT, "ignore", command],
@@ -163,7 +169,10 @@ def test_usr1_to_the_process_group_reaches_only_the_trainer(env, tmp_path):
     out = tmp_path / "out.txt"
     parent, stdout = signal_a_workflow_like_group(environment, out, signal.SIGUSR1)
     assert parent.returncode == 0
-    assert stdout.splitlines() == ["shell alive", "parent alive, shell 0"]
+    assert stdout.splitlines() == [
+        f"shell alive, train exited {EXIT_STOPPED}",
+        "parent alive, shell 0",
+    ]
     assert "by SIGUSR1" in out.read_text()
     assert ckpt.load_checkpoint(fold(tmp_path) / ckpt.LATEST)["current_epoch"] < EPOCHS
     # without the workflow's mechanism, the same parent dies of the signal
@@ -183,7 +192,10 @@ def test_usr2_as_the_stop_signal_setting_stops_the_trainer_and_spares_the_rest(e
     out = tmp_path / "out.txt"
     parent, stdout = signal_a_workflow_like_group(environment, out, signal.SIGUSR2)
     assert parent.returncode == 0
-    assert stdout.splitlines() == ["shell alive", "parent alive, shell 0"]
+    assert stdout.splitlines() == [
+        f"shell alive, train exited {EXIT_STOPPED}",
+        "parent alive, shell 0",
+    ]
     text = out.read_text()
     assert "stop conditions: SIGUSR2 (stops at the next epoch boundary)" in text
     assert "by SIGUSR2" in text
@@ -195,15 +207,18 @@ def test_deadline_stops_cleanly_without_a_signal(env, tmp_path):
     schedule = ["--epochs", "20", "--iterations", "8", "--val-iterations", "2"]
     args = ["train", "900", CONFIG, "0", "-device", "cpu", "--num-workers", "0"]
     begin = time.time()
-    result = check(cli(environment, *args, *schedule, "--deadline", "1", "--stop-margin", "0"))
+    result = check_stopped(
+        cli(environment, *args, *schedule, "--deadline", "1", "--stop-margin", "0")
+    )
     assert "stop conditions: SIGUSR1" in result.stdout and "deadline" in result.stdout
     assert "stopped at epoch 0 by deadline" in result.stdout  # the first epoch ends after 1 s
+    assert f"{DATASET} {CONFIG} fold 0: stopped at epoch 0 by deadline" in result.stderr
     assert ckpt.load_checkpoint(fold(tmp_path) / ckpt.LATEST)["current_epoch"] == 1
     assert not (fold(tmp_path) / ckpt.FINAL).exists()
     # calibrated: a deadline that leaves room for about 2.5 epochs after the first one
     epoch_s = time.time() - begin
     deadline = f"{epoch_s * 3.4:.1f}"
-    result = check(cli(environment, *args, *schedule, "--c", "--deadline", deadline))
+    result = check_stopped(cli(environment, *args, *schedule, "--c", "--deadline", deadline))
     stopped = re.search(r"stopped at epoch (\d+) by deadline", result.stdout)
     assert stopped, result.stdout[-2000:]
     assert 1 <= int(stopped.group(1)) <= 4  # ~2 epochs, with slack for a busy machine
@@ -295,9 +310,11 @@ def test_usr1_under_ddp_stops_every_rank_after_the_same_epoch(env, tmp_path, tar
         os.kill(max(workers), signal.SIGUSR1)  # typically rank 1
     else:
         os.kill(process.pid, signal.SIGUSR1)
-    assert process.wait(timeout=180) == 0, out.read_text()[-3000:]
+    assert process.wait(timeout=180) == EXIT_STOPPED, out.read_text()[-3000:]
     stops = re.findall(r"stopped at epoch (\d+) by", out.read_text())
     assert len(set(stops)) == 1, out.read_text()[-3000:]
+    # the launcher passes the ranks' code on; rank 0 alone prints the fold's stderr line
+    assert out.read_text().count(f"nnunet-core train: {DATASET} {CONFIG} fold 0: stopped") == 1
     latest = ckpt.load_checkpoint(fold(tmp_path) / ckpt.LATEST)
     assert latest["current_epoch"] == int(stops[0]) + 1 < EPOCHS
     assert not (fold(tmp_path) / ckpt.FINAL).exists()

@@ -12,7 +12,8 @@ import re
 from pathlib import Path
 
 import pytest
-from workflow_helpers import DATASET, REPO, snakemake, tiny_config
+
+from tests.helpers.workflow import DATASET, REPO, snakemake, tiny_config
 
 pytest.importorskip(
     "snakemake_executor_plugin_slurm", reason="SLURM plugin missing: make install-slurm"

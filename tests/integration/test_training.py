@@ -23,11 +23,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from training_helpers import CONFIG, DATASET, MODEL, check, cli
 
-from nnunet_core.layout.paths import Roots
+from nnunet_core.layout.roots import Roots
 from nnunet_core.model import checkpoint as ckpt
 from nnunet_core.training.trainer import STOPPED, Trainer, TrainerSettings
+from tests.helpers.training import CONFIG, DATASET, MODEL, check, cli
 
 pytestmark = pytest.mark.slow
 

@@ -9,7 +9,7 @@ one training attempt.
 
 On two work_dirs sharing ``training.gpu_lock_dir``: the fold jobs of both take GPU slots from the
 same flock'ed files and never hold one at the same time. There is no GPU here: CUDA is mocked by
-faking the slot count (``nnUNet_num_gpus=1``, as tests/unit/test_gpu_slots.py does with
+faking the slot count (``nnUNet_num_gpus=1``, as tests/unit/cluster/test_gpu_slots.py does with
 competing processes); ``device: auto`` still finds no CUDA, so the folds train on the CPU while
 each holds its slot for its whole run.
 """
@@ -28,9 +28,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from workflow_helpers import DATASET, REPO, snakemake, tiny_config
 
+from nnunet_core.layout.work import WORK_LOCK_NAME
 from nnunet_core.workflow import work_lock
+from tests.helpers.workflow import DATASET, REPO, snakemake, tiny_config
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="flock and /proc")
 
@@ -140,7 +141,7 @@ def test_the_work_dir_lock_names_its_holder_and_dies_with_it(tmp_path: Path) -> 
         holder.send_signal(signal.SIGKILL)  # the kernel drops the lock: never stale
         holder.wait(10)
         lock = work_lock.acquire(tmp_path / "work")
-        assert lock == tmp_path / "work" / "logs" / work_lock.LOCK_NAME
+        assert lock == tmp_path / "work" / "logs" / WORK_LOCK_NAME
         assert work_lock.acquire(tmp_path / "work") == lock  # again in this process: a no-op
     finally:
         if holder.poll() is None:
@@ -180,7 +181,7 @@ def test_a_second_workflow_on_the_same_work_dir_is_refused_and_the_first_finishe
             re.escape(f"work_dir {work} is in use by another workflow (pid {first.pid} on ")
             + r"\S+"
             + re.escape(
-                f", run from {tmp_path / 'first'}; lock logs/{work_lock.LOCK_NAME}): wait for it "
+                f", run from {tmp_path / 'first'}; lock logs/{WORK_LOCK_NAME}): wait for it "
                 "to finish or stop it, or choose another work_dir"
             )
         )

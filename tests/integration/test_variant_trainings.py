@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 import torch
 
-from nnunet_core.layout.paths import Roots
+from nnunet_core.layout.roots import Roots
 from nnunet_core.model.upstream_names import our_state_dict
 
 pytestmark = pytest.mark.slow
@@ -180,7 +180,7 @@ def _run_instructions(workdir: Path, text: str, tag: str) -> Path:
 def test_printed_instructions_run_as_printed(workdir: Path, monkeypatch) -> None:
     from nnunet_core.commands.find_best_config import root_flags
     from nnunet_core.evaluation.selection import inference_instructions
-    from nnunet_core.layout.results_tree import DatasetDirs
+    from nnunet_core.layout.results import DatasetDirs
 
     env = {**bare_env(), **dict(zip(ROOT_ENV, ("raw", "preprocessed", "results"), strict=True))}
     models = ["-c", CONFIG, "-tr", NO_MIRROR, ONE_EPOCH, "-f", "0", "-np", "1"]

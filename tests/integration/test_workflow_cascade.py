@@ -17,21 +17,24 @@ import time
 from pathlib import Path
 
 import pytest
-from workflow_helpers import DATASET, snakemake, tiny_config
 
 from nnunet_core.errors import ConfigurationError
+from nnunet_core.io.plans import Plans
 from nnunet_core.workflow.config import check_config, configurations_of_run
+from tests.helpers.workflow import DATASET, snakemake, tiny_config
 
 LOWRES, CASCADE = "3d_lowres", "3d_cascade_fullres"
 MODEL = "nnUNetTrainerNoMirroring__nnUNetPlans__{}"
-PLANS = {
-    "configurations": {
-        "2d": {},
-        LOWRES: {"data_identifier": "lowres", "next_stage": CASCADE},
-        "3d_fullres": {"data_identifier": "fullres"},
-        CASCADE: {"inherits_from": "3d_fullres", "previous_stage": LOWRES},
+PLANS = Plans(
+    {
+        "configurations": {
+            "2d": {},
+            LOWRES: {"data_identifier": "lowres", "next_stage": CASCADE},
+            "3d_fullres": {"data_identifier": "fullres"},
+            CASCADE: {"inherits_from": "3d_fullres", "previous_stage": LOWRES},
+        }
     }
-}
+)
 
 
 def cascade_config(work: Path) -> dict:

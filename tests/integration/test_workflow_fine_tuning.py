@@ -26,9 +26,10 @@ import numpy as np
 import pytest
 import SimpleITK as sitk
 import yaml
-from workflow_helpers import REPO, snakemake, tiny_config, trainer_of_fold
 
+from nnunet_core.cluster.stop_signal import EXIT_STOPPED
 from nnunet_core.io.atomic import read_json, write_json
+from tests.helpers.workflow import REPO, snakemake, tiny_config, trainer_of_fold
 
 SOURCE, TARGET = "Dataset901_Two", "Dataset902_Three"
 MODEL = "nnUNetTrainer__nnUNetPlans__3d_fullres"
@@ -157,11 +158,12 @@ def test_the_heads_follow_the_new_labels(fine_tuned) -> None:
 
 @pytest.mark.slow
 def test_the_stopped_fold_retries_from_its_own_checkpoint(fine_tuned) -> None:
-    assert (
-        "train 3d_fullres fold 0: stopped at epoch 1 by SIGUSR1; will continue on retry"
-        in fine_tuned["output"]
-    )
     fold_0 = fine_tuned["model"] / "fold_0"
+    assert f"returned non-zero exit status {EXIT_STOPPED}" in fine_tuned["output"]
+    assert (
+        f"{TARGET} 3d_fullres fold 0: stopped at epoch 1 by SIGUSR1; checkpoint_latest.pth "
+        f"holds epoch 2; exit {EXIT_STOPPED}: the retry continues with --c"
+    ) in fold_logs(fold_0)
     assert len(list(fold_0.glob("training_log_*.txt"))) == 2  # one per attempt
     log = (fine_tuned["logs"] / "train_3d_fullres_fold0.log").read_text()  # the retry's
     assert f"continuing from {fold_0 / 'checkpoint_latest.pth'} at epoch 2" in log

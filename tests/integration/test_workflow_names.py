@@ -1,8 +1,8 @@
 """The workflow declares the very paths the commands write (one naming module for both).
 
 The real ``crossval``, ``ensemble-cv`` and ``find-best-config`` commands run on the fake results
-tree of ``tests/fake_results.py``; then a dry run of the real workflow on the same tree, with
-those rules forced, lists what it declares. A name spelled differently in the workflow and in a
+tree of ``tests/helpers/fake_results.py``; then a dry run of the real workflow on the same tree,
+with those rules forced, lists what it declares. A name spelled differently in the workflow and in a
 command (model folder, folds tag, crossval or ensemble folder, inference_information.json) makes
 the two sets differ. The inputs the DAG needs before those rules exist and are older, so only the
 forced rules run. A few seconds: no training, no preprocessing.
@@ -18,12 +18,22 @@ from pathlib import Path
 import yaml
 
 from nnunet_core.cli import main
-from nnunet_core.layout import results_tree
-from nnunet_core.layout.paths import FINGERPRINT_JSON, VERIFY_JSON
-from nnunet_core.layout.results_tree import DatasetDirs, TrainedModel
+from nnunet_core.layout.preprocessed import FINGERPRINT_JSON, VERIFY_JSON
+from nnunet_core.layout.results import (
+    CHECKPOINT_BEST,
+    CHECKPOINT_FINAL,
+    CHECKPOINT_LATEST,
+    POSTPROCESSED_FOLDER,
+    SUMMARY_JSON,
+    DatasetDirs,
+    TrainedModel,
+    fold_dir,
+    inference_information_file,
+    inference_instructions_file,
+)
 from nnunet_core.model import checkpoint
-from tests.fake_results import DATASET, DATASET_JSON, exact, make_tree
-from tests.workflow_helpers import REPO, snakemake
+from tests.helpers.fake_results import DATASET, DATASET_JSON, exact, make_tree
+from tests.helpers.workflow import REPO, snakemake
 
 CONFIGURATIONS = ("2d", "3d_fullres")
 FOLDS = ("0", "1", "2", "3", "4")
@@ -49,7 +59,7 @@ def _workflow_inputs(work: Path, dirs: DatasetDirs) -> None:
         summary.write_text("{}")
         model_dir = dirs.model_dir(TrainedModel(configuration))
         for fold in FOLDS:
-            (results_tree.fold_dir(model_dir, fold) / checkpoint.FINAL).write_bytes(b"")
+            (fold_dir(model_dir, fold) / checkpoint.FINAL).write_bytes(b"")
     for path in work.rglob("*"):
         os.utime(path, (OLD, OLD))
 
@@ -99,27 +109,24 @@ def test_workflow_declares_what_the_commands_write(tmp_path: Path) -> None:
 
     assert set(declared) == set(FORCED), declared
     summaries = {
-        p
-        for p in written
-        if p.name == results_tree.SUMMARY_JSON
-        and p.parent.name != results_tree.POSTPROCESSED_FOLDER
+        p for p in written if p.name == SUMMARY_JSON and p.parent.name != POSTPROCESSED_FOLDER
     }
     assert len(summaries) == 3  # two configurations and their ensemble
     assert declared["crossval"] | declared["ensemble_cv"] == summaries
     assert (
         declared["select"]
         == {
-            results_tree.inference_information_file(dirs.results),
-            results_tree.inference_instructions_file(dirs.results),
+            inference_information_file(dirs.results),
+            inference_instructions_file(dirs.results),
         }
         and declared["select"] <= written
     )
 
 
 def test_checkpoint_names_match_the_trainer() -> None:
-    """The workflow reads checkpoint names from results_tree (no torch); the trainer has its own."""
+    """The workflow reads checkpoint names from layout.results (no torch), the trainer its own."""
     assert (checkpoint.FINAL, checkpoint.LATEST, checkpoint.BEST) == (
-        results_tree.CHECKPOINT_FINAL,
-        results_tree.CHECKPOINT_LATEST,
-        results_tree.CHECKPOINT_BEST,
+        CHECKPOINT_FINAL,
+        CHECKPOINT_LATEST,
+        CHECKPOINT_BEST,
     )

@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from paper_helpers import assert_latex_compiles
-from workflow_helpers import job_counts, rerun_from_archive, snakemake, tiny_config
+
+from tests.helpers.paper import assert_latex_compiles
+from tests.helpers.workflow import job_counts, rerun_from_archive, snakemake, tiny_config
 
 pytestmark = pytest.mark.slow
 

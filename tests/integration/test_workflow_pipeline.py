@@ -4,17 +4,26 @@ What a user relies on at the end: final test predictions in the test images' exa
 summary, the selection record, the report, and a second run with nothing to do. The run is
 deterministic, so a reader's rerun from ``snakemake reproduce``'s archive on a fresh checkout of
 the committed code gives the same results table, byte for byte.
+
+The same run answers the stage target ``preprocessed`` (its data, nothing to do again, touching
+one raw image reruns only what depends on it) and lends its raw data to a broken copy that stops
+at the integrity check: one workflow run for both, instead of a second one up to the plans
+(test_workflow_foundation.py keeps the checks that need no run). Tests that change the run come
+last, in file order (``--dist loadfile`` keeps a file on one worker).
 """
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import tarfile
 
 import pytest
 import SimpleITK as sitk
-from workflow_helpers import DATASET, job_counts, rerun_from_archive, snakemake, tiny_config
+
+from tests.helpers.workflow import DATASET, job_counts, rerun_from_archive, snakemake, tiny_config
 
 pytestmark = pytest.mark.slow
 
@@ -110,6 +119,53 @@ def test_second_run_has_nothing_to_do(pipeline) -> None:
     assert "Nothing to be done" in again.stdout + again.stderr
 
 
+def test_run_produces_preprocessed_data(pipeline) -> None:
+    work, _, _, _ = pipeline
+    pre = work / "preprocessed" / DATASET
+    plans = json.loads((pre / "nnUNetPlans.json").read_text())
+    assert {"2d", "3d_fullres"} <= set(plans["configurations"])
+    cases = sorted(
+        p.name.removesuffix(".nii.gz") for p in (work / "raw" / DATASET / "labelsTr").iterdir()
+    )
+    assert len(cases) == 6
+    for identifier in ("nnUNetPlans_2d", "nnUNetPlans_3d_fullres"):
+        folder = pre / identifier
+        summary = json.loads((folder / "preprocess_summary.json").read_text())
+        assert sorted(summary["cases"]) == cases
+        for case in cases:
+            for name in (f"{case}.b2nd", f"{case}_seg.b2nd", f"{case}.json"):
+                assert (folder / name).is_file(), folder / name
+    splits = json.loads((pre / "splits_final.json").read_text())
+    assert sorted(c for s in splits for c in s["val"]) == cases
+    for rule in ("verify_dataset", "fingerprint", "plan", "splits", "preprocess"):
+        assert list((work / "logs" / DATASET).glob(f"{rule}*.log")), rule
+
+
+def test_stage_target_preprocessed_has_nothing_to_do(pipeline) -> None:
+    _, config, workdir, _ = pipeline
+    result = snakemake(workdir, config, "preprocessed")
+    assert "Nothing to be done" in result.stdout + result.stderr
+
+
+def test_broken_dataset_stops_at_the_integrity_check(tmp_path, pipeline) -> None:
+    work, _, _, _ = pipeline
+    raw_root = tmp_path / "raw"
+    shutil.copytree(work / "raw" / DATASET, raw_root / DATASET)
+    label = raw_root / DATASET / "labelsTr" / "synth_001.nii.gz"
+    assert label.is_file()
+    label.unlink()
+    config = tiny_config(tmp_path / "work", raw_root=str(raw_root))
+    config["dataset"]["synthetic"]["enabled"] = False
+    result = snakemake(tmp_path, config, "preprocessed", check=False)
+    assert result.returncode != 0
+    log = (tmp_path / "work/logs" / DATASET / "verify_dataset.log").read_text()
+    error_lines = [line for line in log.splitlines() if "error" in line]
+    assert error_lines and "synth_001" in error_lines[0]
+    pre = tmp_path / "work/preprocessed" / DATASET
+    assert not (pre / "verify.json").exists()
+    assert not (pre / "dataset_fingerprint.json").exists()
+
+
 def test_report_html_contains_the_figures(pipeline) -> None:
     work, config, workdir, _ = pipeline
     target = workdir / "report.html"
@@ -161,10 +217,12 @@ def test_multi_gpu_and_multi_node_commands(pipeline) -> None:
     assert train_lines and all("-num_gpus 2" in line for line in train_lines)
     nodes = {**config, "training": {**config["training"], "gpus_per_job": 2, "nodes": 2}}
     dry = snakemake(workdir, nodes, "all", "-n", "-p", "--forcerun", "train")
-    torchrun = [line for line in dry.stdout.splitlines() if "torchrun --nnodes 2" in line]
+    torchrun = [line for line in dry.stdout.splitlines() if "torchrun_launch --nnodes 2" in line]
     assert torchrun and all(
         line.startswith("OMP_NUM_THREADS=1 srun --nodes 2 --ntasks-per-node 1 ")
-        and "nnunet_core.cluster.stop_relay torchrun --nnodes 2 --nproc_per_node 2" in line
+        and "nnunet_core.cluster.stop_relay python -m nnunet_core.training.torchrun_launch "
+        "--nnodes 2 --nproc_per_node 2"
+        in line
         and "--rdzv_backend c10d" in line
         and "-m nnunet_core.train Dataset900_Synth" in line
         for line in torchrun
@@ -184,4 +242,22 @@ def test_deleting_one_fold_retrains_only_it_and_its_dependants(pipeline) -> None
     assert "nnunet-core train Dataset900_Synth 2d 1 " in result.stdout + result.stderr
     assert (model / "fold_1" / "checkpoint_final.pth").is_file()
     again = snakemake(workdir, config, "all")
+    assert "Nothing to be done" in again.stdout + again.stderr
+
+
+def test_touching_one_image_reruns_only_its_dependants(pipeline) -> None:
+    """Last: it leaves the run's later stages out of date."""
+    work, config, workdir, _ = pipeline
+    image = sorted((work / "raw" / DATASET / "imagesTr").iterdir())[2]
+    os.utime(image)
+    result = snakemake(workdir, config, "preprocessed")
+    counts = job_counts(result.stdout + result.stderr)
+    assert counts == {
+        "verify_dataset": 1,
+        "fingerprint": 1,
+        "plan": 1,
+        "preprocess": 2,
+        "preprocessed": 1,
+    }
+    again = snakemake(workdir, config, "preprocessed")
     assert "Nothing to be done" in again.stdout + again.stderr

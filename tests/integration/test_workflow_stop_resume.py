@@ -1,7 +1,8 @@
-"""Through real Snakemake: SIGUSR1 to one fold's training stops it, the rule fails as
-"stopped", ``retries:`` continues from the checkpoint, the workflow finishes, the other fold is
-untouched. The signal also goes to the rule's shell and to Snakemake itself (as SLURM signals
-every process of the job step); both survive because the workflow ignores SIGUSR1.
+"""Through real Snakemake: SIGUSR1 to one fold's training stops it, ``nnunet-core train`` exits
+EXIT_STOPPED (its line in the fold's training log), the rule fails, ``retries:`` continues from
+the checkpoint, the workflow finishes, the other fold is untouched. The signal also goes to the
+rule's shell and to Snakemake itself (as SLURM signals every process of the job step); both
+survive because the workflow ignores SIGUSR1.
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from workflow_helpers import DATASET, REPO, processes, tiny_config, trainer_of_fold
+
+from nnunet_core.cluster.stop_signal import EXIT_STOPPED
+from tests.helpers.workflow import DATASET, REPO, processes, tiny_config, trainer_of_fold
 
 pytestmark = [
     pytest.mark.slow,
@@ -60,8 +63,15 @@ def test_usr1_stops_one_fold_and_the_retry_continues(tmp_path: Path) -> None:
         os.kill(pid, signal.SIGUSR1)
     assert run.wait(timeout=300) == 0, out.read_text()[-4000:]
     text = out.read_text()
-    assert "train 3d_fullres fold 0: stopped at epoch 1 by SIGUSR1; will continue on retry" in text
+    assert f"returned non-zero exit status {EXIT_STOPPED}" in text  # the stopped attempt failed
     model = tmp_path / "work" / "results" / DATASET / "nnUNetTrainer__nnUNetPlans__3d_fullres"
+    # Snakemake replaces the job log at the retry; the fold's training log of each attempt stays
+    first_attempt = sorted((model / "fold_0").glob("training_log_*.txt"))[0].read_text()
+    assert (
+        f"{DATASET} 3d_fullres fold 0: stopped at epoch 1 by SIGUSR1; "
+        "checkpoint_latest.pth holds epoch 2; "
+        f"exit {EXIT_STOPPED}: the retry continues with --c"
+    ) in first_attempt
     attempts = json.loads((model / "fold_0" / "provenance.json").read_text())["attempts"]
     assert [(a["start_epoch"], a["status"]) for a in attempts] == [(0, "stopped"), (2, "finished")]
     other = json.loads((model / "fold_1" / "provenance.json").read_text())["attempts"]

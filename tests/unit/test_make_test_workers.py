@@ -44,12 +44,19 @@ def _make_test_worker_options() -> list[str]:
     return ["-n", jobs, "--dist", dist]
 
 
+def _repository_addopts() -> str:
+    """pyproject's pytest ``addopts`` (the import mode among them), so that the small suite is
+    collected as the real one is."""
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    return re.search(r'^addopts = "(.+)"$', pyproject, re.M).group(1)
+
+
 def test_a_files_module_fixture_is_built_once_and_its_tests_run_in_order_on_one_worker(
     tmp_path: Path,
 ) -> None:
     suite = tmp_path / "suite"
     suite.mkdir()
-    (suite / "pytest.ini").write_text("[pytest]\n")
+    (suite / "pytest.ini").write_text(f"[pytest]\naddopts = {_repository_addopts()}\n")
     (suite / "test_shared.py").write_text(SHARED_FILE)
     for name in ("a", "b", "c", "d"):
         (suite / f"test_other_{name}.py").write_text("def test_quick():\n    pass\n")

@@ -1,119 +1,54 @@
-# CLI flags: the command-line flags and launchers of the `nnunet-core` commands, built from
-# config. Included by common.smk.
-import json
-import shlex
+# CLI flags: the command-line flags and launchers of the `nnunet-core` commands, bound from
+# nnunet_core.workflow.flags (built there from config, unit-tested). Included by common.smk.
 import sys
 
 from nnunet_core.workflow import devices as workflow_devices
+from nnunet_core.workflow import flags
 from nnunet_core.cluster import gpu_slots, launch, lsf
 
-FOLDS_ARGS = " ".join(str(f) for f in FOLDS)
-MODEL_FLAGS = f"-p {PLANS_NAME} -tr {TRAINER}"
-ROOT_FLAGS = f"--raw {RAW_ROOT} --preprocessed {PRE_ROOT} --results {RESULTS_ROOT}"
+FOLDS_ARGS = flags.folds_argument(FOLDS)
+MODEL_FLAGS = flags.model_flags(PLANS_NAME, TRAINER)
+ROOT_FLAGS = flags.root_flags(ROOTS)
 # Cluster executor, or a job inside a cluster allocation (the same test as GPUS_PER_JOB's).
 ON_CLUSTER = workflow.remote_exec or workflow.non_local_exec or bool(workflow.nodes)
 # training.folds_per_gpu where the GPU slot locks apply (local GPU jobs), else 1.
 FOLDS_PER_GPU = gpu_slots.folds_per_gpu_of_run(
     config["training"]["folds_per_gpu"], cluster=ON_CLUSTER, gpus_per_job=GPUS_PER_JOB
 )
-
-
-def surface_metric_flags():
-    """`--surface-metrics --nsd-tolerance ...` of evaluate, crossval and ensemble-cv, or ''."""
-    options = config["evaluation"]
-    if not options["surface_metrics"]:
-        return ""
-    tolerance = options["nsd_tolerance_mm"]
-    if isinstance(tolerance, dict):
-        values = [shlex.quote(f"{label}={mm}") for label, mm in tolerance.items()]
-    else:
-        values = [str(tolerance)]
-    return "--surface-metrics --nsd-tolerance " + " ".join(values)
-
-
-SURFACE_FLAGS = surface_metric_flags()
+SURFACE_FLAGS = flags.surface_metric_flags(config["evaluation"])
 
 
 def synthetic_options():
-    """Command-line flags of `nnunet-core synthesize` from config dataset.synthetic."""
-    options = config["dataset"]["synthetic"]
-    flags = [
-        f"--num-training {options['num_training']}",
-        f"--num-test {options['num_test']}",
-        f"--channels {options['channels']}",
-        f"--seed {options['seed']}",
-    ]
-    if options.get("shape"):
-        flags.append("--shape " + " ".join(str(v) for v in options["shape"]))
-        if len(options["shape"]) == 2:
-            flags.append("--2d")
-    if options.get("spacing"):
-        flags.append("--spacing " + " ".join(str(v) for v in options["spacing"]))
-    return " ".join(flags)
+    return flags.synthetic_options(config["dataset"]["synthetic"])
 
 
 def planning_options():
-    """Flags of `nnunet-core plan`: planner, plans name, and the GPU memory target if set."""
-    options = config["planning"]
-    flags = [f"-pl {options['planner']}", f"--plans-name {PLANS_NAME}"]
-    if options.get("gpu_memory_target_gb") is not None:
-        flags.append(f"--gpu-memory-target {options['gpu_memory_target_gb']}")
-    return " ".join(flags)
+    return flags.planning_options(config["planning"], PLANS_NAME)
 
 
 def plan_overrides():
-    """Inheriting configurations from config planning.overrides, as inline JSON."""
-    return json.dumps(config["planning"]["overrides"])
+    return flags.plan_overrides(config["planning"])
 
 
 def training_options():
-    """Flags of `nnunet-core train` from config.training (the same for every fold)."""
-    options = config["training"]
-    flags = [
-        f"-tr {options['trainer']}",
-        f"-p {PLANS_NAME}",
-        f"-device {DEVICE}",
-        f"--epochs {options['epochs']}",
-        f"--iterations {options['iterations_per_epoch']}",
-        f"--val-iterations {options['val_iterations_per_epoch']}",
-        f"--save-every {options['save_every']}",
-        f"--seed {config['seed']}",
-        f"--stop-margin {options['stop_margin']}",
-    ]
-    if config.get("deterministic", False):
-        flags.append("--deterministic")
-    if options.get("num_workers") is not None:
-        flags.append(f"--num-workers {options['num_workers']}")
-    if options.get("npz", True):
-        flags.append("--npz")
-    if options.get("gpu_lock_dir"):
-        flags.append(f"--gpu-lock-dir {options['gpu_lock_dir']}")
-    return " ".join(flags)
+    return flags.training_options(config, PLANS_NAME, DEVICE)
 
 
 def pretrained_weights_flag():
-    """` -pretrained_weights FILE` (training.pretrained_weights), or nothing. Beside `--c` it
-    applies only while a fold has no checkpoint of its own: the first attempt starts from it,
-    every retry and rerun continues from the fold's checkpoint."""
-    if PRETRAINED is None:
-        return ""
-    return f" -pretrained_weights {shlex.quote(str(PRETRAINED.checkpoint))}"
+    return flags.pretrained_weights_flag(PRETRAINED)
 
 
 def training_launcher(wildcards, resources, threads):
-    """The command that starts a fold (nnunet_core.cluster.launch): `nnunet-core train`, with
-    `-num_gpus N` on one node with several GPUs, or srun + torchrun over training.nodes nodes.
-    """
-    nodes = int(config["training"]["nodes"])
-    gpus = GPUS_PER_JOB
-    if nodes <= 1:
-        return launch.single_node_command(int(resources.gpu))
-    return launch.multi_node_command(
-        nodes,
-        gpus,
-        launch.cpus_per_node(gpus, resources.get("cpus_per_gpu"), threads),
-        rdzv_id=f"{DATASET}_{wildcards.configuration}_{wildcards.fold}",
-        rdzv_endpoint=config["training"].get("rdzv_endpoint"),
+    """The command that starts a fold: one process, `-num_gpus N`, or srun + torchrun."""
+    return flags.training_launcher(
+        config["training"],
+        GPUS_PER_JOB,
+        job_gpus=resources.gpu,
+        cpus_per_gpu=resources.get("cpus_per_gpu"),
+        threads=threads,
+        rendezvous_id=flags.rendezvous_id(
+            DATASET, wildcards.configuration, wildcards.fold
+        ),
     )
 
 
@@ -125,30 +60,26 @@ def count_gpu_slots():
     of its GPUs), a prediction job for whole GPUs (prediction_gpu_resource). Printed once.
     """
     requested = workflow_devices.requested_gpus(workflow.resource_settings.resources)
-    notices = [
-        gpu_slots.cluster_notice(
-            config["training"]["folds_per_gpu"], cluster=ON_CLUSTER
-        ),
-        gpu_slots.slot_notice(requested, FOLDS_PER_GPU),
-    ]
+    notices = flags.gpu_slot_notices(
+        config["training"]["folds_per_gpu"],
+        FOLDS_PER_GPU,
+        cluster=ON_CLUSTER,
+        requested_gpus=requested,
+    )
     if workflow.is_main_process:
-        for notice in filter(None, notices):
+        for notice in notices:
             print(notice, file=sys.stderr)
-    if FOLDS_PER_GPU > 1 and requested > 0:
-        workflow.register_resource("gpu", requested * FOLDS_PER_GPU)
+    slots = flags.gpu_slot_total(requested, FOLDS_PER_GPU)
+    if slots is not None:
+        workflow.register_resource("gpu", slots)
 
 
 def folds_per_gpu_variable():
-    """`nnUNet_folds_per_gpu=k ` before the train command when folds share GPUs (the slot locks
-    read it), else nothing."""
-    if FOLDS_PER_GPU == 1:
-        return ""
-    return f"{gpu_slots.FOLDS_PER_GPU_ENV}={FOLDS_PER_GPU} "
+    return flags.folds_per_gpu_variable(FOLDS_PER_GPU)
 
 
 def prediction_gpu_resource():
-    """A prediction job's `gpu`: whole GPUs, which are FOLDS_PER_GPU slots each."""
-    return GPUS_PER_JOB * FOLDS_PER_GPU
+    return flags.prediction_gpu_resource(GPUS_PER_JOB, FOLDS_PER_GPU)
 
 
 def training_job_resources():
@@ -166,22 +97,16 @@ def lsf_options(resumable):
 
 
 def chosen_configurations_argument(wildcards):
-    return " ".join(planned()[1])
+    return flags.chosen_configurations_argument(planned()[1])
 
 
 def test_summary_flag(wildcards):
-    if not has_test_labels():
-        return ""
-    return f"--test-summary {TEST_SUMMARY}"
+    return flags.report_test_summary_flag(has_test_labels(), TEST_SUMMARY)
 
 
 def staging_folder(wildcards, output):
-    """Where a rule writing a folder writes it before the rename onto its output (predict.smk)."""
-    return f"{output[0]}.partial"
+    return flags.staging_folder(output[0])
 
 
 def previous_stage_flag(wildcards, input):
-    """`-prev_stage_predictions DIR ` for a cascade stage's prediction (predict.smk), else nothing."""
-    if not input.previous_stage:
-        return ""
-    return f"-prev_stage_predictions {input.previous_stage} "
+    return flags.previous_stage_flag(input.previous_stage)

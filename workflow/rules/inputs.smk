@@ -1,77 +1,43 @@
 # Input functions: what a rule needs, often known only from the plans or the selection
-# (checkpoints), the report's optional figure and the targets of each stage. Included by
-# common.smk.
-import json
-
+# (checkpoints), the report's optional figure and the targets of each stage. Each is a thin
+# wrapper: it reads the checkpoint outputs and passes them, with the run's paths, to
+# nnunet_core.workflow.inputs (unit-tested there). Included by common.smk.
 from snakemake.logging import logger
 
-from nnunet_core.errors import ConfigurationError
-from nnunet_core.workflow.config import (
-    configurations_of_run,
-    data_identifier_of,
-    preprocessing_configuration,
-    previous_stage_of,
-)
+from nnunet_core.workflow import inputs
 from nnunet_core.workflow.runs import test_set_of
+
+# Each notice about the chosen configurations once per process (planned() runs many times).
+_NOTICES = inputs.NoticesOnce(logger.warning)
 
 
 def raw_training_files(wildcards):
-    """Every raw training file: touching one reruns the check, and through it what follows."""
+    """Every raw training file (after the synthetic data exists, when it is synthesized)."""
     if SYNTHETIC:
         checkpoints.synthesize_dataset.get()
-    files = [RAW_DATASET_JSON]
-    for folder in ("imagesTr", "labelsTr"):
-        if (RAW / folder).is_dir():
-            files += sorted(p for p in (RAW / folder).iterdir() if p.is_file())
-    return files
+    return inputs.raw_training_files(RAW, RAW_DATASET_JSON)
 
 
 def planned():
-    """The plans (a checkpoint output) and the configurations chosen from them.
-
-    A chosen configuration the plans lack (3d_lowres is planned only for large images) stops
-    the workflow with one line. Snakemake wraps any exception of an input function in an
-    InputFunctionException with a traceback; SystemExit is the one it lets through: the run
-    stops (exit 2 while building the DAG; after the plan job, Snakemake adds its own
-    "Terminating processes" and "At least one job did not complete" lines).
-    """
-    with open(checkpoints.plan.get().output.plans) as handle:
-        plans = json.load(handle)
-    try:
-        chosen, notices = configurations_of_run(
-            plans, config["planning"]["configurations"], FOLDS, NUM_SPLIT_FOLDS
-        )
-    except ConfigurationError as exc:
-        logger.error(f"ConfigurationError: {exc}")
-        raise SystemExit(2) from None
-    for notice in notices:
-        if notice not in _NOTICES_SHOWN:
-            _NOTICES_SHOWN.add(notice)
-            logger.warning(notice)
+    """The plans (a checkpoint output) and the configurations chosen from them."""
+    plans = inputs.read_plans(checkpoints.plan.get().output.plans)
+    chosen = inputs.chosen_configurations(
+        plans,
+        config["planning"]["configurations"],
+        FOLDS,
+        NUM_SPLIT_FOLDS,
+        notify=_NOTICES,
+        error=logger.error,
+    )
     return plans, chosen
 
 
-_NOTICES_SHOWN = set()
-
-
 def configuration_per_identifier():
-    """Data identifier -> the configuration that preprocesses it, for the first chosen one using
-    it (shared data preprocess once; a cascade stage's data is its parent's, e.g. 3d_fullres).
-    """
-    plans, chosen = planned()
-    first = {}
-    for name in chosen:
-        first.setdefault(
-            data_identifier_of(plans, name), preprocessing_configuration(plans, name)
-        )
-    return first
+    return inputs.configuration_per_identifier(*planned())
 
 
 def preprocessing_targets(wildcards):
-    return [
-        paths.preprocess_summary_file(PRE, identifier)
-        for identifier in configuration_per_identifier()
-    ]
+    return inputs.preprocessing_targets(PRE, configuration_per_identifier())
 
 
 def configuration_of_identifier(wildcards):
@@ -79,98 +45,68 @@ def configuration_of_identifier(wildcards):
 
 
 def preprocessed_data_of_configuration(wildcards):
-    """The preprocessing summary of the data a configuration trains on."""
-    plans, _ = planned()
-    identifier = data_identifier_of(plans, wildcards.configuration)
-    return paths.preprocess_summary_file(PRE, identifier)
+    return inputs.preprocessed_data_of_configuration(
+        planned()[0], PRE, wildcards.configuration
+    )
 
 
 def previous_stage_summaries(wildcards):
-    """A cascade fold's previous stage (3d_lowres): the validation summaries of all its folds,
-    each written after the fold's predicted_next_stage files, which the cascade reads for every
-    training case (none for other configurations). Not checkpoint_final.pth: the export comes
-    after it."""
-    plans, _ = planned()
-    previous = previous_stage_of(plans, wildcards.configuration)
-    if previous is None:
-        return []
-    return [model_path(FOLD_SUMMARY, previous, f) for f in range(NUM_SPLIT_FOLDS)]
+    return inputs.previous_stage_summaries(
+        planned()[0], wildcards.configuration, FOLD_SUMMARY, NUM_SPLIT_FOLDS
+    )
 
 
 def previous_stage_predictions(wildcards):
-    """A cascade's test-set prediction reads its previous stage's predictions (none for others);
-    the previous stage is predicted even where the selection did not pick it."""
-    plans, _ = planned()
-    previous = previous_stage_of(plans, wildcards.configuration)
-    if previous is None:
-        return []
-    return [results_tree.configuration_predictions_dir(PREDICTIONS, previous)]
+    return inputs.previous_stage_predictions(
+        planned()[0], wildcards.configuration, PREDICTIONS
+    )
 
 
 def training_targets(wildcards):
-    """checkpoint_final.pth and the validation summary of every chosen configuration and fold."""
-    _, chosen = planned()
-    return [
-        path
-        for configuration in chosen
-        for fold in FOLDS
-        for path in (
-            model_path(FINAL_CHECKPOINT, configuration, fold),
-            model_path(FOLD_SUMMARY, configuration, fold),
-        )
-    ]
+    return inputs.training_targets(planned()[1], FOLDS, FINAL_CHECKPOINT, FOLD_SUMMARY)
 
 
 def fold_summaries(wildcards):
-    """Every fold's validation summary of one configuration."""
-    return [model_path(FOLD_SUMMARY, wildcards.configuration, fold) for fold in FOLDS]
+    return inputs.per_fold(FOLD_SUMMARY, wildcards.configuration, FOLDS)
 
 
 def fold_checkpoints(wildcards):
-    return [
-        model_path(FINAL_CHECKPOINT, wildcards.configuration, fold) for fold in FOLDS
-    ]
+    return inputs.per_fold(FINAL_CHECKPOINT, wildcards.configuration, FOLDS)
 
 
 def crossval_summary_of_pair(wildcards):
-    return [crossval_summary(wildcards.first), crossval_summary(wildcards.second)]
+    return inputs.crossval_summaries(
+        CROSSVAL_SUMMARY, [wildcards.first, wildcards.second]
+    )
 
 
 def crossval_and_ensemble_summaries(wildcards):
-    """Every single configuration's and every pair ensemble's cross-validation summary."""
-    _, chosen = planned()
-    singles = [crossval_summary(c) for c in chosen]
-    pairs = [
-        ensemble_cv_summary(a, b) for i, a in enumerate(chosen) for b in chosen[i + 1 :]
-    ]
-    return singles + pairs
+    return inputs.crossval_and_ensemble_summaries(
+        planned()[1], CROSSVAL_SUMMARY, ENSEMBLE_CV_SUMMARY
+    )
 
 
 def selection():
-    with open(checkpoints.select.get().output.information) as handle:
-        return json.load(handle)
+    return inputs.read_json(checkpoints.select.get().output.information)
 
 
 def winner_configurations():
-    """Configurations of the selected model or ensemble."""
-    chosen = selection()["best_model_or_ensemble"]["selected_model_or_models"]
-    return [model["configuration"] for model in chosen]
+    return inputs.winner_configurations(selection())
 
 
 def selected_prediction_folders(wildcards):
     return [
-        results_tree.configuration_predictions_dir(PREDICTIONS, c)
-        for c in winner_configurations()
+        configuration_predictions_dir(PREDICTIONS, c) for c in winner_configurations()
     ]
 
 
 def winner_prediction_folder(wildcards):
     """The ensemble's folder, or the single selected configuration's."""
-    return results_tree.winner_predictions_dir(PREDICTIONS, winner_configurations())
+    return winner_predictions_dir(PREDICTIONS, winner_configurations())
 
 
 def postprocessing_file(wildcards):
-    return selection()["best_model_or_ensemble"]["postprocessing_file"]
+    return inputs.postprocessing_file(selection())
 
 
 def has_test_set():
@@ -183,10 +119,7 @@ def has_test_labels():
 
 
 def final_targets(wildcards):
-    targets = [REPORT_PAGE]
-    if has_test_set():
-        targets.append(FINAL_PREDICTIONS)
-    return targets
+    return inputs.final_targets(REPORT_PAGE, FINAL_PREDICTIONS, has_test_set())
 
 
 def test_summary_if_any(wildcards):

@@ -10,10 +10,9 @@ from pathlib import Path
 
 from snakemake.utils import validate
 
-from nnunet_core.layout import paths
-from nnunet_core.workflow import work_lock
+from nnunet_core.layout.work import PAPER_FOLDER, REPRODUCE_ARCHIVE, WORK_LOGS
+from nnunet_core.workflow import paper_rules, work_lock
 from nnunet_core.workflow.runs import (
-    PAPER_FOLDER,
     paper_table_flags,
     reproduce_run_flags,
     run_instances,
@@ -38,8 +37,10 @@ for paper_run in PAPER_RUNS:
     run_prefix = f"{paper_run.name}_"
     rules_before = {known.name for known in workflow.rules}
     for table, by_name in PROFILE_SETTINGS:
-        for rule_name, setting in by_name.items():
-            table.setdefault(f"{run_prefix}{rule_name}", setting)
+        for rule_name, setting in paper_rules.prefixed_settings(
+            by_name, run_prefix
+        ).items():
+            table.setdefault(rule_name, setting)
 
     module:
         name: run_module
@@ -51,24 +52,21 @@ for paper_run in PAPER_RUNS:
     # `snakemake reproduce` packs every run at once (below).
     use rule * from run_module exclude reproduce as run_prefix*
 
-    RULES_OF_RUN[paper_run.name] = {
-        added.name.removeprefix(run_prefix)
-        for added in workflow.rules
-        if added.name not in rules_before
-    }
+    RULES_OF_RUN[paper_run.name] = paper_rules.rules_added(
+        rules_before, [added.name for added in workflow.rules], run_prefix
+    )
 
 
 # The rules of a later run that make the same files as an earlier run's (a dataset's checks,
 # plans and preprocessing, shared by its seeds) give way to the earlier run's.
-for later_index, later in enumerate(PAPER_RUNS):
-    for earlier in PAPER_RUNS[:later_index]:
-        for name in RULES_OF_RUN[later.name] & RULES_OF_RUN[earlier.name]:
-            first, second = f"{earlier.name}_{name}", f"{later.name}_{name}"
-            made = [
-                [str(f) for f in workflow.get_rule(r).output] for r in (first, second)
-            ]
-            if made[0] and made[0] == made[1]:
-                workflow.ruleorder(first, second)
+def outputs_of_rule(name):
+    return [str(f) for f in workflow.get_rule(name).output]
+
+
+for first, second in paper_rules.shared_rule_order(
+    [run.name for run in PAPER_RUNS], RULES_OF_RUN, outputs_of_rule
+):
+    workflow.ruleorder(first, second)
 
 
 # The work_dir of every run (each run's config is complete now, schema defaults filled in).
@@ -125,7 +123,7 @@ rule paper_tables:
             for name in ("results_table.csv", "results_table.tex", "methods.md")
         ],
     log:
-        WORK / paths.WORK_LOGS / "paper_tables.log",
+        WORK / WORK_LOGS / "paper_tables.log",
     localrule: True
     params:
         runs=paper_table_flags(PAPER_RUNS),
@@ -141,9 +139,9 @@ rule reproduce:
     input:
         rules.paper_tables.output,
     output:
-        WORK / "reproduce.tar.gz",
+        WORK / REPRODUCE_ARCHIVE,
     log:
-        WORK / paths.WORK_LOGS / "reproduce.log",
+        WORK / WORK_LOGS / "reproduce.log",
     localrule: True
     params:
         config=json.dumps(config, sort_keys=True),

@@ -1,9 +1,48 @@
 # Paths: every folder and file of the raw, preprocessed, results and predictions trees that a
 # rule declares, and the wildcards they use. Included by common.smk. Every name comes from
-# nnunet_core.layout.paths and nnunet_core.layout.results_tree, the modules the commands write with, so a
-# declared output and the file a command writes cannot differ ("{configuration}", "{fold}",
-# "{first}" and "{second}" pass through them as wildcards).
-from nnunet_core.layout import paths, results_tree
+# nnunet_core.layout (one module per tree), the modules the commands write with, so a declared
+# output and the file a command writes cannot differ ("{configuration}", "{fold}", "{first}"
+# and "{second}" pass through them as wildcards).
+from nnunet_core.layout.predictions import (
+    ENSEMBLE_PREDICTIONS_FOLDER,
+    FINAL_PREDICTIONS_FOLDER,
+    configuration_predictions_dir,
+    winner_predictions_dir,
+)
+from nnunet_core.layout.preprocessed import (
+    FINGERPRINT_JSON,
+    SPLITS_JSON,
+    VERIFY_JSON,
+    plans_file,
+    preprocess_summary_file,
+)
+from nnunet_core.layout.raw import (
+    DATASET_JSON,
+    TRAINING_FOLDERS,
+    images_ts_dir,
+    labels_ts_dir,
+)
+from nnunet_core.layout.results import (
+    CHECKPOINT_FINAL,
+    REPORT_PAGE_MD,
+    SUMMARY_JSON,
+    TrainedModel,
+    crossval_dir,
+    ensemble_name,
+    ensembles_dir,
+    fold_dir,
+    inference_information_file,
+    inference_instructions_file,
+    report_dir,
+    trained_model_dir,
+    validation_dir,
+)
+from nnunet_core.layout.roots import (
+    preprocessed_dataset_dir,
+    raw_dataset_dir,
+    results_dataset_dir,
+)
+from nnunet_core.layout.work import REPRODUCE_ARCHIVE, staging_folder_of
 from nnunet_core.planning.planner import get_preset
 from nnunet_core.workflow.pretrained import resolve_pretrained_weights
 from nnunet_core.workflow.runs import RunTree
@@ -15,11 +54,11 @@ TREE = RunTree.of_config(config)
 DATASET = TREE.dataset
 ROOTS = TREE.roots
 RAW_ROOT = ROOTS.raw
-RAW = paths.raw_dataset_dir(ROOTS, DATASET)
+RAW = raw_dataset_dir(ROOTS, DATASET)
 PRE_ROOT = ROOTS.preprocessed
-PRE = paths.preprocessed_dataset_dir(ROOTS, DATASET)
+PRE = preprocessed_dataset_dir(ROOTS, DATASET)
 RESULTS_ROOT = ROOTS.results
-RESULTS = paths.results_dataset_dir(ROOTS, DATASET)
+RESULTS = results_dataset_dir(ROOTS, DATASET)
 LOGS = TREE.logs
 # Logs of the jobs up to preprocessing, shared by the dataset's seeds.
 DATASET_LOGS = TREE.dataset_logs
@@ -27,42 +66,40 @@ PLANS_NAME = (
     config["planning"]["plans_name"]
     or get_preset(config["planning"]["planner"]).plans_name
 )
-RAW_DATASET_JSON = RAW / paths.DATASET_JSON
-VERIFY = PRE / paths.VERIFY_JSON
-FINGERPRINT = PRE / paths.FINGERPRINT_JSON
-SPLITS = PRE / paths.SPLITS_JSON
-PRE_DATASET_JSON = PRE / paths.DATASET_JSON
-PLANS = paths.plans_file(PRE, PLANS_NAME)
-MODEL_DIR = results_tree.trained_model_dir(
-    RESULTS, "{configuration}", PLANS_NAME, TRAINER
-)
-FOLD_DIR = results_tree.fold_dir(MODEL_DIR, "{fold}")
-FINAL_CHECKPOINT = FOLD_DIR / results_tree.CHECKPOINT_FINAL
-FOLD_SUMMARY = results_tree.validation_dir(FOLD_DIR) / results_tree.SUMMARY_JSON
-CROSSVAL_SUMMARY = (
-    results_tree.crossval_dir(MODEL_DIR, FOLDS) / results_tree.SUMMARY_JSON
-)
+RAW_DATASET_JSON = RAW / DATASET_JSON
+TEST_IMAGES = images_ts_dir(RAW)
+TEST_LABELS = labels_ts_dir(RAW)
+VERIFY = PRE / VERIFY_JSON
+FINGERPRINT = PRE / FINGERPRINT_JSON
+SPLITS = PRE / SPLITS_JSON
+PRE_DATASET_JSON = PRE / DATASET_JSON
+PLANS = plans_file(PRE, PLANS_NAME)
+MODEL_DIR = trained_model_dir(RESULTS, "{configuration}", PLANS_NAME, TRAINER)
+FOLD_DIR = fold_dir(MODEL_DIR, "{fold}")
+FINAL_CHECKPOINT = FOLD_DIR / CHECKPOINT_FINAL
+FOLD_SUMMARY = validation_dir(FOLD_DIR) / SUMMARY_JSON
+CROSSVAL_SUMMARY = crossval_dir(MODEL_DIR, FOLDS) / SUMMARY_JSON
 ENSEMBLE_CV_SUMMARY = (
-    results_tree.ensembles_dir(RESULTS)
-    / results_tree.ensemble_name(
+    ensembles_dir(RESULTS)
+    / ensemble_name(
         [
-            results_tree.TrainedModel(member, PLANS_NAME, TRAINER)
+            TrainedModel(member, PLANS_NAME, TRAINER)
             for member in ("{first}", "{second}")
         ],
         FOLDS,
     )
-    / results_tree.SUMMARY_JSON
+    / SUMMARY_JSON
 )
-INFERENCE_INFORMATION = results_tree.inference_information_file(RESULTS)
-INFERENCE_INSTRUCTIONS = results_tree.inference_instructions_file(RESULTS)
-REPORT = results_tree.report_dir(RESULTS)
-REPORT_PAGE = REPORT / results_tree.REPORT_PAGE_MD
+INFERENCE_INFORMATION = inference_information_file(RESULTS)
+INFERENCE_INSTRUCTIONS = inference_instructions_file(RESULTS)
+REPORT = report_dir(RESULTS)
+REPORT_PAGE = REPORT / REPORT_PAGE_MD
 PREDICTIONS = TREE.predictions_dir
-CONFIGURATION_PREDICTIONS = results_tree.configuration_predictions_dir(
+CONFIGURATION_PREDICTIONS = configuration_predictions_dir(
     PREDICTIONS, "{configuration}"
 )
-ENSEMBLE_PREDICTIONS = PREDICTIONS / results_tree.ENSEMBLE_PREDICTIONS_FOLDER
-FINAL_PREDICTIONS = PREDICTIONS / results_tree.FINAL_PREDICTIONS_FOLDER
+ENSEMBLE_PREDICTIONS = PREDICTIONS / ENSEMBLE_PREDICTIONS_FOLDER
+FINAL_PREDICTIONS = PREDICTIONS / FINAL_PREDICTIONS_FOLDER
 TEST_SUMMARY = TREE.test_summary
 # training.pretrained_weights: the checkpoint every fold's first attempt starts from (None:
 # fresh); from a model zip it is extracted into work_dir/pretrained (rule
@@ -75,16 +112,3 @@ wildcard_constraints:
     fold=r"\d+|all",
     first=r"[A-Za-z0-9_]+?",
     second=r"[A-Za-z0-9_]+?",
-
-
-def model_path(pattern, configuration, fold=None):
-    """A path of MODEL_DIR/FOLD_DIR with its wildcards filled in."""
-    return str(pattern).format(configuration=configuration, fold=fold)
-
-
-def crossval_summary(configuration):
-    return model_path(CROSSVAL_SUMMARY, configuration)
-
-
-def ensemble_cv_summary(first, second):
-    return str(ENSEMBLE_CV_SUMMARY).format(first=first, second=second)

@@ -29,7 +29,7 @@ rule predict:
         staging=staging_folder,
         dataset=DATASET,
         roots=ROOT_FLAGS,
-        images=RAW / "imagesTs",
+        images=TEST_IMAGES,
         model=MODEL_FLAGS,
         folds=FOLDS_ARGS,
         device=DEVICE,
@@ -91,7 +91,7 @@ rule evaluate_test:
     log:
         LOGS / "evaluate_test.log",
     params:
-        labels=RAW / "labelsTs",
+        labels=TEST_LABELS,
         processes=NUM_PROCESSES,
         surface=SURFACE_FLAGS,
     shell:

@@ -8,7 +8,7 @@ rule preprocess:
         verified=VERIFY,
         plans=PLANS,
     output:
-        paths.preprocess_summary_file(PRE, "{data_identifier}"),
+        preprocess_summary_file(PRE, "{data_identifier}"),
     log:
         DATASET_LOGS / "preprocess_{data_identifier}.log",
     priority: 10

@@ -1,4 +1,7 @@
 # The report: figures and tables under results/D/report, captioned for `snakemake --report`.
+import json
+import shlex
+import sys
 
 
 rule report:
@@ -71,7 +74,7 @@ rule reproduce:
         table=REPORT / "results_table.csv",
         methods=REPORT / "methods.md",
     output:
-        WORK / "reproduce.tar.gz",
+        WORK / REPRODUCE_ARCHIVE,
     log:
         LOGS / "reproduce.log",
     localrule: True

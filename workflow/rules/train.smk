@@ -3,6 +3,10 @@
 # failure, and checkpoint_latest.pth must survive so that the retry continues with --c.
 # training.pretrained_weights (fine-tuning) is an input: `--c -pretrained_weights FILE` starts a
 # fold from it only while the fold has no checkpoint of its own.
+# A fold stopped before its end (the stop signal before the walltime, or its deadline) exits
+# stop_signal.EXIT_STOPPED (75) with one line in its log saying where and why: the job fails, and
+# `retries:` starts the next attempt, which continues with --c (under -num_gpus N and torchrun
+# too: the launchers pass the code on).
 # A cascade fold (3d_cascade_fullres) needs every 3d_lowres fold's predicted_next_stage export,
 # written before that fold's validation summary: the summaries of all lowres folds are inputs.
 # training.folds_per_gpu k (local runs): k folds share a GPU through the slot locks
@@ -59,14 +63,7 @@ rule train:
         pretrained=pretrained_weights_flag(),
         launcher=training_launcher,
         guard=launch.multi_node_guard(config["training"]["nodes"]),
-        stopped=stop_signal.EXIT_STOPPED,
         sharing=folds_per_gpu_variable(),
     shell:
         "{params.guard}{params.sharing}OMP_NUM_THREADS={threads} {params.launcher} {params.dataset} {wildcards.configuration} {wildcards.fold} "
-        "{params.options} --c{params.pretrained} {params.roots} >> {log} 2>&1\n"
-        # A stop before the walltime exits 0 without checkpoint_final.pth: fail, so that
-        # `retries:` starts the next attempt, which continues with --c.
-        "if [ ! -f {output.final} ]; then\n"
-        "  echo \"train {wildcards.configuration} fold {wildcards.fold}: $(grep -o 'stopped at epoch [0-9]* by [^;]*' {log} | tail -n 1 || echo 'exited 0 without checkpoint_final.pth'); will continue on retry (see {log})\" >&2\n"
-        "  exit {params.stopped}\n"
-        "fi"
+        "{params.options} --c{params.pretrained} {params.roots} >> {log} 2>&1"

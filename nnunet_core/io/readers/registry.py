@@ -12,13 +12,16 @@ from __future__ import annotations
 
 import difflib
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nnunet_core.errors import ConfigurationError, DatasetError
 from nnunet_core.io.readers.base import ImageReader
 from nnunet_core.io.readers.natural_io import NaturalImage2DIO, Tiff3DIO
 from nnunet_core.io.readers.nibabel_io import NibabelIO, NibabelIOWithReorient
 from nnunet_core.io.readers.sitk_io import SimpleITKIO, SimpleITKIOWithReorient
+
+if TYPE_CHECKING:
+    from nnunet_core.io.plans import Plans
 
 READER_KEY = "overwrite_image_reader_writer"
 # upstream's order of trying readers by file ending
@@ -100,9 +103,9 @@ def reader_for_dataset(
     return READERS[reader_name(dataset_json, source, example_file)]()
 
 
-def reader_for_plans(plans: dict[str, Any], source: str = "plans") -> ImageReader:
+def reader_for_plans(plans: Plans, source: str = "plans") -> ImageReader:
     """The reader the plans name (``image_reader_writer``); SimpleITKIO for plans without one."""
-    return reader_by_name(str(plans.get("image_reader_writer") or DEFAULT_READER), source)
+    return reader_by_name(plans.image_reader_writer or DEFAULT_READER, source)
 
 
 def reader_for_properties(properties: dict[str, Any], file_name: str) -> ImageReader:

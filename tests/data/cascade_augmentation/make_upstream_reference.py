@@ -1,4 +1,5 @@
-"""Writes upstream's outputs for tests/unit/test_cascade_augmentation.py (run once, peer venv).
+"""Writes upstream's outputs for tests/unit/training/test_cascade_augmentation.py (run once, in
+the peer venv).
 
     ~/.cache/nnunet-peer/venv/bin/python tests/data/cascade_augmentation/make_upstream_reference.py
 

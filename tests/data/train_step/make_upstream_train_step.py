@@ -1,4 +1,4 @@
-"""Upstream's training steps on a fixed batch, stored for tests/unit/test_train_step_parity.py.
+"""Upstream's training steps on a fixed batch, stored for tests/parity/test_train_step_parity.py.
 
     ~/.cache/nnunet-peer/venv/bin/python tests/data/train_step/make_upstream_train_step.py
 

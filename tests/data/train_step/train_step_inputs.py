@@ -1,7 +1,7 @@
 """Weights and batches from closed formulas, the same under upstream's venv and ours.
 
 Imported by ``make_upstream_train_step.py`` (peer venv) and
-``tests/unit/test_train_step_parity.py``: no stored tensors and no random generator whose stream
+``tests/parity/test_train_step_parity.py``: no stored tensors and no random generator whose stream
 could differ between numpy versions. Two configurations of the cascade test plans: the cascade
 stage (batch Dice, image plus one-hot previous stage) and ``3d_lowres`` (per-sample Dice, image
 only, its second sample without a lesion, like a lesion-free training case).

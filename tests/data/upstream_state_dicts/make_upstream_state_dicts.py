@@ -1,4 +1,4 @@
-"""Upstream's state-dict layout for a few plans, stored for tests/unit/test_upstream_names.py.
+"""Upstream's state-dict layout for a few plans, stored for tests/parity/test_upstream_names.py.
 
 Run with the peer venv (nnunetv2 2.8.1 + dynamic_network_architectures), from the repository
 root: ``$PEER/venv/bin/python tests/data/upstream_state_dicts/make_upstream_state_dicts.py``.

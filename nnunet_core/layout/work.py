@@ -1,0 +1,53 @@
+"""The workflow's work tree: the folder names under ``work_dir`` that only the workflow uses.
+
+    work_dir/raw/ preprocessed/ results/          the three roots (upstream's trees inside)
+    work_dir/predictions/<Dataset>/                test-set predictions (layout.predictions)
+    work_dir/logs/<Dataset>/                       one log per job; .workflow.lock
+    work_dir/pretrained/                           checkpoints extracted from model archives
+    work_dir/paper/                                results tables across datasets and seeds
+    work_dir/reproduce.tar.gz                      what a reader needs to rerun the run
+    results/seed_<n>/, predictions/seed_<n>/, logs/seed_<n>/   with several seeds
+
+Kept apart from the upstream trees so that a reader sees which names nnU-Net users know and
+which are this workflow's own.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+WORK_RAW = "raw"
+WORK_PREPROCESSED = "preprocessed"
+WORK_RESULTS = "results"
+WORK_LOGS = "logs"
+# An exclusive lock in work_dir/logs: one workflow per work_dir (workflow.work_lock).
+WORK_LOCK_NAME = ".workflow.lock"
+# Checkpoints extracted from model archives (workflow.pretrained).
+PRETRAINED_FOLDER = "pretrained"
+# With several seeds: each seed's folder under results/, predictions/ and logs/ (seed_1).
+SEED_FOLDER_PREFIX = "seed_"
+# The results tables across every dataset and seed.
+PAPER_FOLDER = "paper"
+REPRODUCE_ARCHIVE = "reproduce.tar.gz"
+# A rule's folder output is written under <folder>.partial and renamed when complete.
+STAGING_SUFFIX = ".partial"
+# The work_dir a config names when it names none (and the rerun's, inside its folder).
+DEFAULT_WORK_DIR = "work"
+
+
+def seed_folder_name(seed: int) -> str:
+    """``1`` -> ``seed_1``."""
+    return f"{SEED_FOLDER_PREFIX}{seed}"
+
+
+def logs_dir(work_dir: str | Path) -> Path:
+    return Path(work_dir) / WORK_LOGS
+
+
+def work_lock_file(work_dir: str | Path) -> Path:
+    return logs_dir(work_dir) / WORK_LOCK_NAME
+
+
+def staging_folder_of(output: str | Path) -> str:
+    """Where a rule writes the folder ``output`` before renaming it into place."""
+    return f"{output}{STAGING_SUFFIX}"

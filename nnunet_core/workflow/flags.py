@@ -1,0 +1,207 @@
+"""The command-line flags and launchers of the ``nnunet-core`` commands the workflow's rules run.
+
+Built from the config (and the run settings derived from it) while the Snakefile is parsed; the
+``.smk`` files only bind them to rule params. Kept here, pure and typed, so that every flag is
+unit-tested (tests/unit/workflow/test_workflow_flags.py) instead of only through whole runs.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from nnunet_core.cluster import gpu_slots, launch
+from nnunet_core.layout.roots import Roots
+from nnunet_core.layout.work import staging_folder_of
+from nnunet_core.workflow.pretrained import PretrainedWeights
+
+# Where a rule writing a folder writes it before the rename onto its output (predict.smk).
+
+
+def folds_argument(folds: Iterable[Any]) -> str:
+    """``-f``'s values: the folds, space-separated (``0 1 all``)."""
+    return " ".join(str(f) for f in folds)
+
+
+def model_flags(plans_name: str, trainer: str) -> str:
+    """Which trained model a command reads: ``-p PLANS -tr TRAINER``."""
+    return f"-p {plans_name} -tr {trainer}"
+
+
+def root_flags(roots: Roots) -> str:
+    """The three trees every command reads or writes, as flags (not environment variables)."""
+    return f"--raw {roots.raw} --preprocessed {roots.preprocessed} --results {roots.results}"
+
+
+def surface_metric_flags(evaluation: Mapping[str, Any]) -> str:
+    """``--surface-metrics --nsd-tolerance ...`` of evaluate, crossval and ensemble-cv, or ''.
+
+    A per-label tolerance (``{liver: 2, tumour: 1}``) becomes quoted ``label=mm`` pairs.
+    """
+    if not evaluation["surface_metrics"]:
+        return ""
+    tolerance = evaluation["nsd_tolerance_mm"]
+    if isinstance(tolerance, dict):
+        values = [shlex.quote(f"{label}={mm}") for label, mm in tolerance.items()]
+    else:
+        values = [str(tolerance)]
+    return "--surface-metrics --nsd-tolerance " + " ".join(values)
+
+
+def synthetic_options(synthetic: Mapping[str, Any]) -> str:
+    """Flags of ``nnunet-core synthesize`` from config ``dataset.synthetic``; a 2-D shape adds
+    ``--2d``."""
+    flags = [
+        f"--num-training {synthetic['num_training']}",
+        f"--num-test {synthetic['num_test']}",
+        f"--channels {synthetic['channels']}",
+        f"--seed {synthetic['seed']}",
+    ]
+    shape = synthetic.get("shape")
+    if shape:
+        flags.append("--shape " + " ".join(str(v) for v in shape))
+        if len(shape) == 2:
+            flags.append("--2d")
+    spacing = synthetic.get("spacing")
+    if spacing:
+        flags.append("--spacing " + " ".join(str(v) for v in spacing))
+    return " ".join(flags)
+
+
+def planning_options(planning: Mapping[str, Any], plans_name: str) -> str:
+    """Flags of ``nnunet-core plan``: planner, plans name, and the GPU memory target if set."""
+    flags = [f"-pl {planning['planner']}", f"--plans-name {plans_name}"]
+    if planning.get("gpu_memory_target_gb") is not None:
+        flags.append(f"--gpu-memory-target {planning['gpu_memory_target_gb']}")
+    return " ".join(flags)
+
+
+def plan_overrides(planning: Mapping[str, Any]) -> str:
+    """Inheriting configurations from config ``planning.overrides``, as inline JSON."""
+    return json.dumps(planning["overrides"])
+
+
+def training_options(config: Mapping[str, Any], plans_name: str, device: str) -> str:
+    """Flags of ``nnunet-core train`` from config ``training`` (the same for every fold), with
+    the run's ``seed`` and ``deterministic``."""
+    training = config["training"]
+    flags = [
+        f"-tr {training['trainer']}",
+        f"-p {plans_name}",
+        f"-device {device}",
+        f"--epochs {training['epochs']}",
+        f"--iterations {training['iterations_per_epoch']}",
+        f"--val-iterations {training['val_iterations_per_epoch']}",
+        f"--save-every {training['save_every']}",
+        f"--seed {config['seed']}",
+        f"--stop-margin {training['stop_margin']}",
+    ]
+    if config.get("deterministic", False):
+        flags.append("--deterministic")
+    if training.get("num_workers") is not None:
+        flags.append(f"--num-workers {training['num_workers']}")
+    if training.get("npz", True):
+        flags.append("--npz")
+    if training.get("gpu_lock_dir"):
+        flags.append(f"--gpu-lock-dir {training['gpu_lock_dir']}")
+    return " ".join(flags)
+
+
+def pretrained_weights_flag(pretrained: PretrainedWeights | None) -> str:
+    """`` -pretrained_weights FILE`` (training.pretrained_weights), or nothing.
+
+    Beside ``--c`` it applies only while a fold has no checkpoint of its own: the first attempt
+    starts from it, every retry and rerun continues from the fold's checkpoint.
+    """
+    if pretrained is None:
+        return ""
+    return f" -pretrained_weights {shlex.quote(str(pretrained.checkpoint))}"
+
+
+def training_launcher(
+    training: Mapping[str, Any],
+    gpus_per_job: int,
+    *,
+    job_gpus: int,
+    cpus_per_gpu: int | None,
+    threads: int,
+    rendezvous_id: str,
+) -> str:
+    """The command that starts a fold (nnunet_core.cluster.launch): ``nnunet-core train``, with
+    ``-num_gpus N`` on one node with several GPUs (``job_gpus``, the job's ``gpu`` resource), or
+    srun + torchrun over ``training.nodes`` nodes (rendezvous ``rendezvous_id``)."""
+    nodes = int(training["nodes"])
+    if nodes <= 1:
+        return launch.single_node_command(int(job_gpus))
+    return launch.multi_node_command(
+        nodes,
+        gpus_per_job,
+        launch.cpus_per_node(gpus_per_job, cpus_per_gpu, threads),
+        rdzv_id=rendezvous_id,
+        rdzv_endpoint=training.get("rdzv_endpoint"),
+    )
+
+
+def rendezvous_id(dataset: str, configuration: str, fold: str) -> str:
+    """A multi-node fold's torchrun rendezvous id: unique per (dataset, configuration, fold)."""
+    return f"{dataset}_{configuration}_{fold}"
+
+
+def gpu_slot_notices(
+    folds_per_gpu_setting: int, folds_per_gpu: int, *, cluster: bool, requested_gpus: int
+) -> list[str]:
+    """What the workflow prints once about GPU sharing: the setting ignored on a cluster, and
+    how ``--resources gpu=K`` becomes K*k slots (count_gpu_slots in flags.smk)."""
+    notices = [
+        gpu_slots.cluster_notice(folds_per_gpu_setting, cluster=cluster),
+        gpu_slots.slot_notice(requested_gpus, folds_per_gpu),
+    ]
+    return [notice for notice in notices if notice]
+
+
+def gpu_slot_total(requested_gpus: int, folds_per_gpu: int) -> int | None:
+    """The ``gpu`` resource to register when folds share GPUs (K GPUs are K*k slots), else None
+    (Snakemake's own count stands)."""
+    if folds_per_gpu > 1 and requested_gpus > 0:
+        return requested_gpus * folds_per_gpu
+    return None
+
+
+def folds_per_gpu_variable(folds_per_gpu: int) -> str:
+    """``nnUNet_folds_per_gpu=k `` before the train command when folds share GPUs (the slot
+    locks read it), else nothing."""
+    if folds_per_gpu == 1:
+        return ""
+    return f"{gpu_slots.FOLDS_PER_GPU_ENV}={folds_per_gpu} "
+
+
+def prediction_gpu_resource(gpus_per_job: int, folds_per_gpu: int) -> int:
+    """A prediction job's ``gpu``: whole GPUs, which are ``folds_per_gpu`` slots each."""
+    return gpus_per_job * folds_per_gpu
+
+
+def chosen_configurations_argument(chosen: Sequence[str]) -> str:
+    """``find-best-config -c``'s values: the configurations chosen from the plans."""
+    return " ".join(chosen)
+
+
+def report_test_summary_flag(has_test_labels: bool, test_summary: str | Path) -> str:
+    """``--test-summary FILE`` of the report where the test set has labels, else ''."""
+    if not has_test_labels:
+        return ""
+    return f"--test-summary {test_summary}"
+
+
+def staging_folder(output: str | Path) -> str:
+    """Where a rule writing the folder ``output`` writes it before the rename onto it."""
+    return staging_folder_of(output)
+
+
+def previous_stage_flag(previous_stage: str | Path | Sequence[str]) -> str:
+    """``-prev_stage_predictions DIR `` for a cascade stage's prediction, else nothing."""
+    if not previous_stage:
+        return ""
+    return f"-prev_stage_predictions {previous_stage} "

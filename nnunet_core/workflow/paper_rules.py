@@ -1,0 +1,45 @@
+"""How paper.smk joins one run.smk module per (dataset, seed) into one workflow.
+
+Each run's rules are named ``<run>_<rule>`` (``Dataset004_Hippocampus_seed1_train``). A profile's
+per-rule settings name the plain rule, so they are copied to every run's prefixed name; the seeds
+of a dataset declare the same dataset checks, plans and preprocessing, so the later run's rule
+gives way to the earlier run's. Pure functions of names and outputs, so that both are
+unit-tested (tests/unit/workflow/test_workflow_paper_rules.py) without a workflow.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TypeVar
+
+Setting = TypeVar("Setting")
+
+
+def prefixed_settings(by_rule: Mapping[str, Setting], run_prefix: str) -> dict[str, Setting]:
+    """A profile's settings per rule (``train: {slurm_partition: gpu}``) under the names of one
+    run's rules (``<run_prefix>train``)."""
+    return {f"{run_prefix}{name}": setting for name, setting in by_rule.items()}
+
+
+def rules_added(before: Iterable[str], after: Iterable[str], run_prefix: str) -> set[str]:
+    """The plain names of the rules a run's module added (its names without ``run_prefix``)."""
+    known = set(before)
+    return {name.removeprefix(run_prefix) for name in after if name not in known}
+
+
+def shared_rule_order(
+    run_names: Sequence[str],
+    rules_of_run: Mapping[str, set[str]],
+    outputs_of: Callable[[str], list[str]],
+) -> list[tuple[str, str]]:
+    """(earlier, later) rule pairs, in run order, where a later run's rule makes exactly the
+    same files as an earlier run's: Snakemake must be told which of the two makes them."""
+    order = []
+    for later_index, later in enumerate(run_names):
+        for earlier in run_names[:later_index]:
+            for name in sorted(rules_of_run[later] & rules_of_run[earlier]):
+                first, second = f"{earlier}_{name}", f"{later}_{name}"
+                made = outputs_of(first)
+                if made and made == outputs_of(second):
+                    order.append((first, second))
+    return order

@@ -1,0 +1,192 @@
+"""Faults anywhere in the workflow are survived: SIGKILL at moments in five stages, the same command
+again, and the end state equals an uninterrupted run's (real Snakemake, benchmarks/faults/).
+
+The moments are chained to keep the test short: one run is killed at each moment in turn, each
+rerun at the next one, the last rerun goes to the end (``Campaign.run_chain``). The benchmark
+``python -m benchmarks.faults.run`` runs many independent moments.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+
+import pytest
+
+from benchmarks.faults.campaign import Campaign, MomentResult, hit_its_stage, stages_of, totals
+from benchmarks.faults.outputs import compare_manifests, half_written, manifest
+from benchmarks.faults.stages import (
+    BETWEEN_JOBS,
+    NPZ_EXPORT,
+    PREDICTION_WRITING,
+    TRAINING,
+    Job,
+    draw_moments,
+    redraw,
+    rules_not_run,
+    stage_windows,
+)
+
+SEED = 14
+STAGES = ["preprocess", TRAINING, NPZ_EXPORT, "selection", PREDICTION_WRITING]
+
+
+@pytest.fixture(scope="module")
+def campaign(tmp_path_factory):
+    campaign = Campaign(tmp_path_factory.mktemp("fault_campaign"))
+    reference = campaign.run_reference()
+    moments = draw_moments(reference.windows, len(STAGES), SEED, only=STAGES)
+    results = campaign.run_chain(moments)
+    print(json.dumps(totals(results), indent=1))
+    return campaign, moments, results
+
+
+@pytest.mark.slow
+def test_the_moments_hit_five_stages(campaign) -> None:
+    _, moments, results = campaign
+    assert sorted(m.stage for m in moments) == sorted(STAGES)
+    assert all(r.killed for r in results), [r.row() for r in results]
+    hit = {s for r in results for s in r.stages_hit} - {BETWEEN_JOBS}
+    assert len(hit) >= 4, [r.row() for r in results]
+
+
+@pytest.mark.slow
+def test_every_rerun_continues_and_the_last_completes(campaign) -> None:
+    _, _, results = campaign
+    assert all(r.rerun_ok for r in results), [r.row() for r in results]
+    assert not [r.escaped for r in results if r.escaped]  # every job died with the group
+
+
+@pytest.mark.slow
+def test_no_file_is_half_written(campaign) -> None:
+    _, _, results = campaign
+    assert not {p for r in results for p in r.half_written}
+
+
+@pytest.mark.slow
+def test_outputs_equal_the_uninterrupted_run(campaign) -> None:
+    """Byte for byte, checkpoints included: a fold continued from checkpoint_latest.pth once
+    saved a different checkpoint_best.pth (a stale best EMA in latest; fixed in the trainer)."""
+    _, _, results = campaign
+    differences = {d for r in results for d in r.differences}
+    assert not differences
+
+
+# ------------------------------------------------------------- the checks can fail (fast)
+def test_half_written_finds_temporaries_truncated_and_empty_files(tmp_path) -> None:
+    (tmp_path / "work").mkdir()
+    (tmp_path / "work" / "ok.json").write_text("{}")
+    (tmp_path / "work" / ".summary.json.k3j_a9x2.json").write_text("{}")  # io.atomic temporary
+    (tmp_path / "work" / "plans.json").write_text('{"configurations": {')
+    (tmp_path / "work" / "empty.json").write_text("")
+    with gzip.open(tmp_path / "work" / "case.nii.gz", "wb") as handle:
+        handle.write(b"\0" * 4096)
+    data = (tmp_path / "work" / "case.nii.gz").read_bytes()
+    (tmp_path / "work" / "case.nii.gz").write_bytes(data[: len(data) // 2])
+    (tmp_path / "work" / ".snakemake_timestamp").write_text("")
+    problems = half_written(tmp_path)
+    assert len(problems) == 4, problems
+    for name in (".summary.json.k3j_a9x2.json", "plans.json", "empty.json", "case.nii.gz"):
+        assert any(p.startswith(f"work/{name}:") for p in problems), (name, problems)
+
+
+def test_manifest_ignores_logs_and_timings_but_not_results(tmp_path) -> None:
+    first, second = tmp_path / "a", tmp_path / "b"
+    for root, seconds, log in ((first, 0.1, "run 1"), (second, 0.2, "run 2")):
+        pre = root / "work" / "preprocessed" / "D" / "nnUNetPlans_2d"
+        pre.mkdir(parents=True)
+        summary = {"cases": [{"case": "a", "seconds": seconds}], "seconds": seconds}
+        (pre / "preprocess_summary.json").write_text(json.dumps(summary))
+        (pre / "plans.json").write_text('{"patch_size": [28, 24]}')
+        (root / "work" / "logs").mkdir()
+        (root / "work" / "logs" / "plan.log").write_text(log)
+    assert compare_manifests(manifest(first), manifest(second)) == []
+    (second / "work" / "preprocessed" / "D" / "nnUNetPlans_2d" / "plans.json").write_text(
+        '{"patch_size": [28, 28]}'
+    )
+    shutil.copy(first / "work" / "logs" / "plan.log", second / "work" / "extra.txt")
+    assert compare_manifests(manifest(first), manifest(second)) == [
+        "extra: work/extra.txt",
+        "different: work/preprocessed/D/nnUNetPlans_2d/plans.json "
+        f"({manifest(first)['work/preprocessed/D/nnUNetPlans_2d/plans.json'][:40]} vs "
+        f"{manifest(second)['work/preprocessed/D/nnUNetPlans_2d/plans.json'][:40]})",
+    ]
+
+
+def test_a_new_report_removes_a_killed_report_writers_temporaries(tmp_path) -> None:
+    """What the report rule found: a report killed while writing cv_dice.png left io.atomic's
+    temporary in results/D/report (a folder no rule declares), and the next report kept it."""
+    from nnunet_core.report.build import _remove_stale
+
+    report = tmp_path / "report"
+    (report / "training_curves").mkdir(parents=True)
+    left = [
+        report / ".cv_dice.png.c8g_kbhu.png",
+        report / ".report.md.x1y2z3w4.tmp",
+        report / "training_curves" / ".training_curves_2d.png.ab_cd123.png",
+    ]
+    other = report / ".not_ours"
+    for path in [*left, other]:
+        path.write_bytes(b"half")
+    _remove_stale(report, written=[])
+    assert [p for p in left if p.exists()] == [] and other.exists()
+
+
+def reference_jobs() -> list[Job]:
+    """One job per rule of the demo run, back to back (times in seconds), training and
+    prediction with their phase markers."""
+    rules = ["synthesize_dataset", "verify_dataset", "fingerprint", "plan", "splits",
+             "preprocess", "train", "crossval", "ensemble_cv", "ensemble_predictions", "select",
+             "predict", "postprocess", "evaluate_test", "report"]  # fmt: skip
+    jobs, t = [], 1.0
+    for number, rule in enumerate(rules):
+        job = Job(rule, str(number), f"logs/{rule}.log", start=t, end=t + 2.0)
+        if rule == "train":
+            job.markers = {TRAINING: t + 0.5, NPZ_EXPORT: t + 1.5}
+        if rule == "predict":
+            job.markers = {PREDICTION_WRITING: t + 1.0}
+        jobs.append(job)
+        t += 2.5  # a gap between jobs
+    return jobs
+
+
+def test_the_default_draw_aims_at_every_stage_preprocess_ensembles_and_report_included() -> None:
+    windows = stage_windows(reference_jobs(), total=40.0)
+    stages = stages_of(windows)
+    assert {"preprocess", "ensembles", "report", BETWEEN_JOBS} <= set(stages)
+    for seed in range(5):
+        moments = draw_moments(windows, None, seed)
+        assert sorted(m.stage for m in moments) == sorted(stages), seed
+
+
+def test_a_moment_that_missed_its_stage_is_drawn_again_in_that_stage() -> None:
+    windows = stage_windows(reference_jobs(), total=40.0)
+    report = next(m for m in draw_moments(windows, None, 3) if m.stage == "report")
+    again = redraw(report, windows, seed=3, attempt=1)
+    assert (again.stage, again.index) == ("report", report.index)
+    assert 0.05 <= again.fraction <= 0.5  # early in the job, while a short job still runs
+    assert again == redraw(report, windows, seed=3, attempt=1)  # a campaign repeats
+    assert again.offset != redraw(report, windows, seed=3, attempt=2).offset
+
+
+def test_the_totals_name_the_stages_no_kill_hit() -> None:
+    windows = stage_windows(reference_jobs(), total=40.0)
+    moments = {m.stage: m for m in draw_moments(windows, None, 0)}
+
+    def result(stage: str, hit: list[str]) -> MomentResult:
+        return MomentResult(
+            moments[stage], True, 1.0, hit, [], -9, 0, True, False, [], [], [], 10.0
+        )
+
+    results = [result("preprocess", ["preprocess"]), result("report", [BETWEEN_JOBS])]
+    assert hit_its_stage(results[0]) and not hit_its_stage(results[1])
+    missed = totals(results, stages_of(windows))["stages not hit"]
+    assert "report" in missed and "ensembles" in missed and "preprocess" not in missed
+
+
+def test_rules_the_reference_did_not_run_are_named() -> None:
+    """A rule that did not run has no window, so no moment can hit it: the campaign says so."""
+    jobs = [job for job in reference_jobs() if job.rule != "ensemble_predictions"]
+    assert rules_not_run(jobs) == ["ensemble_predictions"]
+    assert rules_not_run(reference_jobs()) == []

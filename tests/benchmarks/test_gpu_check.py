@@ -1,0 +1,120 @@
+"""``benchmarks/gpu_check.sh --dry-run``: the GPU check's every code path, on the CPU, in CI.
+
+The script is what a GPU machine runs unattended with no second chance, so this runs it exactly as
+there (the shell wrapper, a subprocess) and requires a measured, positive, finite figure from every
+section: a section that crashed, was stubbed out or ran past its budget leaves a row without a
+value and fails here. Upstream's rows may instead be skipped with a reason where nnunetv2 is not
+importable; with the peer venv present they are measured too.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.peer import HAS_PEER, PEER_BIN
+
+ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.slow
+
+SECTIONS = ("train", "loader", "folds", "predict", "compile", "ddp")
+# what each section must have measured (a prefix of the row's "what")
+REQUIRED = {
+    "train": ["ours 2d step", "ours 3d_fullres step"],
+    "loader": [
+        "ours 2d batches",
+        "2d GPU wait",
+        "ours 3d_fullres batches",
+        "3d_fullres GPU wait",
+    ],
+    "folds": [
+        f"{n} fold{'s' if n > 1 else ''}: {k}"
+        for n in (1, 2, 5)
+        for k in ("total", "per fold", "peak memory")
+    ],  # fmt: skip
+    "predict": ["3d_fullres mirroring off", "3d_fullres mirroring on"],
+    "compile": ["3d_fullres step, compile off", "3d_fullres step, compile on"],
+    "ddp": ["3d_fullres DDP step"],
+}
+UPSTREAM = ["upstream 2d step", "upstream 3d_fullres step"]
+
+
+@pytest.fixture(scope="module")
+def dry_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict]:
+    out = tmp_path_factory.mktemp("gpu_check") / "table.json"
+    command = ["bash", str(ROOT / "benchmarks" / "gpu_check.sh"), "--dry-run", "--out", str(out)]
+    if HAS_PEER:
+        command += ["--peer", str(PEER_BIN.parent)]
+    env = {k: v for k, v in os.environ.items() if k != "OUT"}
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return done.stdout, json.loads(out.read_text())
+
+
+def rows_of(table: dict) -> dict[tuple[str, str], dict]:
+    return {(r["section"], r["what"]): r for r in table["rows"]}
+
+
+def test_every_section_measured_a_positive_finite_value(dry_run: tuple[str, dict]) -> None:
+    _, table = dry_run
+    rows = rows_of(table)
+    assert table["dry_run"] is True and table["device"] == "cpu"
+    for section, names in REQUIRED.items():
+        for what in names:
+            row = rows.get((section, what))
+            assert row is not None, f"{section}/{what} missing: {table['rows']}"
+            value = row["value"]
+            assert value is not None, f"{section}/{what} has no value: {row['note']}"
+            assert math.isfinite(value), row
+            if "GPU wait" in what:  # a fraction of the iteration: 0 when the loader keeps up
+                assert 0 <= value <= 1, row
+            else:
+                assert value > 0, row
+
+
+def test_upstream_rows_are_measured_or_skipped_with_a_reason(dry_run: tuple[str, dict]) -> None:
+    _, table = dry_run
+    rows = rows_of(table)
+    for what in UPSTREAM:
+        row = rows[("train", what)]
+        if HAS_PEER:
+            assert row["value"] is not None and row["value"] > 0, row
+            assert "nnunetv2 2.8" in row["note"], row
+        else:
+            assert row["value"] is None and row["note"].startswith("skipped: "), row
+
+
+def test_rows_are_consistent_and_units_make_sense(dry_run: tuple[str, dict]) -> None:
+    _, table = dry_run
+    rows = rows_of(table)
+    assert {r["section"] for r in table["rows"]} == set(SECTIONS)
+    assert rows[("folds", "5 folds: total")]["unit"] == "it/s"
+    five = rows[("folds", "5 folds: total")]["value"]
+    per_fold = rows[("folds", "5 folds: per fold")]["value"]
+    assert five == pytest.approx(5 * per_fold)
+    off = rows[("predict", "3d_fullres mirroring off")]["value"]
+    on = rows[("predict", "3d_fullres mirroring on")]["value"]
+    assert on > off, "eight mirrored passes cannot be faster than one"
+    assert "backend gloo" in rows[("ddp", "3d_fullres DDP step")]["note"]
+
+
+def test_printed_table_matches_the_json(dry_run: tuple[str, dict]) -> None:
+    stdout, table = dry_run
+    from benchmarks.gpu.check import TABLE_END, TABLE_START, format_value
+
+    printed = stdout.split(TABLE_START, 1)[1].split(TABLE_END, 1)[0].strip().splitlines()
+    body = printed[2:]  # header and rule
+    assert len(body) == len(table["rows"])
+    for line, row in zip(body, table["rows"], strict=True):
+        cells = line.split()
+        assert cells[0] == row["section"], (line, row)
+        assert f"  {row['what']}  " in line, (line, row)
+        assert format_value(row["value"]) in line.split(row["what"], 1)[1].split(), (line, row)
+        if row["note"]:
+            assert line.endswith(row["note"]), (line, row)

@@ -1,0 +1,66 @@
+"""The shell commands README.md and config/README.md show, and a checkout in which to run them.
+
+A command is a line of a ```bash block (a trailing "  # comment" is dropped). The tests run each
+one as printed from a folder that looks like a fresh checkout (`mirror_checkout`): the tracked
+top-level entries and `.venv` linked in, so `.venv/bin/snakemake`, `config/config.yaml` and
+`profiles/slurm` resolve as in the repository, while what the commands write stays in that folder.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+from tests.helpers.paths import REPO
+
+DOCUMENTS = (REPO / "README.md", REPO / "config" / "README.md")
+_FENCE = re.compile(r"^```bash\n(.*?)^```", re.S | re.M)
+_COMMENT = re.compile(r"(^|\s{2,})#.*$")
+
+
+def shell_blocks(markdown: str) -> list[list[str]]:
+    """The ```bash blocks of a markdown text, each as its command lines."""
+    blocks = []
+    for body in _FENCE.findall(markdown):
+        lines = [_COMMENT.sub("", line).rstrip() for line in body.splitlines()]
+        blocks.append([line for line in lines if line.strip()])
+    return blocks
+
+
+def documented_commands() -> list[str]:
+    """Every command line of every ```bash block of the documents, in order."""
+    return [
+        line
+        for document in DOCUMENTS
+        for block in shell_blocks(document.read_text())
+        for line in block
+    ]
+
+
+def block_starting_with(first_line: str) -> list[str]:
+    """The whole block whose first command is ``first_line`` (a sequence run as one script)."""
+    for document in DOCUMENTS:
+        for block in shell_blocks(document.read_text()):
+            if block and block[0] == first_line:
+                return block
+    msg = f"no ```bash block starts with {first_line!r}"
+    raise AssertionError(msg)
+
+
+def mirror_checkout(target: Path) -> Path:
+    """``target`` with links to the repository's tracked top-level entries and its ``.venv``."""
+    tracked = subprocess.run(
+        ["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout.split()
+    target.mkdir(parents=True, exist_ok=True)
+    for name in sorted({path.split("/")[0] for path in tracked} | {".venv"}):
+        if (REPO / name).exists() and not (target / name).exists():
+            (target / name).symlink_to(REPO / name)
+    return target
+
+
+def with_flags(command: str, *flags: str) -> str:
+    """``command`` with ``flags`` inserted right after the program (e.g. ``-n`` for a dry run)."""
+    program, _, rest = command.partition(" ")
+    return " ".join((program, *flags, rest))

@@ -1,0 +1,142 @@
+"""Running the real Snakemake workflow from tests: a tiny config, the CLI call, the job table."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from snakemake.utils import update_config, validate
+
+from tests.helpers.paths import REPO
+
+DATASET = "Dataset900_Synth"
+SCENARIOS = REPO / ".test"
+SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
+
+
+def scenario_config(*names: str) -> dict:
+    """The config of the scenarios ``names`` (``.test/<name>/config.yaml``), each file updating
+    the ones before as ``--configfile a b`` does, with the schema's defaults filled in (as the
+    workflow's own validation does)."""
+    config: dict = {}
+    for name in names:
+        update_config(config, yaml.safe_load((SCENARIOS / name / "config.yaml").read_text()))
+    validate(config, str(SCHEMA), set_default=True)
+    return config
+
+
+def tiny_config(work: Path, **dataset_overrides) -> dict:
+    """The scenario ``demo`` (config/demo.yaml on 6 + 2 cases of 12 x 32 x 32), every key given,
+    writing into ``work``; ``dataset_overrides`` replace keys of ``dataset``."""
+    config = scenario_config("demo")
+    config["work_dir"] = str(work)
+    config["dataset"].update(dataset_overrides)
+    return config
+
+
+def snakemake(
+    workdir: Path, config: dict, *extra: str, check: bool = True, env: dict | None = None
+):
+    """Run the real snakemake CLI of this interpreter's environment on the repo's Snakefile."""
+    config_file = workdir / "config.yaml"
+    config_file.write_text(yaml.safe_dump(config))
+    command = [
+        str(Path(sys.executable).parent / "snakemake"),
+        "--snakefile",
+        str(REPO / "Snakefile"),
+        "--directory",
+        str(workdir),
+        "--configfile",
+        str(config_file),
+        "--cores",
+        "2",
+        *extra,
+    ]
+    result = subprocess.run(command, capture_output=True, text=True, cwd=workdir, env=env)
+    if check and result.returncode != 0:
+        pytest.fail(f"snakemake failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
+    return result
+
+
+def job_counts(output: str) -> dict[str, int]:
+    """Jobs per rule: those that finished in a real run, else the dry run's 'Job stats' table.
+
+    (A real run prints the table before checkpoints add jobs, so it is counted from the
+    "Finished jobid: N (Rule: X)" lines instead.)
+    """
+    counts: dict[str, int] = {}
+    for rule in re.findall(r"Finished jobid: \d+ \(Rule: (\w+)\)", output):
+        counts[rule] = counts.get(rule, 0) + 1
+    if counts:
+        return counts
+    for block in output.split("Job stats:")[1:]:
+        for line in block.splitlines()[3:]:
+            match = re.match(r"^(\w+)\s+(\d+)$", line.strip())
+            if not match:
+                break
+            if match.group(1) != "total":
+                counts[match.group(1)] = int(match.group(2))
+    return counts
+
+
+def processes() -> dict[int, tuple[int, list[str]]]:
+    """pid -> (parent pid, argv) of every process we can read (Linux: /proc)."""
+    table = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        table[int(entry.name)] = (ppid, [a.decode() for a in argv if a])
+    return table
+
+
+def trainer_of_fold(dataset: str, fold: str, root: int) -> int | None:
+    """The pid of ``nnunet-core train <dataset> <configuration> <fold>`` below ``root``."""
+    table = processes()
+    for pid, (_, argv) in table.items():
+        if "train" in argv and dataset in argv:
+            i = argv.index(dataset)
+            if argv[i + 2 : i + 3] == [fold] and "nnunet-core" in " ".join(argv[:2]):
+                ancestor = pid
+                while ancestor > 1 and ancestor != root:
+                    ancestor = table.get(ancestor, (1, []))[0]
+                if ancestor == root:
+                    return pid
+    return None
+
+
+def rerun_from_archive(archive: Path, tmp_path: Path) -> tuple[Path, list[str]]:
+    """What a reader does with a reproduce archive: a fresh clone of the committed code, unpack,
+    the whole workflow, and the check (which must pass); returns the rerun's work_dir and the
+    ``nnunet-core reproduce`` command of that checkout."""
+    import os
+
+    checkout = tmp_path / "checkout"
+    subprocess.run(["git", "clone", "-q", str(REPO), str(checkout)], check=True)
+    nnunet_core = [sys.executable, "-m", "nnunet_core", "reproduce"]
+    env = {**os.environ, "PYTHONPATH": str(checkout)}  # the fresh checkout's code, not ours
+    rerun = tmp_path / "rerun"
+    subprocess.run(
+        [*nnunet_core, "unpack", str(archive), "--into", str(rerun)], check=True, env=env
+    )
+    command = [
+        str(Path(sys.executable).parent / "snakemake"),
+        "--snakefile", str(checkout / "Snakefile"), "--directory", str(rerun),
+        "--configfile", str(rerun / "config.yaml"), "--cores", "2", "all",
+    ]  # fmt: skip
+    result = subprocess.run(command, capture_output=True, text=True, env=env, cwd=rerun)
+    assert result.returncode == 0, result.stderr[-3000:]
+    checked = subprocess.run(
+        [*nnunet_core, "check", str(archive), str(rerun / "work")], capture_output=True, text=True
+    )
+    assert checked.returncode == 0, checked.stderr
+    return rerun / "work", nnunet_core

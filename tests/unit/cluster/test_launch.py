@@ -1,0 +1,95 @@
+"""The text of the commands and SLURM resources that start a fold job (nnunet_core.cluster.launch).
+
+These strings end up in sbatch lines and job shells on real clusters, where a wrong flag costs a
+queue wait to find out; tests/cluster checks the sbatch lines the plugin builds from them.
+"""
+
+from __future__ import annotations
+
+import subprocess
+
+from nnunet_core.cluster import launch
+
+
+def test_one_gpu_and_cpu_folds_run_the_trainer_directly() -> None:
+    assert launch.single_node_command(0) == "nnunet-core train"
+    assert launch.single_node_command(1) == "nnunet-core train"
+    assert launch.job_resources(1, 1) == {"gpu": 1}
+
+
+def test_several_gpus_on_one_node_start_one_ddp_process_per_gpu() -> None:
+    assert launch.single_node_command(4) == "nnunet-core train -num_gpus 4"
+    assert launch.job_resources(1, 4) == {"gpu": 4}
+
+
+def test_multi_node_command_is_srun_of_one_relayed_torchrun_agent_per_node() -> None:
+    command = launch.multi_node_command(3, 4, 32, rdzv_id="Dataset004_Hippocampus_3d_fullres_0")
+    assert command == (
+        "srun --nodes 3 --ntasks-per-node 1 --cpus-per-task 32 --kill-on-bad-exit=1 "
+        "python -m nnunet_core.cluster.stop_relay "
+        "python -m nnunet_core.training.torchrun_launch --nnodes 3 --nproc_per_node 4 "
+        "--rdzv_backend c10d "
+        '--rdzv_endpoint "$(hostname):$((29500 + ${SLURM_JOB_ID:-0} % 1000))" '
+        "--rdzv_id Dataset004_Hippocampus_3d_fullres_0 -m nnunet_core.train"
+    )
+
+
+def test_a_configured_rendezvous_endpoint_is_used_verbatim() -> None:
+    command = launch.multi_node_command(2, 1, 8, rdzv_id="x", rdzv_endpoint="node17:29400")
+    assert "--rdzv_endpoint node17:29400 --rdzv_id x" in command
+
+
+def test_rendezvous_port_depends_on_the_job_id() -> None:
+    """Evaluated by bash as the rule's shell does: two jobs sharing a first node differ."""
+    endpoint = launch.DEFAULT_RDZV_ENDPOINT
+    ports = [
+        subprocess.run(
+            ["bash", "-c", f"echo {endpoint}"],
+            env={"PATH": "/usr/bin:/bin", "SLURM_JOB_ID": job},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        for job in ("123456", "123457")
+    ]
+    hosts = {port.split(":")[0] for port in ports}
+    assert len(hosts) == 1 and ports[0].endswith(":29956") and ports[1].endswith(":29957")
+
+
+def test_multi_node_resources_ask_for_gpus_per_node_and_one_task_per_node() -> None:
+    assert launch.job_resources(2, 4) == {
+        "gpu": 0,
+        "nodes": 2,
+        "tasks": 2,
+        "mpi": "srun",
+        "gres": "gpu:4",
+        "tasks_per_gpu": 0,
+    }
+    cpu_only = launch.job_resources(2, 0)
+    assert "gres" not in cpu_only and cpu_only["nodes"] == 2
+
+
+def test_cpus_per_node_follow_what_sbatch_was_asked_for() -> None:
+    assert launch.cpus_per_node(4, 8, threads=1) == 32  # --cpus-per-gpu=8 x 4 GPUs
+    assert launch.cpus_per_node(4, None, threads=6) == 6  # --cpus-per-task=threads
+    assert launch.cpus_per_node(0, 8, threads=0) == 1
+
+
+def test_multi_node_guard_fails_outside_a_slurm_job() -> None:
+    assert launch.multi_node_guard(1) == ""
+    guard = launch.multi_node_guard(2)
+    outside = subprocess.run(
+        ["bash", "-c", guard + "echo ran"],
+        env={"PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+    )
+    assert outside.returncode == 2 and "ran" not in outside.stdout
+    assert "training.nodes is 2" in outside.stderr and "SLURM" in outside.stderr
+    inside = subprocess.run(
+        ["bash", "-c", guard + "echo ran"],
+        env={"PATH": "/usr/bin:/bin", "SLURM_JOB_ID": "7"},
+        capture_output=True,
+        text=True,
+    )
+    assert inside.returncode == 0 and inside.stdout.strip() == "ran"

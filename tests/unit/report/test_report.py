@@ -1,0 +1,377 @@
+"""The results report on a fake results tree: real selection, real checkpoint/provenance formats."""
+
+from __future__ import annotations
+
+import json
+import math
+import struct
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from nnunet_core import cli
+from nnunet_core.evaluation.metrics import compute_metrics_on_folder
+from nnunet_core.evaluation.selection import find_best_configuration
+from nnunet_core.io.dataset_json import load_dataset_json
+from nnunet_core.io.plans import Plans
+from nnunet_core.layout.results import DatasetDirs, TrainedModel
+from nnunet_core.model.checkpoint import save_checkpoint
+from nnunet_core.report import build_report
+from nnunet_core.report.collect import ReportInputError, collect
+from nnunet_core.report.runtimes import snakemake_log_rows
+from nnunet_core.report.tables import per_class_table, to_markdown, write_csv
+from nnunet_core.training import provenance
+from nnunet_core.training.progress import ProgressHistory, TrainingLog
+from tests.helpers.fake_results import SPLITS, make_tree, one_hot
+from tests.helpers.paths import REPO
+
+CONFIGS = ("3d_fullres", "2d")
+EPOCHS = 4
+SNAKEMAKE_LOG = """\
+Select jobs to execute...
+[Wed Dec  2 13:16:47 2026]
+localrule crossval:
+    output: results/x/summary.json
+    jobid: 7
+    wildcards: configuration=3d_fullres
+    resources: tmpdir=/tmp
+[Wed Dec  2 13:16:47 2026]
+localcheckpoint select:
+    jobid: 8
+[Wed Dec  2 13:17:05 2026]
+Finished jobid: 7 (Rule: crossval)
+1 of 3 steps (33%) done
+[Wed Dec  2 13:19:47 2026]
+Finished jobid: 8 (Rule: select)
+"""
+
+
+def stray_voxel(_index: int, gt: np.ndarray) -> np.ndarray:
+    """Exact but for one isolated label-1 voxel (postprocessing removes it)."""
+    seg = gt.copy()
+    seg[5, 0, 0] = 1
+    return one_hot(seg)
+
+
+def misses(index: int, gt: np.ndarray) -> np.ndarray:
+    """``index`` label-1 voxels missed, less confident (so ensembles follow the other member)."""
+    seg = gt.copy()
+    for z, y, x in np.argwhere(gt == 1)[:index]:
+        seg[z, y, x] = 0
+    return one_hot(seg, confidence=0.6)
+
+
+def history(fold: int) -> ProgressHistory:
+    progress = ProgressHistory()
+    for epoch in range(EPOCHS):
+        progress.log("epoch_start_timestamps", 1000.0 + 10 * epoch, epoch)
+        progress.log("lrs", 0.01 * (1 - epoch / EPOCHS), epoch)
+        progress.log("train_losses", -0.1 * epoch - 0.01 * fold, epoch)
+        progress.log("val_losses", -0.08 * epoch, epoch)
+        progress.log("dice_per_class_or_region", [0.5 + 0.1 * epoch, 0.4], epoch)
+        progress.log("mean_fg_dice", 0.45 + 0.05 * epoch, epoch)
+        progress.log("epoch_end_timestamps", 1008.0 + 10 * epoch, epoch)
+    return progress
+
+
+def write_training_records(dirs: DatasetDirs, config: str, fold: int) -> None:
+    """What training leaves in a fold folder: checkpoint (or only a log) and provenance.json."""
+    folder = dirs.model_dir(TrainedModel(config)) / f"fold_{fold}"
+    if config == "2d" and fold == 4:  # trained with --disable_checkpointing: only the log
+        log = TrainingLog(folder, echo=False)
+        for epoch in range(2):
+            log(f"Epoch {epoch}")
+            log(f"Current learning rate: {0.01:.5f}")
+            log("train_loss", -0.2 * epoch)
+            log("val_loss", -0.1 * epoch)
+            log("Pseudo dice", [0.6, float("nan")])
+            log("Epoch time: 3.50 s")
+    else:
+        state = {"network_weights": {}, "logging": history(fold).state_dict(), "current_epoch": 4}
+        save_checkpoint(state, folder / "checkpoint_final.pth")
+    path = folder / provenance.PROVENANCE_JSON
+    for _ in range(2 if fold == 0 else 1):
+        provenance.start_attempt(path, {}, Plans({"configurations": {}}), 0, torch.device("cpu"), 0)
+        provenance.end_attempt(path, "finished", EPOCHS)
+    record = json.loads(path.read_text())
+    for i, attempt in enumerate(record["attempts"]):
+        attempt["start"] = f"2026-01-01T10:{10 * i + fold:02d}:00+00:00"
+        attempt["end"] = f"2026-01-01T10:{10 * i + fold + 3:02d}:30+00:00"
+    path.write_text(json.dumps(record))
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory: pytest.TempPathFactory) -> tuple[DatasetDirs, Path]:
+    """Fake results for two configurations, selection run for real, and a test summary."""
+    root = tmp_path_factory.mktemp("report")
+    dirs = make_tree(root, {"3d_fullres": stray_voxel, "2d": misses})
+    dataset_json = load_dataset_json(dirs.preprocessed / "dataset.json")
+    for config in CONFIGS:
+        for fold in range(len(SPLITS)):
+            validation = dirs.model_dir(TrainedModel(config)) / f"fold_{fold}" / "validation"
+            compute_metrics_on_folder(
+                dirs.gt_dir, validation, ".nii.gz", dataset_json.label_spec,
+                output_file=validation / "summary.json", chill=True,
+            )  # fmt: skip
+            write_training_records(dirs, config, fold)
+    info = find_best_configuration(dirs, [TrainedModel(c) for c in CONFIGS])
+    winner_folder = Path(info["candidates"][0]["source"]) / "postprocessed"
+    test_summary = root / "test" / "summary.json"
+    compute_metrics_on_folder(
+        dirs.gt_dir, winner_folder, ".nii.gz", dataset_json.label_spec, output_file=test_summary
+    )
+    logs = root / "snakemake_logs"
+    logs.mkdir()
+    (logs / "2026-12-02T131641.snakemake.log").write_text(SNAKEMAKE_LOG)
+    return dirs, test_summary
+
+
+@pytest.fixture(scope="module")
+def report(tree: tuple[DatasetDirs, Path]) -> tuple[DatasetDirs, Path, list[Path]]:
+    dirs, test_summary = tree
+    written = build_report(
+        dirs.results, None, test_summary, test_summary.parent.parent / "snakemake_logs"
+    )
+    return dirs, test_summary, written
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR", path
+    return struct.unpack(">II", data[16:24])
+
+
+def test_report_writes_every_file_with_readable_pngs(report) -> None:
+    dirs, _, written = report
+    folder = dirs.results / "report"
+    curves = {
+        "training_curves/training_curves_3d_fullres.png",
+        "training_curves/training_curves_2d.png",
+    }
+    expected = curves | {
+        "cv_dice.png", "selection.png", "test_dice.png", "run_times.png", "per_class.csv",
+        "per_class.md", "per_fold.csv", "summary.csv", "report.md", "results_table.csv",
+        "results_table.tex", "methods.md",
+    }  # fmt: skip
+    expected |= {
+        n.removesuffix(".png") + k for n in expected if n.endswith(".png") for k in (".pdf", ".svg")
+    }
+    assert {str(p.relative_to(folder)) for p in written} == expected
+    on_disk = {str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file()}
+    assert on_disk == expected
+    for png in folder.rglob("*.png"):
+        width, height = png_size(png)
+        assert width >= 400 and height >= 300 and png.stat().st_size > 15_000, png
+        assert png.with_suffix(".pdf").read_bytes().startswith(b"%PDF-")
+        assert b"<svg" in png.with_suffix(".svg").read_bytes()[:2000]
+    page = (folder / "report.md").read_text()
+    assert "largest component kept for: a)" in page
+    methods = (folder / "methods.md").read_text()
+    assert methods.strip() in page and "cross-validated on 5 folds (0, 1, 2, 3 and 4)" in methods
+    assert "largest connected component of a," in methods and "1 seed (0)" in methods
+    for name in expected - {"report.md", "per_class.md"}:
+        assert f"({name})" in page, name
+
+
+def test_summary_csv_has_one_row_per_candidate_and_flags_the_winner(report) -> None:
+    dirs, test_summary, _ = report
+    info = json.loads((dirs.results / "inference_information.json").read_text())
+    table = pd.read_csv(dirs.results / "report" / "summary.csv")
+    assert list(table["name"]) == [c["identifier"] for c in info["candidates"]]
+    assert list(table["kind"]) == ["single", "single", "ensemble"]
+    assert table.loc[table["selected"], "name"].tolist() == [info["winner"]]
+    winner = table[table["selected"]].iloc[0]
+    test = json.loads(test_summary.read_text())
+    assert winner["test_foreground_dice"] == pytest.approx(test["foreground_mean"]["Dice"])
+    assert winner["test_dice_a"] == pytest.approx(test["mean"]["1"]["Dice"])
+    post = info["best_model_or_ensemble"]["result_on_crossval_post_pp"]
+    assert winner["cv_foreground_dice_postprocessed"] == pytest.approx(post)
+    assert table.loc[~table["selected"], "test_foreground_dice"].isna().all()
+
+
+def test_per_class_values_equal_the_summaries(report) -> None:
+    dirs, test_summary, _ = report
+    info = json.loads((dirs.results / "inference_information.json").read_text())
+    table = pd.read_csv(dirs.results / "report" / "per_class.csv").set_index("label")
+    assert list(table.index) == ["1", "2", "foreground mean"]
+    assert list(table["name"]) == ["a", "b", "foreground mean"]
+    for column, candidate in zip(table.columns[1:4], info["candidates"], strict=True):
+        summary = json.loads((Path(candidate["source"]) / "summary.json").read_text())
+        for key in ("1", "2"):
+            assert table.loc[key, column] == pytest.approx(summary["mean"][key]["Dice"])
+        assert table.loc["foreground mean", column] == pytest.approx(
+            summary["foreground_mean"]["Dice"]
+        )
+    test = json.loads(test_summary.read_text())
+    assert table.loc["1", "selected, test set"] == pytest.approx(test["mean"]["1"]["Dice"])
+    after = info["postprocessing"]["mean_dice_after"]
+    assert table.loc["1", "selected, postprocessed (CV)"] == pytest.approx(after["1"])
+    per_fold = pd.read_csv(dirs.results / "report" / "per_fold.csv")
+    fold_summary = dirs.model_dir(TrainedModel("2d")) / "fold_3" / "validation" / "summary.json"
+    row = per_fold[(per_fold["model"].str.endswith("__2d")) & (per_fold["fold"] == 3)].iloc[0]
+    assert row["a"] == pytest.approx(json.loads(fold_summary.read_text())["mean"]["1"]["Dice"])
+
+
+def test_collected_curves_per_fold_points_and_run_times(tree) -> None:
+    dirs, test_summary = tree
+    data = collect(dirs.results, test_summary, test_summary.parent.parent / "snakemake_logs")
+    curves = data.curves[data.curves["configuration"] == "3d_fullres"]
+    fold1 = curves[curves["fold"] == "1"]
+    assert fold1["source"].unique().tolist() == ["checkpoint_final.pth"]
+    assert fold1["train_loss"].tolist() == pytest.approx(history(1).values["train_losses"])
+    assert fold1["ema_pseudo_dice"].tolist() == pytest.approx(history(1).values["ema_fg_dice"])
+    assert fold1["epoch_seconds"].tolist() == pytest.approx([8.0] * EPOCHS)
+    from_log = data.curves[(data.curves["configuration"] == "2d") & (data.curves["fold"] == "4")]
+    assert from_log["train_loss"].tolist() == pytest.approx([0.0, -0.2])
+    assert from_log["pseudo_dice"].tolist() == pytest.approx([0.6, 0.6])
+    assert from_log["epoch_seconds"].tolist() == pytest.approx([3.5, 3.5])
+    # per-fold points: exact except the stray voxel -> fold 0 (two cases) like the others
+    winner_points = data.cv_fold_dice[data.cv_fold_dice["identifier"].str.endswith("3d_fullres")]
+    assert sorted(winner_points["fold"]) == ["0", "1", "2", "3", "4"]
+    assert winner_points["foreground_dice"].to_numpy() == pytest.approx((2 * 48 / 97 + 1) / 2)
+    training = data.run_times[data.run_times["source"] == "provenance.json"]
+    assert len(training) == 2 * len(SPLITS) + 2  # fold 0 of each configuration: two attempts
+    assert set(training["seconds"]) == {210.0}
+    jobs = data.run_times[data.run_times["source"] == "snakemake log"]
+    assert dict(zip(jobs["stage"], jobs["seconds"], strict=True)) == {
+        "crossval": 18.0,
+        "select": 180.0,
+    }
+
+
+def test_snakemake_log_parser_reads_wildcards(tmp_path: Path) -> None:
+    log = tmp_path / "x.snakemake.log"
+    log.write_text(SNAKEMAKE_LOG)
+    rows = snakemake_log_rows(log)
+    assert [r["job"] for r in rows] == ["crossval [configuration=3d_fullres]", "select"]
+
+
+def test_optional_inputs_are_skipped_with_notes_and_stale_files_removed(tree, tmp_path) -> None:
+    dirs, _ = tree
+    output = tmp_path / "report"
+    output.mkdir()
+    (output / "test_dice.png").write_bytes(b"old")
+    written = build_report(dirs.results, output)
+    names = {p.name for p in written}
+    assert "test_dice.png" not in names and not (output / "test_dice.png").exists()
+    page = (output / "report.md").read_text()
+    assert "no test-set summary given" in page
+    summary = pd.read_csv(output / "summary.csv")
+    assert "test_foreground_dice" not in summary.columns
+
+
+def test_missing_inference_information_is_a_one_line_error(tree, tmp_path, capsys) -> None:
+    dirs, _ = tree
+    empty = tmp_path / "results" / "Dataset901_Fake"
+    empty.mkdir(parents=True)
+    with pytest.raises(
+        ReportInputError,
+        match=r"inference_information.json not found.*find-best-config -d Dataset901_Fake",
+    ):
+        build_report(empty, tmp_path / "out")
+    code = cli.main(["report", "-d", "Dataset901_Fake", "--results", str(empty.parent)])
+    err = capsys.readouterr().err.strip()
+    assert code == 1 and len(err.splitlines()) == 1 and "find-best-config" in err
+    missing = tmp_path / "nowhere.json"
+    with pytest.raises(ReportInputError, match=r"nowhere.json not found.*nnunet-core evaluate"):
+        collect(dirs.results, missing)
+
+
+def test_every_caption_is_valid_restructured_text() -> None:
+    from docutils.core import publish_doctree
+
+    folder = REPO / "workflow" / "report"
+    names = {p.stem for p in folder.glob("*.rst")}
+    assert {"workflow", "training_curves", "cv_dice", "per_class", "selection", "test_dice",
+            "run_times", "summary"} <= names  # fmt: skip
+    for rst in folder.glob("*.rst"):
+        publish_doctree(rst.read_text(), settings_overrides={"halt_level": 2, "report_level": 5})
+
+
+def test_nan_class_is_empty_in_csv_and_dash_in_markdown(tree, tmp_path) -> None:
+    dirs, _ = tree
+    data = collect(dirs.results)
+    data.cv_dice.loc[data.cv_dice["label_key"] == "2", "dice"] = math.nan
+    table = per_class_table(data)
+    write_csv(table, tmp_path / "per_class.csv")
+    read_back = pd.read_csv(tmp_path / "per_class.csv").set_index("label")
+    assert read_back.loc["2"].iloc[1:4].isna().all()
+    assert "| 2 | b | - | - | - |" in to_markdown(table)
+
+
+CASCADE_CONFIGS = ("3d_fullres", "3d_lowres", "3d_cascade_fullres")
+
+
+@pytest.fixture(scope="module")
+def cascade_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[DatasetDirs, dict]:
+    """Fake results for 3d_fullres, 3d_lowres and the cascade (plans as the planner writes them),
+    selection over every configuration and pair run for real, then the report."""
+    root = tmp_path_factory.mktemp("cascade_report")
+    predictors = {"3d_fullres": stray_voxel, "3d_lowres": misses, "3d_cascade_fullres": one_hot_gt}
+    dirs = make_tree(root, predictors)
+    plans = json.loads((dirs.preprocessed / "nnUNetPlans.json").read_text())
+    plans["configurations"]["3d_lowres"]["next_stage"] = "3d_cascade_fullres"
+    plans["configurations"]["3d_cascade_fullres"] = {
+        "inherits_from": "3d_fullres",
+        "previous_stage": "3d_lowres",
+    }
+    for path in [dirs.preprocessed / "nnUNetPlans.json"] + [
+        dirs.model_dir(TrainedModel(c)) / "plans.json" for c in CASCADE_CONFIGS
+    ]:
+        path.write_text(json.dumps(plans))
+    dataset_json = load_dataset_json(dirs.preprocessed / "dataset.json")
+    for config in CASCADE_CONFIGS:
+        for fold in range(len(SPLITS)):
+            validation = dirs.model_dir(TrainedModel(config)) / f"fold_{fold}" / "validation"
+            compute_metrics_on_folder(
+                dirs.gt_dir, validation, ".nii.gz", dataset_json.label_spec,
+                output_file=validation / "summary.json", chill=True,
+            )  # fmt: skip
+            write_training_records(dirs, config, fold)
+    info = find_best_configuration(dirs, [TrainedModel(c) for c in CASCADE_CONFIGS])
+    build_report(dirs.results)
+    return dirs, info
+
+
+def one_hot_gt(_index: int, gt: np.ndarray) -> np.ndarray:
+    return one_hot(gt, confidence=0.7)
+
+
+def test_report_shows_the_cascade_like_any_configuration(cascade_report) -> None:
+    """3d_lowres and 3d_cascade_fullres: CV bars and table rows (singles and every pair), the
+    per-class columns, training curves and the selection (the exact cascade wins)."""
+    dirs, info = cascade_report
+    data = collect(dirs.results)
+    pairs = ["3d_fullres + 3d_lowres", "3d_fullres + 3d_cascade_fullres"]
+    pairs.append("3d_lowres + 3d_cascade_fullres")
+    assert list(data.candidates["label"]) == [*CASCADE_CONFIGS, *pairs]
+    bars = data.candidates.set_index("label")["cv_foreground_dice"]
+    assert bars["3d_cascade_fullres"] == pytest.approx(1.0)
+    assert bars["3d_lowres"] < bars["3d_fullres"] < 1.0
+    assert set(data.cv_fold_dice["identifier"]) == set(data.candidates["identifier"])
+    assert info["winner"] == "nnUNetTrainer__nnUNetPlans__3d_cascade_fullres"
+    assert data.candidates.set_index("label")["selected"].to_dict() == {
+        label: label == "3d_cascade_fullres" for label in [*CASCADE_CONFIGS, *pairs]
+    }
+    folder = dirs.results / "report"
+    table = pd.read_csv(folder / "summary.csv")
+    assert list(table["name"]) == [c["identifier"] for c in info["candidates"]]
+    assert table.loc[table["selected"], "name"].tolist() == [info["winner"]]
+    assert {"3d_lowres", "3d_cascade_fullres"} <= set(pd.read_csv(folder / "per_class.csv"))
+    assert set(data.curves["configuration"]) == set(CASCADE_CONFIGS)
+    for config in CASCADE_CONFIGS:
+        assert (folder / "training_curves" / f"training_curves_{config}.png").is_file()
+
+
+def test_print_versions_are_the_same_bytes_when_rebuilt(tree, tmp_path: Path) -> None:
+    dirs, test_summary = tree
+    first = build_report(dirs.results, tmp_path / "a", test_summary)
+    build_report(dirs.results, tmp_path / "b", test_summary)
+    vectors = [p for p in first if p.suffix in (".pdf", ".svg")]
+    assert len(vectors) >= 6
+    for path in vectors:
+        twin = tmp_path / "b" / path.relative_to(tmp_path / "a")
+        assert path.read_bytes() == twin.read_bytes(), path.name
