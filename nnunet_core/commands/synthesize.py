@@ -54,6 +54,13 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--seed", type=int, default=DEFAULTS.seed, help="random seed (0)")
     parser.add_argument(
+        "--lesion-scale",
+        type=float,
+        default=DEFAULTS.lesion_scale,
+        metavar="F",
+        help="multiply the lesion's radii (1.0: the default data exactly; the demo's is larger)",
+    )
+    parser.add_argument(
         "--file-ending", default=DEFAULTS.file_ending, choices=FILE_ENDINGS, help="(.nii.gz)"
     )
     parser.add_argument(
@@ -72,6 +79,7 @@ def run(args: argparse.Namespace) -> int:
         channels=args.channels,
         two_d=args.two_d,
         seed=args.seed,
+        lesion_scale=args.lesion_scale,
         file_ending=args.file_ending,
         name=args.name,
     )

@@ -79,8 +79,12 @@ def _ensure_voxel(mask: np.ndarray, center: np.ndarray, allowed: np.ndarray) -> 
     return mask
 
 
-def _label_map(rng: np.random.Generator, shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
-    """Body mask and label map (0 background/body, 1 organ, 2 lesion)."""
+def _label_map(
+    rng: np.random.Generator, shape: tuple[int, ...], lesion_scale: float = 1.0
+) -> tuple[np.ndarray, np.ndarray]:
+    """Body mask and label map (0 background/body, 1 organ, 2 lesion); ``lesion_scale`` multiplies
+    the lesion's radii after every draw, so the generator's stream (and at 1.0 every voxel) stays
+    the same."""
     ndim = len(shape)
     grid = _grid(shape)
     body_center = rng.uniform(-0.06, 0.06, ndim)
@@ -107,6 +111,7 @@ def _label_map(rng: np.random.Generator, shape: tuple[int, ...]) -> tuple[np.nda
             direction * organ_radii * rng.uniform(0.2, 0.9), angle
         )
         lesion_radii = organ_radii.min() * rng.uniform(0.35, 0.6) * rng.uniform(0.85, 1.15, ndim)
+        lesion_radii = lesion_radii * lesion_scale
         lesion = _ellipsoid(grid, lesion_center, lesion_radii) & body
         lesion = _ensure_voxel(lesion, lesion_center, organ)
         label[lesion] = LESION
@@ -141,9 +146,12 @@ def _channel(
     return image.astype(np.float32)
 
 
-def make_phantom(rng: np.random.Generator, shape: tuple[int, ...], channels: int) -> Phantom:
-    """Draw one case of ``shape`` (2-D or 3-D) with ``channels`` co-registered channels."""
-    body, label = _label_map(rng, shape)
+def make_phantom(
+    rng: np.random.Generator, shape: tuple[int, ...], channels: int, lesion_scale: float = 1.0
+) -> Phantom:
+    """Draw one case of ``shape`` (2-D or 3-D) with ``channels`` co-registered channels; a
+    ``lesion_scale`` above 1 grows the lesion (a tiny one needs a longer schedule to be learned)."""
+    body, label = _label_map(rng, shape, lesion_scale)
     images = np.stack([_channel(rng, body, label, _contrast(rng, c)) for c in range(channels)])
     return Phantom(images=images, label=label)
 

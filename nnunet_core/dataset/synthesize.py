@@ -44,6 +44,8 @@ class SynthOptions:
     channels: int = 1
     two_d: bool = False
     seed: int = 0
+    # Multiplies the lesion's radii; 1.0 gives the tests' and benchmarks' data exactly.
+    lesion_scale: float = 1.0
     file_ending: str = ".nii.gz"
     name: str | None = None  # dataset.json "name"; None: from the output folder
 
@@ -65,6 +67,9 @@ class SynthOptions:
             raise ConfigurationError(msg)
         if self.num_training < 1 or self.num_test < 0 or self.channels < 1:
             msg = "--num-training and --channels must be >= 1 and --num-test >= 0"
+            raise ConfigurationError(msg)
+        if not self.lesion_scale > 0:
+            msg = f"--lesion-scale must be positive, got {self.lesion_scale}"
             raise ConfigurationError(msg)
         if self.file_ending not in FILE_ENDINGS:
             msg = (
@@ -143,7 +148,7 @@ def write_case(folder: Path, options: SynthOptions, split: int, index: int) -> d
     """Write one case's channels and label; return its id, shape, spacing and label counts."""
     rng = _case_rng(options.seed, split, index)
     shape, spacing, origin = _case_geometry(rng, options)
-    phantom = make_phantom(rng, shape, options.channels)
+    phantom = make_phantom(rng, shape, options.channels, options.lesion_scale)
     identifier = case_identifier(split, index)
     images_dir, labels_dir = TRAINING_FOLDERS if split == TRAIN else TEST_FOLDERS
     png = options.file_ending == ".png"

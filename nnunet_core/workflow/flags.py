@@ -60,6 +60,8 @@ def synthetic_options(synthetic: Mapping[str, Any]) -> str:
         f"--channels {synthetic['channels']}",
         f"--seed {synthetic['seed']}",
     ]
+    if synthetic.get("lesion_scale", 1.0) != 1.0:  # 1.0: today's command line, unchanged
+        flags.append(f"--lesion-scale {synthetic['lesion_scale']}")
     shape = synthetic.get("shape")
     if shape:
         flags.append("--shape " + " ".join(str(v) for v in shape))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -219,3 +220,52 @@ def test_invalid_options_are_one_line_errors(tmp_path: Path, capsys) -> None:
     assert main(["synthesize", "--output", str(tmp_path / "y"), "--shape", "2", "16", "16"]) == 2
     assert "--shape values must be at least 4" in capsys.readouterr().err
     assert not (tmp_path / "y").exists()
+
+
+def label_counts(folder: Path) -> dict[str, list[int]]:
+    return {
+        key: np.bincount(array.ravel(), minlength=3).tolist()
+        for key, array in arrays(folder).items()
+        if key.startswith("labelsTr/")
+    }
+
+
+LESION_CASES = SynthOptions(num_training=4, num_test=0, shape=(16, 32, 32))
+# (background, organ, lesion) voxels of LESION_CASES as written before --lesion-scale existed:
+# the tests' and benchmarks' data must not change under the default scale.
+COUNTS_BEFORE_LESION_SCALE = {
+    "labelsTr/synth_000.nii.gz": [18535, 433, 40],
+    "labelsTr/synth_001.nii.gz": [15719, 409, 0],
+    "labelsTr/synth_002.nii.gz": [14638, 652, 55],
+    "labelsTr/synth_003.nii.gz": [20055, 628, 125],
+}
+
+
+def test_lesion_scale_one_is_todays_data_and_larger_grows_only_the_lesion(tmp_path: Path) -> None:
+    """The demo's larger lesion (learned in a few iterations) is an option: at 1.0 every array of
+    every other dataset stays byte-identical; above it the lesion grows and nothing else moves."""
+    folders = {scale: tmp_path / str(scale) / "Dataset905_Lesion" for scale in ("no", 1.0, 1.6)}
+    synthesize_dataset(folders["no"], LESION_CASES)
+    for scale in (1.0, 1.6):
+        synthesize_dataset(folders[scale], replace(LESION_CASES, lesion_scale=scale))
+    default, one, larger = (arrays(folder) for folder in folders.values())
+    assert default.keys() == one.keys() == larger.keys() and len(default) == 8
+    for key in default:
+        assert default[key].tobytes() == one[key].tobytes(), key
+    assert label_counts(folders["no"]) == COUNTS_BEFORE_LESION_SCALE
+    grown = label_counts(folders[1.6])
+    for key, (_, _, lesion) in COUNTS_BEFORE_LESION_SCALE.items():
+        assert (grown[key][2] == 0) == (lesion == 0), key  # a lesion where there was one
+        assert grown[key][2] >= 2 * lesion, (key, grown[key], lesion)
+        new, old = larger[key], default[key]
+        assert not np.any((new == 1) & (old != 1)), key  # the same organ, less what the lesion took
+        assert not np.any((old == 2) & (new != 2)), key  # the old lesion lies inside the new one
+    for key in (k for k in default if k.startswith("imagesTr/")):
+        assert np.array_equal(larger[key] == 0, default[key] == 0), key  # the same body
+
+
+def test_lesion_scale_must_be_positive(tmp_path: Path, capsys) -> None:
+    output = tmp_path / "Dataset906_Bad"
+    assert main(["synthesize", "--output", str(output), "--lesion-scale", "0"]) == 2
+    assert capsys.readouterr().err.strip().endswith("--lesion-scale must be positive, got 0.0")
+    assert not output.exists()

@@ -80,6 +80,14 @@ def test_synthetic_options_without_shape_leave_the_generator_defaults() -> None:
     assert flags.synthetic_options(options) == "--num-training 4 --num-test 0 --channels 2 --seed 0"
 
 
+def test_synthetic_options_pass_a_lesion_scale_other_than_one() -> None:
+    """The schema's default 1.0 adds no flag (every other dataset's command stays the same)."""
+    options = {"num_training": 4, "num_test": 0, "channels": 1, "seed": 0, "lesion_scale": 1.0}
+    assert "--lesion-scale" not in flags.synthetic_options(options)
+    options["lesion_scale"] = 1.6
+    assert flags.synthetic_options(options).endswith("--seed 0 --lesion-scale 1.6")
+
+
 def test_planning_options_and_overrides() -> None:
     planning = {"planner": "default", "gpu_memory_target_gb": None, "overrides": {}}
     assert flags.planning_options(planning, "nnUNetPlans") == "-pl default --plans-name nnUNetPlans"
