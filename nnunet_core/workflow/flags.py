@@ -15,7 +15,6 @@ from typing import Any
 
 from nnunet_core.cluster import gpu_slots, launch
 from nnunet_core.layout.roots import Roots
-from nnunet_core.layout.work import staging_folder_of
 from nnunet_core.workflow.pretrained import PretrainedWeights
 
 # Where a rule writing a folder writes it before the rename onto its output (predict.smk).
@@ -195,11 +194,6 @@ def report_test_summary_flag(has_test_labels: bool, test_summary: str | Path) ->
     if not has_test_labels:
         return ""
     return f"--test-summary {test_summary}"
-
-
-def staging_folder(output: str | Path) -> str:
-    """Where a rule writing the folder ``output`` writes it before the rename onto it."""
-    return staging_folder_of(output)
 
 
 def previous_stage_flag(previous_stage: str | Path | Sequence[str]) -> str:

@@ -105,7 +105,7 @@ def test_summary_flag(wildcards):
 
 
 def staging_folder(wildcards, output):
-    return flags.staging_folder(output[0])
+    return staging_folder_of(output[0])
 
 
 def previous_stage_flag(wildcards, input):

@@ -11,6 +11,7 @@ import pytest
 
 from nnunet_core.cluster.gpu_slots import FOLDS_PER_GPU_ENV
 from nnunet_core.layout.roots import Roots
+from nnunet_core.layout.work import staging_folder_of
 from nnunet_core.workflow import flags
 from nnunet_core.workflow.pretrained import PretrainedWeights
 
@@ -176,7 +177,7 @@ def test_report_selection_and_prediction_flags() -> None:
     assert flags.report_test_summary_flag(True, "/w/test/summary.json") == (
         "--test-summary /w/test/summary.json"
     )
-    assert flags.staging_folder("/w/predictions/D/2d") == "/w/predictions/D/2d.partial"
+    assert staging_folder_of("/w/predictions/D/2d") == "/w/predictions/D/2d.partial"
     assert flags.previous_stage_flag([]) == ""
     assert flags.previous_stage_flag("/w/predictions/D/3d_lowres") == (
         "-prev_stage_predictions /w/predictions/D/3d_lowres "
