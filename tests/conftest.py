@@ -24,6 +24,8 @@ from filelock import FileLock
 from nnunet_core.dataset.synthesize import SynthOptions, dataset_name_part, synthesize_dataset
 from tests.helpers.training import DATASET, prepare_tiny_training, roots_env
 
+pytest_plugins = ["tests.helpers.cpu_log"]
+
 TINY_OPTIONS: dict[str, Any] = {
     "num_training": 5,
     "num_test": 2,
