@@ -52,15 +52,22 @@ demo: install
 # jobs), so 3 workers fit 2 cores. --dist loadfile keeps each test file on one worker, in its
 # order: module fixtures (whole workflow runs) are built once, and some tests read what an earlier
 # test of their file left (tests/unit/test_make_test_workers.py checks this). The SLURM tests
-# (marker cluster) run afterwards on their own: one test cluster, jobs timed against walltimes.
+# (marker cluster) run at the same time in a pytest of their own, one after the other: one test
+# cluster, jobs timed against walltimes; they mostly wait on the scheduler. Their output follows
+# the others' (kept in $(CLUSTER_LOG) meanwhile); make test fails if either part fails.
 TEST_JOBS ?= 3
+CLUSTER_LOG ?= .cluster-tests.log
 # The slowest tests are printed at the end of each part, so that a run (CI's included) shows
 # where the suite's time goes.
 DURATIONS ?= 25
 
 test: install
-	$(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist loadfile -m "not cluster" --durations $(DURATIONS)
-	$(BIN)/python -m pytest -q -m cluster --durations $(DURATIONS)
+	@$(BIN)/python -m pytest -q -m cluster --durations $(DURATIONS) >$(CLUSTER_LOG) 2>&1 & \
+	cluster=$$!; \
+	$(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist loadfile -m "not cluster" --durations $(DURATIONS); \
+	rest=$$?; wait $$cluster; slurm=$$?; \
+	echo "== the SLURM tests (marker cluster), run beside the others: exit $$slurm =="; \
+	cat $(CLUSTER_LOG); test $$rest = 0 && test $$slurm = 0
 
 # The edit-test loop: everything but the end-to-end runs (marker slow) and the SLURM tests
 # (marker cluster); a few minutes instead of make test's half hour. Not a replacement.

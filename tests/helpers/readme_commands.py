@@ -8,11 +8,18 @@ top-level entries and `.venv` linked in, so `.venv/bin/snakemake`, `config/confi
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from tests.helpers.paths import REPO
+
+DEMO = "make demo"
+DEMO_TARGETS_FIRST = ".venv/bin/snakemake --cores 2 preprocessed"
+CLI_FIRST = "source .venv/bin/activate"
 
 DOCUMENTS = (REPO / "README.md", REPO / "config" / "README.md")
 _FENCE = re.compile(r"^```bash\n(.*?)^```", re.S | re.M)
@@ -64,3 +71,22 @@ def with_flags(command: str, *flags: str) -> str:
     """``command`` with ``flags`` inserted right after the program (e.g. ``-n`` for a dry run)."""
     program, _, rest = command.partition(" ")
     return " ".join((program, *flags, rest))
+
+
+def run(command: str, cwd: Path, env: dict[str, str], check: bool = True):
+    """``command`` run by bash as a user types it; a failure shows its whole output."""
+    result = subprocess.run(
+        ["bash", "-c", command], cwd=cwd, env=env, capture_output=True, text=True
+    )
+    if check and result.returncode != 0:
+        pytest.fail(f"`{command}` failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
+    return result
+
+
+def user_shell(home: Path) -> dict[str, str]:
+    """A user's shell environment with ``home`` as HOME, not `make test`'s: a nested make would
+    print "Entering directory" lines."""
+    home.mkdir(parents=True, exist_ok=True)
+    outer_make = ("MAKEFLAGS", "MAKELEVEL", "MFLAGS", "MAKEOVERRIDES")
+    env = {k: v for k, v in os.environ.items() if k not in outer_make}
+    return {**env, "HOME": str(home)}

@@ -38,9 +38,9 @@ def _make_test_worker_options() -> list[str]:
     """The `-n` and `--dist` options of the Makefile's `test` recipe, `$(TEST_JOBS)` resolved."""
     makefile = (ROOT / "Makefile").read_text()
     jobs = re.search(r"^TEST_JOBS \?= (\d+)$", makefile, re.M).group(1)
-    recipe = re.search(r"^test: .*\n\t(.+)$", makefile, re.M).group(1)
-    dist = re.search(r"--dist (\S+)", recipe).group(1)
-    assert "-n $(TEST_JOBS)" in recipe
+    recipe = re.search(r"^test: .*\n((?:\t.*\n)+)", makefile, re.M).group(1)
+    workers = re.search(r"^.*-n \$\(TEST_JOBS\).*$", recipe, re.M).group(0)
+    dist = re.search(r"--dist (\S+)", workers).group(1)
     return ["-n", jobs, "--dist", dist]
 
 
