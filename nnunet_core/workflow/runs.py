@@ -30,7 +30,7 @@ from nnunet_core.layout.roots import (
     raw_dataset_dir,
     results_dataset_dir,
 )
-from nnunet_core.layout.work import WORK_LOGS, seed_folder_name
+from nnunet_core.layout.work import WORK_LOGS, WORK_RAW, seed_folder_name
 
 
 def check_run_keys(config: dict[str, Any]) -> None:
@@ -50,6 +50,25 @@ def check_run_keys(config: dict[str, Any]) -> None:
     if twice:
         msg = f"config datasets: dataset id {twice[0]} given twice"
         raise ConfigurationError(msg)
+
+
+def raw_root_of(dataset: dict[str, Any], work_dir: str | Path) -> Path:
+    """The raw root of a config's ``dataset``: the one the user named, or ``work_dir/raw`` where
+    the workflow synthesizes the data itself (the demo). A real dataset without ``raw_root`` (also
+    an unset ``$nnUNet_raw`` on the command line, which leaves it empty) is an error naming the
+    key and the value, never a folder the user did not choose."""
+    raw_root = dataset.get("raw_root")
+    if dataset.get("synthetic", {}).get("enabled", False):
+        return Path(work_dir) / WORK_RAW
+    if raw_root is None or not str(raw_root).strip():
+        shown = "null" if raw_root is None else repr(raw_root)
+        folder = dataset_folder_name(dataset["id"], dataset["name"])
+        msg = (
+            f"config dataset.raw_root: {shown} is empty: set it to the folder that holds "
+            f"{folder}/ (your nnUNet_raw; an unset $nnUNet_raw on the command line leaves it empty)"
+        )
+        raise ConfigurationError(msg)
+    return Path(raw_root)
 
 
 def _folder_of(entry: dict[str, Any]) -> str:
@@ -157,12 +176,10 @@ class RunTree:
     def of_config(cls, config: dict[str, Any]) -> RunTree:
         dataset = config["dataset"]
         work = Path(config["work_dir"])
-        roots = Roots.in_work_dir(work, raw=dataset.get("raw_root"))
         several = len(config.get("seeds") or []) > 1
         folder = seed_folder_name(config["seed"]) if several else None
         name = dataset_folder_name(dataset["id"], dataset["name"])
-        assert roots.raw is not None
-        return cls(work, name, roots.raw, folder)
+        return cls(work, name, raw_root_of(dataset, work), folder)
 
     def _per_seed(self, folder: Path) -> Path:
         return folder / self.seed_folder if self.seed_folder else folder
@@ -196,15 +213,40 @@ class RunTree:
         return self.work / WORK_LOGS / self.dataset
 
 
+def _has_files(folder: Path) -> bool:
+    return folder.is_dir() and any(
+        p.is_file() and not p.name.startswith(".") for p in folder.iterdir()
+    )
+
+
 def test_set_of(config: dict[str, Any], raw_dir: Path) -> tuple[bool, bool]:
     """(has a test set, has test labels): synthetic data has both when it makes test cases;
-    real data has what its raw folder holds (imagesTs/, labelsTs/)."""
+    real data has what its raw folder holds (imagesTs/ with images in it, labelsTs/)."""
     dataset = config["dataset"]
     if dataset.get("synthetic", {}).get("enabled", False):
         has_test = dataset["synthetic"]["num_test"] > 0
         return has_test, has_test
-    has_test = images_ts_dir(raw_dir).is_dir()
+    has_test = _has_files(images_ts_dir(raw_dir))
     return has_test, has_test and labels_ts_dir(raw_dir).is_dir()
+
+
+NO_TEST_IMAGES = "no test images: test prediction and evaluation skipped"
+
+
+def incomplete_test_set_notice(config: dict[str, Any], raw_dir: Path) -> str | None:
+    """The line a run prints at its start (and its report keeps) when the test set is not
+    complete: no test images, or images without labels; None for a complete one."""
+    has_images, has_labels = test_set_of(config, raw_dir)
+    images, labels = images_ts_dir(raw_dir), labels_ts_dir(raw_dir)
+    if not has_images:
+        if config["dataset"].get("synthetic", {}).get("enabled", False):
+            why = "dataset.synthetic.num_test is 0"
+        else:
+            why = f"{images} is empty" if images.is_dir() else f"no folder {images}"
+        return f"{NO_TEST_IMAGES} ({why})"
+    if not has_labels:
+        return f"test images without labels (no folder {labels}): test evaluation skipped"
+    return None
 
 
 def paper_table_flags(instances: list[RunInstance]) -> str:

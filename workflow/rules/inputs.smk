@@ -5,7 +5,7 @@
 from snakemake.logging import logger
 
 from nnunet_core.workflow import inputs
-from nnunet_core.workflow.runs import test_set_of
+from nnunet_core.workflow.runs import incomplete_test_set_notice, test_set_of
 
 # Each notice about the chosen configurations once per process (planned() runs many times).
 _NOTICES = inputs.NoticesOnce(logger.warning)
@@ -116,6 +116,12 @@ def has_test_set():
 
 def has_test_labels():
     return test_set_of(config, RAW)[1]
+
+
+# An incomplete test set is said once at the start of a run (and in the report, rule report).
+TEST_SET_NOTICE = incomplete_test_set_notice(config, RAW)
+if workflow.is_main_process:
+    workflow_devices.print_once(TEST_SET_NOTICE)
 
 
 def final_targets(wildcards):
