@@ -242,3 +242,4 @@ def test_slurm_plans_sbatch_jobs_and_a_gpu_per_fold(dry_runs) -> None:
         assert "slurm_partition=cpu" in items and not any(i.startswith("gpu=") for i in items)
     commands = train_commands(output)
     assert len(commands) == 10 and not any("-num_gpus" in c for c in commands)
+    assert "lsf_extra" not in output  # an LSF-only resource (issue 36)

@@ -149,6 +149,8 @@ PREPROCESSED_TARGETS = [
     preprocessing_targets,
 ]
 STAGE_TARGETS = {
+    # the plans decide the configurations: after them a dry run lists every training job
+    "planned": [PLANS, SPLITS],
     "preprocessed": PREPROCESSED_TARGETS,
     "trained": [training_targets],
     "selected": [INFERENCE_INFORMATION],
