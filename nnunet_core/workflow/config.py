@@ -19,16 +19,11 @@ from nnunet_core.io.atomic import unwritable_reason
 from nnunet_core.io.plans import Plans
 from nnunet_core.layout.predictions import PREDICTIONS_FOLDER, RESERVED_FOLDERS
 from nnunet_core.layout.preprocessed import SPLITS_JSON
-from nnunet_core.layout.roots import (
-    DATASET_NAME_RE,
-    Roots,
-    dataset_folder_name,
-    raw_dataset_dir,
-)
+from nnunet_core.layout.roots import Roots, dataset_folder_name, raw_dataset_dir
 from nnunet_core.layout.work import DEFAULT_WORK_DIR, WORK_LOGS, WORK_PREPROCESSED, WORK_RESULTS
 from nnunet_core.training.trainer_variants import parse_trainer_name
 from nnunet_core.workflow.pretrained import resolve_pretrained_weights
-from nnunet_core.workflow.runs import raw_root_of
+from nnunet_core.workflow.runs import check_raw_dataset
 
 _INTEGER = re.compile(r"^[+-]?\d+$")
 _NULL_WORDS = frozenset({"null", "~", "none", ""})
@@ -252,28 +247,6 @@ def check_work_dir_writable(work_dir: str | Path) -> None:
                 "writes its results there: make it writable or choose another work_dir"
             )
             raise ConfigurationError(msg)
-
-
-def check_raw_dataset(config: dict[str, Any]) -> None:
-    """A real dataset's folder is in ``dataset.raw_root`` before any job, else one line: an empty
-    ``raw_root`` names the key and the value, a missing one the folder, a wrong id or name the
-    datasets that are there (instead of Snakemake's MissingInputException)."""
-    dataset = config["dataset"]
-    root = raw_root_of(dataset, config.get("work_dir", DEFAULT_WORK_DIR))
-    folder = dataset_folder_name(dataset["id"], dataset["name"])
-    if not root.is_dir():
-        what = "is not a folder" if root.exists() else "no such folder"
-        msg = f"config dataset.raw_root: {root}: {what} (it should hold {folder}/)"
-        raise ConfigurationError(msg)
-    if not (root / folder).is_dir():
-        found = sorted(
-            p.name for p in root.iterdir() if p.is_dir() and DATASET_NAME_RE.match(p.name)
-        )
-        msg = (
-            f"config dataset: {folder} is not in raw_root {root} (datasets there: "
-            f"{', '.join(found) or 'none'})"
-        )
-        raise ConfigurationError(msg)
 
 
 def fold_count(config: dict[str, Any]) -> tuple[int, str]:

@@ -25,12 +25,13 @@ from nnunet_core.layout.predictions import PREDICTIONS_FOLDER, TEST_SUMMARY_JSON
 from nnunet_core.layout.raw import images_ts_dir, labels_ts_dir
 from nnunet_core.layout.results import REPORT_PAGE_MD, report_dir
 from nnunet_core.layout.roots import (
+    DATASET_NAME_RE,
     Roots,
     dataset_folder_name,
     raw_dataset_dir,
     results_dataset_dir,
 )
-from nnunet_core.layout.work import WORK_LOGS, WORK_RAW, seed_folder_name
+from nnunet_core.layout.work import DEFAULT_WORK_DIR, WORK_LOGS, WORK_RAW, seed_folder_name
 
 
 def check_run_keys(config: dict[str, Any]) -> None:
@@ -69,6 +70,28 @@ def raw_root_of(dataset: dict[str, Any], work_dir: str | Path) -> Path:
         )
         raise ConfigurationError(msg)
     return Path(raw_root)
+
+
+def check_raw_dataset(config: dict[str, Any]) -> None:
+    """A real dataset's folder is in ``dataset.raw_root`` before any job, else one line: an empty
+    ``raw_root`` names the key and the value, a missing one the folder, a wrong id or name the
+    datasets that are there (instead of Snakemake's MissingInputException)."""
+    dataset = config["dataset"]
+    root = raw_root_of(dataset, config.get("work_dir", DEFAULT_WORK_DIR))
+    folder = dataset_folder_name(dataset["id"], dataset["name"])
+    if not root.is_dir():
+        what = "is not a folder" if root.exists() else "no such folder"
+        msg = f"config dataset.raw_root: {root}: {what} (it should hold {folder}/)"
+        raise ConfigurationError(msg)
+    if not (root / folder).is_dir():
+        found = sorted(
+            p.name for p in root.iterdir() if p.is_dir() and DATASET_NAME_RE.match(p.name)
+        )
+        msg = (
+            f"config dataset: {folder} is not in raw_root {root} (datasets there: "
+            f"{', '.join(found) or 'none'})"
+        )
+        raise ConfigurationError(msg)
 
 
 def _folder_of(entry: dict[str, Any]) -> str:
