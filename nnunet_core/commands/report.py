@@ -25,6 +25,11 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         "leave out when there are no test labels",
     )
     parser.add_argument(
+        "--test-set-note",
+        help="why there is no test summary, for the report's notes (the workflow passes e.g. "
+        "'no test images: test prediction and evaluation skipped')",
+    )
+    parser.add_argument(
         "--snakemake-logs",
         help="folder with Snakemake run logs (*.snakemake.log, e.g. .snakemake/log) for the run "
         "times of jobs other than training",
@@ -45,6 +50,7 @@ def run(args: argparse.Namespace) -> int:
         args.test_summary,
         args.snakemake_logs,
         seed=args.seed,
+        test_set_note=args.test_set_note,
     )
     for path in written:
         print(f"wrote {path}")

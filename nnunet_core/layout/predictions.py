@@ -15,11 +15,21 @@ PREDICTIONS_FOLDER = "predictions"
 ENSEMBLE_PREDICTIONS_FOLDER = "ensemble"
 FINAL_PREDICTIONS_FOLDER = "final"
 TEST_SUMMARY_JSON = "test_summary.json"
+# Folders of this tree that are no configuration's: no configuration may be named like them.
+RESERVED_FOLDERS = (ENSEMBLE_PREDICTIONS_FOLDER, FINAL_PREDICTIONS_FOLDER)
 
 
 def predictions_dataset_dir(work_dir: Path, dataset_name: str) -> Path:
     """The workflow's ``predictions/<Dataset>`` (test-set predictions; no upstream equivalent)."""
     return work_dir / PREDICTIONS_FOLDER / dataset_name
+
+
+def configuration_name_pattern() -> str:
+    """A configuration's name as a regular expression (the workflow's ``{configuration}``
+    wildcard): letters, digits and underscores, never one of ``RESERVED_FOLDERS``, so that the
+    rule writing one configuration's predictions never claims ``ensemble/`` or ``final/``."""
+    reserved = "|".join(RESERVED_FOLDERS)
+    return rf"(?!(?:{reserved})(?![A-Za-z0-9_]))[A-Za-z0-9_]+"
 
 
 def configuration_predictions_dir(predictions_dir: Path, configuration: str) -> Path:

@@ -241,8 +241,10 @@ def collect(
     results_dir: str | Path,
     test_summary: str | Path | None = None,
     snakemake_logs: str | Path | None = None,
+    test_set_note: str | None = None,
 ) -> ReportData:
-    """Read a dataset's results folder (``results/DatasetXXX_Name``) into a ``ReportData``."""
+    """Read a dataset's results folder (``results/DatasetXXX_Name``) into a ``ReportData``;
+    ``test_set_note``: why there is no test summary, as the workflow knows it (else a guess)."""
     results_dir = Path(results_dir)
     dataset = results_dir.name
     info_file = inference_information_file(results_dir)
@@ -277,7 +279,9 @@ def collect(
             raise ReportInputError(msg)
         test_dice, test_cases = collect_test(test_summary, names)
     else:
-        notes.append("no test-set summary given (no test labels?): test Dice skipped")
+        notes.append(
+            test_set_note or "no test-set summary given (no test labels?): test Dice skipped"
+        )
     if candidates["kind"].eq("ensemble").sum() == 0:
         notes.append(
             "no ensembles among the candidates (one configuration, or ensembling disabled)"

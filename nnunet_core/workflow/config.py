@@ -17,12 +17,13 @@ import yaml
 from nnunet_core.errors import ConfigurationError
 from nnunet_core.io.atomic import unwritable_reason
 from nnunet_core.io.plans import Plans
-from nnunet_core.layout.predictions import PREDICTIONS_FOLDER
+from nnunet_core.layout.predictions import PREDICTIONS_FOLDER, RESERVED_FOLDERS
 from nnunet_core.layout.preprocessed import SPLITS_JSON
 from nnunet_core.layout.roots import Roots, dataset_folder_name, raw_dataset_dir
 from nnunet_core.layout.work import DEFAULT_WORK_DIR, WORK_LOGS, WORK_PREPROCESSED, WORK_RESULTS
 from nnunet_core.training.trainer_variants import parse_trainer_name
 from nnunet_core.workflow.pretrained import resolve_pretrained_weights
+from nnunet_core.workflow.runs import check_raw_dataset
 
 _INTEGER = re.compile(r"^[+-]?\d+$")
 _NULL_WORDS = frozenset({"null", "~", "none", ""})
@@ -176,6 +177,8 @@ def check_config(config: dict[str, Any], execution: Execution | None = None) -> 
         if config["dataset"].get("raw_root") is not None:
             msg = "config dataset: raw_root is set but synthetic.enabled is true; choose one"
             raise ConfigurationError(msg)
+    else:
+        check_raw_dataset(config)
     training = config.get("training", {})
     trainer = training.get("trainer")
     if trainer is not None:
@@ -201,6 +204,13 @@ def check_config(config: dict[str, Any], execution: Execution | None = None) -> 
     planning = config.get("planning", {})
     overrides = planning.get("overrides", {})
     for name, override in overrides.items():
+        if name in RESERVED_FOLDERS or not re.fullmatch(r"[A-Za-z0-9_]+", name):
+            msg = (
+                f"config planning.overrides: {name!r} cannot name a configuration (letters, "
+                f"digits and _ only, and not {' or '.join(RESERVED_FOLDERS)}: folders of the "
+                "test predictions)"
+            )
+            raise ConfigurationError(msg)
         if override.get("inherits_from") == name:
             msg = f"config planning.overrides.{name}: a configuration cannot inherit from itself"
             raise ConfigurationError(msg)

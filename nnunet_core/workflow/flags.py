@@ -196,6 +196,13 @@ def report_test_summary_flag(has_test_labels: bool, test_summary: str | Path) ->
     return f"--test-summary {test_summary}"
 
 
+def report_test_set_note_flag(notice: str | None) -> str:
+    """``--test-set-note TEXT`` of the report, saying why the test set has no summary, else ''."""
+    if notice is None:
+        return ""
+    return f"--test-set-note {shlex.quote(notice)}"
+
+
 def previous_stage_flag(previous_stage: str | Path | Sequence[str]) -> str:
     """``-prev_stage_predictions DIR `` for a cascade stage's prediction, else nothing."""
     if not previous_stage:

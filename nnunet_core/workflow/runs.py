@@ -25,12 +25,13 @@ from nnunet_core.layout.predictions import PREDICTIONS_FOLDER, TEST_SUMMARY_JSON
 from nnunet_core.layout.raw import images_ts_dir, labels_ts_dir
 from nnunet_core.layout.results import REPORT_PAGE_MD, report_dir
 from nnunet_core.layout.roots import (
+    DATASET_NAME_RE,
     Roots,
     dataset_folder_name,
     raw_dataset_dir,
     results_dataset_dir,
 )
-from nnunet_core.layout.work import WORK_LOGS, seed_folder_name
+from nnunet_core.layout.work import DEFAULT_WORK_DIR, WORK_LOGS, WORK_RAW, seed_folder_name
 
 
 def check_run_keys(config: dict[str, Any]) -> None:
@@ -49,6 +50,47 @@ def check_run_keys(config: dict[str, Any]) -> None:
     twice = sorted({i for i in ids if ids.count(i) > 1})
     if twice:
         msg = f"config datasets: dataset id {twice[0]} given twice"
+        raise ConfigurationError(msg)
+
+
+def raw_root_of(dataset: dict[str, Any], work_dir: str | Path) -> Path:
+    """The raw root of a config's ``dataset``: the one the user named, or ``work_dir/raw`` where
+    the workflow synthesizes the data itself (the demo). A real dataset without ``raw_root`` (also
+    an unset ``$nnUNet_raw`` on the command line, which leaves it empty) is an error naming the
+    key and the value, never a folder the user did not choose."""
+    raw_root = dataset.get("raw_root")
+    if dataset.get("synthetic", {}).get("enabled", False):
+        return Path(work_dir) / WORK_RAW
+    if raw_root is None or not str(raw_root).strip():
+        shown = "null" if raw_root is None else repr(raw_root)
+        folder = dataset_folder_name(dataset["id"], dataset["name"])
+        msg = (
+            f"config dataset.raw_root: {shown} is empty: set it to the folder that holds "
+            f"{folder}/ (your nnUNet_raw; an unset $nnUNet_raw on the command line leaves it empty)"
+        )
+        raise ConfigurationError(msg)
+    return Path(raw_root)
+
+
+def check_raw_dataset(config: dict[str, Any]) -> None:
+    """A real dataset's folder is in ``dataset.raw_root`` before any job, else one line: an empty
+    ``raw_root`` names the key and the value, a missing one the folder, a wrong id or name the
+    datasets that are there (instead of Snakemake's MissingInputException)."""
+    dataset = config["dataset"]
+    root = raw_root_of(dataset, config.get("work_dir", DEFAULT_WORK_DIR))
+    folder = dataset_folder_name(dataset["id"], dataset["name"])
+    if not root.is_dir():
+        what = "is not a folder" if root.exists() else "no such folder"
+        msg = f"config dataset.raw_root: {root}: {what} (it should hold {folder}/)"
+        raise ConfigurationError(msg)
+    if not (root / folder).is_dir():
+        found = sorted(
+            p.name for p in root.iterdir() if p.is_dir() and DATASET_NAME_RE.match(p.name)
+        )
+        msg = (
+            f"config dataset: {folder} is not in raw_root {root} (datasets there: "
+            f"{', '.join(found) or 'none'})"
+        )
         raise ConfigurationError(msg)
 
 
@@ -157,12 +199,10 @@ class RunTree:
     def of_config(cls, config: dict[str, Any]) -> RunTree:
         dataset = config["dataset"]
         work = Path(config["work_dir"])
-        roots = Roots.in_work_dir(work, raw=dataset.get("raw_root"))
         several = len(config.get("seeds") or []) > 1
         folder = seed_folder_name(config["seed"]) if several else None
         name = dataset_folder_name(dataset["id"], dataset["name"])
-        assert roots.raw is not None
-        return cls(work, name, roots.raw, folder)
+        return cls(work, name, raw_root_of(dataset, work), folder)
 
     def _per_seed(self, folder: Path) -> Path:
         return folder / self.seed_folder if self.seed_folder else folder
@@ -196,15 +236,40 @@ class RunTree:
         return self.work / WORK_LOGS / self.dataset
 
 
+def _has_files(folder: Path) -> bool:
+    return folder.is_dir() and any(
+        p.is_file() and not p.name.startswith(".") for p in folder.iterdir()
+    )
+
+
 def test_set_of(config: dict[str, Any], raw_dir: Path) -> tuple[bool, bool]:
     """(has a test set, has test labels): synthetic data has both when it makes test cases;
-    real data has what its raw folder holds (imagesTs/, labelsTs/)."""
+    real data has what its raw folder holds (imagesTs/ with images in it, labelsTs/)."""
     dataset = config["dataset"]
     if dataset.get("synthetic", {}).get("enabled", False):
         has_test = dataset["synthetic"]["num_test"] > 0
         return has_test, has_test
-    has_test = images_ts_dir(raw_dir).is_dir()
+    has_test = _has_files(images_ts_dir(raw_dir))
     return has_test, has_test and labels_ts_dir(raw_dir).is_dir()
+
+
+NO_TEST_IMAGES = "no test images: test prediction and evaluation skipped"
+
+
+def incomplete_test_set_notice(config: dict[str, Any], raw_dir: Path) -> str | None:
+    """The line a run prints at its start (and its report keeps) when the test set is not
+    complete: no test images, or images without labels; None for a complete one."""
+    has_images, has_labels = test_set_of(config, raw_dir)
+    images, labels = images_ts_dir(raw_dir), labels_ts_dir(raw_dir)
+    if not has_images:
+        if config["dataset"].get("synthetic", {}).get("enabled", False):
+            why = "dataset.synthetic.num_test is 0"
+        else:
+            why = f"{images} is empty" if images.is_dir() else f"no folder {images}"
+        return f"{NO_TEST_IMAGES} ({why})"
+    if not has_labels:
+        return f"test images without labels (no folder {labels}): test evaluation skipped"
+    return None
 
 
 def paper_table_flags(instances: list[RunInstance]) -> str:

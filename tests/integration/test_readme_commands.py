@@ -50,6 +50,8 @@ OWN_DATA_FILE = ".venv/bin/snakemake --cores 8 --configfile my.yaml"
 INSTALL_SLURM = "make install-slurm"
 SLURM = ".venv/bin/snakemake --profile profiles/slurm --configfile my.yaml"
 WORKSTATION = ".venv/bin/snakemake --cores 32 --resources gpu=4 --configfile my.yaml"
+PLANNED = ".venv/bin/snakemake planned --cores 8 --configfile my.yaml"
+SLURM_PREVIEW = ".venv/bin/snakemake -n --profile profiles/slurm --configfile my.yaml"
 INSTALL_PROFILE = "make install-profile"
 LINT = "make lint"
 TEST_FAST = "make test-fast"
@@ -141,6 +143,8 @@ def test_every_documented_command_is_tested() -> None:
         INSTALL_SLURM,
         SLURM,
         WORKSTATION,
+        PLANNED,
+        SLURM_PREVIEW,
         INSTALL_PROFILE,
         LINT,
         TEST_FAST,
@@ -223,6 +227,30 @@ def test_own_data_by_configfile_workstation_and_slurm_lines(planned_user_run, us
     output = slurm.stdout + slurm.stderr
     assert_upstream_schedule(output, gpu=1)
     assert all("slurm_partition=gpu" in line for line in job_resources(output, "train"))
+
+
+def test_a_cluster_preview_lists_the_fold_jobs_once_planned(tmp_path, user_env) -> None:
+    """The README's preview (issue 36): on a fresh work_dir the SLURM dry run lists no training
+    job (the plans, a checkpoint, decide them); after the `planned` line it lists every fold job,
+    with its SLURM resources and no LSF key."""
+    pytest.importorskip("snakemake_executor_plugin_slurm")
+    checkout = mirror_checkout(tmp_path / "checkout")
+    run(COPY_TEMPLATE, checkout, user_env)
+    my = checkout / "my.yaml"
+    settings = yaml.safe_load(my.read_text())
+    settings["dataset"]["raw_root"] = user_env["nnUNet_raw"]  # the user's edit
+    my.write_text(yaml.safe_dump(settings))
+    fresh = run(SLURM_PREVIEW, checkout, user_env)
+    assert train_jobs(fresh.stdout + fresh.stderr) == []
+    run(PLANNED, checkout, user_env)
+    pre = checkout / "work" / "preprocessed" / USER_DATASET
+    assert (pre / "nnUNetPlans.json").is_file() and (pre / "splits_final.json").is_file()
+    assert not list(pre.glob("nnUNetPlans_*")), "planned preprocessed data"
+    preview = run(SLURM_PREVIEW, checkout, user_env)
+    output = preview.stdout + preview.stderr
+    assert_upstream_schedule(output, gpu=1)
+    assert all("slurm_partition=gpu" in line for line in job_resources(output, "train"))
+    assert "lsf_extra" not in output and "lsf_" not in output
 
 
 def kill_when_training_starts(command: str, cwd: Path, env: dict[str, str]) -> None:

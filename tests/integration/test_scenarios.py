@@ -25,7 +25,7 @@ from snakemake.utils import validate
 from tests.helpers.readme_commands import mirror_checkout, with_flags
 from tests.helpers.workflow import DATASET, REPO, SCENARIOS, SCHEMA, job_counts, scenario_config
 
-NAMES = ("demo", "2d", "multi_gpu_dryrun", "slurm_dryrun")
+NAMES = ("demo", "2d", "ensemble_wins", "multi_gpu_dryrun", "slurm_dryrun")
 PLANS = f"work/preprocessed/{DATASET}/nnUNetPlans.json"
 SLURM_PLUGIN = importlib.util.find_spec("snakemake_executor_plugin_slurm") is not None
 NO_SLURM_PLUGIN = "the SLURM executor plugin is not installed (make install-slurm)"
@@ -242,3 +242,4 @@ def test_slurm_plans_sbatch_jobs_and_a_gpu_per_fold(dry_runs) -> None:
         assert "slurm_partition=cpu" in items and not any(i.startswith("gpu=") for i in items)
     commands = train_commands(output)
     assert len(commands) == 10 and not any("-num_gpus" in c for c in commands)
+    assert "lsf_extra" not in output  # an LSF-only resource (issue 36)

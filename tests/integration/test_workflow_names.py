@@ -98,7 +98,7 @@ def test_workflow_declares_what_the_commands_write(tmp_path: Path) -> None:
 
     config = yaml.safe_load((REPO / "config" / "demo.yaml").read_text())
     config["work_dir"] = str(work)
-    config["dataset"].update(id=901, name="Fake", raw_root=None)
+    config["dataset"].update(id=901, name="Fake", raw_root=str(work / "raw"))
     config["dataset"]["synthetic"]["enabled"] = False
     config["planning"]["configurations"] = list(CONFIGURATIONS)
     config["training"]["folds"] = [int(f) for f in FOLDS]

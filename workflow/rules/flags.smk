@@ -90,10 +90,17 @@ def training_job_resources():
 def lsf_options(resumable):
     """The `lsf_extra` resource of a GPU rule: its bsub options, from the config, because the
     LSF plugin maps no `gpu` resource and a profile cannot read gpus_per_job; `resumable` (train)
-    adds LSF's warning action with the configured stop signal. Other executors ignore it.
+    adds LSF's warning action with the configured stop signal. Evaluated per job, once Snakemake
+    has chosen the executor (unknown while the Snakefile is parsed): none but under LSF.
     """
     signal_name = stop_signal.configured_name() if resumable else None
-    return lsf.bsub_extra(GPUS_PER_JOB, signal_name)
+
+    def for_the_executor(wildcards):
+        plugin = workflow.executor_plugin
+        name = plugin.name if plugin is not None else None
+        return lsf.bsub_extra_for_executor(name, GPUS_PER_JOB, signal_name)
+
+    return for_the_executor
 
 
 def chosen_configurations_argument(wildcards):
@@ -102,6 +109,10 @@ def chosen_configurations_argument(wildcards):
 
 def test_summary_flag(wildcards):
     return flags.report_test_summary_flag(has_test_labels(), TEST_SUMMARY)
+
+
+def test_set_note_flag(wildcards):
+    return flags.report_test_set_note_flag(TEST_SET_NOTICE)
 
 
 def staging_folder(wildcards, output):

@@ -5,7 +5,7 @@
 from snakemake.logging import logger
 
 from nnunet_core.workflow import inputs
-from nnunet_core.workflow.runs import test_set_of
+from nnunet_core.workflow.runs import incomplete_test_set_notice, test_set_of
 
 # Each notice about the chosen configurations once per process (planned() runs many times).
 _NOTICES = inputs.NoticesOnce(logger.warning)
@@ -118,6 +118,12 @@ def has_test_labels():
     return test_set_of(config, RAW)[1]
 
 
+# An incomplete test set is said once at the start of a run (and in the report, rule report).
+TEST_SET_NOTICE = incomplete_test_set_notice(config, RAW)
+if workflow.is_main_process:
+    workflow_devices.print_once(TEST_SET_NOTICE)
+
+
 def final_targets(wildcards):
     return inputs.final_targets(REPORT_PAGE, FINAL_PREDICTIONS, has_test_set())
 
@@ -143,6 +149,8 @@ PREPROCESSED_TARGETS = [
     preprocessing_targets,
 ]
 STAGE_TARGETS = {
+    # the plans decide the configurations: after them a dry run lists every training job
+    "planned": [PLANS, SPLITS],
     "preprocessed": PREPROCESSED_TARGETS,
     "trained": [training_targets],
     "selected": [INFERENCE_INFORMATION],

@@ -78,7 +78,7 @@ PAPER_DATASETS = list(dict.fromkeys(run.dataset for run in PAPER_RUNS))
 # The inputs of one stage rule of every run (`snakemake trained` trains every dataset and seed).
 STAGE_OF_EVERY_RUN = {
     stage: [getattr(rules, f"{run.name}_{stage}").input for run in PAPER_RUNS]
-    for stage in ("all", "preprocessed", "trained", "selected")
+    for stage in ("all", "planned", "preprocessed", "trained", "selected")
 }
 
 
@@ -87,6 +87,11 @@ rule all:
     input:
         STAGE_OF_EVERY_RUN["all"],
         PAPER / "results_table.csv",
+
+
+rule planned:
+    input:
+        STAGE_OF_EVERY_RUN["planned"],
 
 
 rule preprocessed:

@@ -6,6 +6,7 @@
 from nnunet_core.layout.predictions import (
     ENSEMBLE_PREDICTIONS_FOLDER,
     FINAL_PREDICTIONS_FOLDER,
+    configuration_name_pattern,
     configuration_predictions_dir,
     winner_predictions_dir,
 )
@@ -107,8 +108,10 @@ TEST_SUMMARY = TREE.test_summary
 PRETRAINED = resolve_pretrained_weights(config["training"]["pretrained_weights"], WORK)
 
 
+# A configuration is never `ensemble` or `final`: predictions/D/ensemble is ensemble_predictions'
+# output, not one of predict's (whose input functions would fail on it, printed on every run).
 wildcard_constraints:
-    configuration=r"[A-Za-z0-9_]+",
+    configuration=configuration_name_pattern(),
     fold=r"\d+|all",
     first=r"[A-Za-z0-9_]+?",
     second=r"[A-Za-z0-9_]+?",

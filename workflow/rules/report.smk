@@ -60,10 +60,11 @@ rule report:
         dataset=DATASET,
         roots=ROOT_FLAGS,
         test_summary=test_summary_flag,
+        test_set_note=test_set_note_flag,
         seed=config["seed"],
     shell:
-        "nnunet-core report -d {params.dataset} {params.test_summary} --seed {params.seed} "
-        "{params.roots} > {log} 2>&1"
+        "nnunet-core report -d {params.dataset} {params.test_summary} {params.test_set_note} "
+        "--seed {params.seed} {params.roots} > {log} 2>&1"
 
 
 # A reader's rerun: `snakemake reproduce` packs the config (defaults filled in), plans, splits,

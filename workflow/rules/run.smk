@@ -20,7 +20,12 @@ rule all:
         stage_targets("all"),
 
 
-# Stage targets: `snakemake preprocessed` (or trained, selected) stops after that stage.
+# Stage targets: `snakemake preprocessed` (or planned, trained, selected) stops after that stage.
+rule planned:
+    input:
+        stage_targets("planned"),
+
+
 rule preprocessed:
     input:
         stage_targets("preprocessed"),

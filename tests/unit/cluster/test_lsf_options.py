@@ -30,3 +30,14 @@ def test_prediction_jobs_ask_for_gpus_only() -> None:
 def test_cpu_jobs_ask_for_no_gpu() -> None:
     assert lsf.bsub_extra(0, "USR1") == "-wa USR1 -wt 10"
     assert lsf.bsub_extra(0) == ""
+
+
+@pytest.mark.parametrize("executor", ["slurm", "local", "dryrun", None])
+def test_other_executors_get_no_lsf_resource(executor) -> None:
+    """A SLURM (or local, or dry) run shows no LSF key (issue 36); None is no resource."""
+    assert lsf.bsub_extra_for_executor(executor, 1, "USR1") is None
+
+
+def test_the_lsf_executor_gets_the_options() -> None:
+    assert lsf.bsub_extra_for_executor("lsf", 2, "USR1") == "-gpu num=2 -wa USR1 -wt 10"
+    assert lsf.bsub_extra_for_executor("lsf", 1) == "-gpu num=1"

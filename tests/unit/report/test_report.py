@@ -375,3 +375,13 @@ def test_print_versions_are_the_same_bytes_when_rebuilt(tree, tmp_path: Path) ->
     for path in vectors:
         twin = tmp_path / "b" / path.relative_to(tmp_path / "a")
         assert path.read_bytes() == twin.read_bytes(), path.name
+
+
+def test_the_workflows_test_set_note_replaces_the_guess(tree, tmp_path: Path) -> None:
+    """The report rule passes why there is no test Dice (issue 36); the report's notes say it."""
+    note = "no test images: test prediction and evaluation skipped (/raw/D/imagesTs is empty)"
+    out, results = tmp_path / "report", str(tree[0].results.parent)
+    args = ["report", "-d", "Dataset901_Fake", "--results", results, "-o", str(out)]
+    assert cli.main([*args, "--test-set-note", note]) == 0
+    page = (out / "report.md").read_text()
+    assert f"- {note}" in page.splitlines() and "no test labels?" not in page

@@ -89,6 +89,18 @@ BAD_CONFIGS = [
         r"planning\.overrides defines \(possible: 2d, 3d_fullres, 3d_lowres, 3d_cascade_fullres\)$",
         id="config-configurations-typo",
     ),
+    pytest.param(
+        {
+            **_config(),
+            "planning": {
+                "configurations": None,
+                "overrides": {"ensemble": {"inherits_from": "2d"}},
+            },
+        },
+        r"^config planning\.overrides: 'ensemble' cannot name a configuration \(letters, digits "
+        r"and _ only, and not ensemble or final: folders of the test predictions\)$",
+        id="config-override-named-ensemble",
+    ),
 ]
 
 
@@ -149,3 +161,49 @@ def test_good_values_pass(training: dict, planning: dict) -> None:
 def test_several_nodes_where_a_cluster_may_run_the_jobs(execution: Execution | None) -> None:
     """Snakemake names the executor only after parsing; what it does tell is enough here."""
     check_config(_config(nodes=2, gpus_per_job=2), execution)
+
+
+# ------------------------------------------------------------------ where the raw dataset is
+def _real(raw_root: object, dataset_id: int = 900) -> dict:
+    config = _config()
+    config["dataset"] = {"id": dataset_id, "name": "Synth", "raw_root": raw_root}
+    return config
+
+
+@pytest.mark.parametrize(
+    ("raw_root", "shown"),
+    [
+        pytest.param(None, "null", id="null"),  # `raw_root: $nnUNet_raw` with the variable unset
+        pytest.param("", "''", id="empty"),
+        pytest.param("  ", "'  '", id="blank"),
+    ],
+)
+def test_an_empty_raw_root_names_the_key_and_the_value(raw_root, shown) -> None:
+    """No fallback to work_dir/raw, a folder the user never chose (issue 36)."""
+    with pytest.raises(ConfigurationError) as caught:
+        check_config(_real(raw_root), LOCAL_RUN)
+    assert str(caught.value) == (
+        f"config dataset.raw_root: {shown} is empty: set it to the folder that holds "
+        f"{DATASET}/ (your nnUNet_raw; an unset $nnUNet_raw on the command line leaves it empty)"
+    )
+
+
+def test_a_raw_root_that_is_no_folder_is_named(tmp_path: Path) -> None:
+    with pytest.raises(ConfigurationError) as caught:
+        check_config(_real(str(tmp_path / "nowhere")), LOCAL_RUN)
+    assert str(caught.value) == (
+        f"config dataset.raw_root: {tmp_path / 'nowhere'}: no such folder "
+        f"(it should hold {DATASET}/)"
+    )
+
+
+def test_a_wrong_dataset_id_lists_the_datasets_there(tmp_path: Path) -> None:
+    for name in ("Dataset004_Hippocampus", DATASET, "notes"):
+        (tmp_path / name).mkdir()
+    check_config(_real(str(tmp_path)), LOCAL_RUN)  # the right id passes
+    with pytest.raises(ConfigurationError) as caught:
+        check_config(_real(str(tmp_path), dataset_id=901), LOCAL_RUN)
+    assert str(caught.value) == (
+        f"config dataset: Dataset901_Synth is not in raw_root {tmp_path} (datasets there: "
+        f"Dataset004_Hippocampus, {DATASET})"
+    )

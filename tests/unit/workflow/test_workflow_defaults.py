@@ -135,7 +135,7 @@ def test_user_template_holds_the_schema_defaults() -> None:
 
 def test_an_unknown_trainer_stops_the_workflow_before_any_job() -> None:
     config = {
-        "dataset": {"id": 4, "name": "X"},
+        "dataset": {"id": 4, "name": "X", "synthetic": {"enabled": True}},
         "training": {"trainer": "nnUNetTrainerNoMirroring"},
     }
     check_config(config)

@@ -172,7 +172,7 @@ def test_check_config_refuses_a_bad_value_before_any_job(tmp_path: Path) -> None
     model = model_folder(tmp_path, {"0": ["checkpoint_final.pth"]})
     config = {
         "work_dir": str(tmp_path / "work"),
-        "dataset": {"id": 4, "name": "X"},
+        "dataset": {"id": 4, "name": "X", "synthetic": {"enabled": True}},
         "training": {"pretrained_weights": {"model": str(model), "fold": 0}},
     }
     check_config(config)

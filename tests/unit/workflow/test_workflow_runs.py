@@ -15,10 +15,13 @@ from nnunet_core.workflow.runs import (
     RunTree,
     as_single_run,
     check_run_keys,
+    incomplete_test_set_notice,
     is_several_runs,
     paper_table_flags,
+    raw_root_of,
     run_instances,
 )
+from nnunet_core.workflow.runs import test_set_of as has_test_images_and_labels
 from tests.helpers.workflow import REPO, SCHEMA
 
 SYNTHETIC_3D = {"enabled": True, "num_test": 2, "shape": [12, 32, 32]}
@@ -110,11 +113,11 @@ def test_the_schema_names_a_repeated_seed_and_a_wrong_dataset_key() -> None:
 
 def test_one_seed_keeps_upstreams_tree_and_several_get_a_folder_each() -> None:
     plain = RunTree.of_config(
-        {"work_dir": "w", "dataset": {"id": 4, "name": "H", "raw_root": None}, "seed": 3}
+        {"work_dir": "w", "dataset": {"id": 4, "name": "H", "raw_root": "/data/raw"}, "seed": 3}
     )
     assert plain.results_dir == Path("w/results/Dataset004_H")
     assert plain.roots.preprocessed == Path("w/preprocessed")
-    assert plain.roots.raw == Path("w/raw")
+    assert plain.roots.raw == Path("/data/raw")
     assert plain.predictions_dir == Path("w/predictions/Dataset004_H")
     assert plain.test_summary == Path("w/predictions/Dataset004_H/test_summary.json")
     assert plain.logs == plain.dataset_logs == Path("w/logs/Dataset004_H")
@@ -137,6 +140,7 @@ def test_the_paper_table_gets_every_run_and_test_summaries_only_where_labelled(
     config["work_dir"] = str(tmp_path / "my work")
     labelled = tmp_path / "raw" / "Dataset902_Hippo-2D"
     (labelled / "imagesTs").mkdir(parents=True)
+    (labelled / "imagesTs" / "case_0000.nii.gz").write_bytes(b"")
     config["datasets"][1]["raw_root"] = str(tmp_path / "raw")
     runs = run_instances(config)
     for run in runs:
@@ -168,3 +172,37 @@ def test_the_documented_example_is_a_valid_config_of_nine_runs() -> None:
     assert runs[8].config["planning"] == {
         "configurations": ["2d", "3d_fullres"], "planner": "ResEncM"
     }  # fmt: skip
+
+
+def test_synthetic_data_lives_in_the_work_dir_and_real_data_needs_its_raw_root() -> None:
+    """The demo's data is synthesized into work_dir/raw; a real dataset's raw root is never
+    guessed (issue 36: an unset $nnUNet_raw fell back to work/raw)."""
+    synthetic = {"id": 900, "name": "Synth", "raw_root": None, "synthetic": {"enabled": True}}
+    assert raw_root_of(synthetic, "w") == Path("w/raw")
+    assert raw_root_of({"id": 4, "name": "H", "raw_root": "/r"}, "w") == Path("/r")
+    with pytest.raises(ConfigurationError, match=r"^config dataset\.raw_root: null is empty"):
+        RunTree.of_config({"work_dir": "w", "dataset": {"id": 4, "name": "H"}, "seed": 0})
+
+
+def test_an_empty_or_missing_test_image_folder_is_no_test_set_and_said(tmp_path: Path) -> None:
+    config = {"dataset": {"id": 4, "name": "H", "raw_root": str(tmp_path)}}
+    raw = tmp_path / "Dataset004_H"
+    raw.mkdir()
+    skipped = "no test images: test prediction and evaluation skipped"
+    assert has_test_images_and_labels(config, raw) == (False, False)
+    assert incomplete_test_set_notice(config, raw) == f"{skipped} (no folder {raw / 'imagesTs'})"
+    (raw / "imagesTs").mkdir()
+    (raw / "imagesTs" / ".DS_Store").write_bytes(b"")
+    assert has_test_images_and_labels(config, raw) == (False, False)
+    assert incomplete_test_set_notice(config, raw) == f"{skipped} ({raw / 'imagesTs'} is empty)"
+    (raw / "imagesTs" / "case_0000.nii.gz").write_bytes(b"")
+    assert has_test_images_and_labels(config, raw) == (True, False)
+    assert incomplete_test_set_notice(config, raw) == (
+        f"test images without labels (no folder {raw / 'labelsTs'}): test evaluation skipped"
+    )
+    (raw / "labelsTs").mkdir()
+    assert has_test_images_and_labels(config, raw) == (True, True)
+    assert incomplete_test_set_notice(config, raw) is None
+    synthetic = {"dataset": {"synthetic": {"enabled": True, "num_test": 0}}}
+    notice = incomplete_test_set_notice(synthetic, raw)
+    assert notice == f"{skipped} (dataset.synthetic.num_test is 0)"
