@@ -73,7 +73,9 @@ def methods_of(config: dict[str, Any]) -> list[Method]:
 
 def apply_method(run: dict[str, Any], method: Method) -> None:
     """A run's config, in place, for ``method``: its trainer, planner and configurations, and
-    ``method`` (its name, which files the run under ``<method>/``)."""
+    ``method``: its name (the run's files go under ``<method>/``) and whether its plan job
+    declares the dataset's preprocessed dataset.json (``runs.run_instances`` sets it: every
+    planner writes that file, and two rules declaring it would be an error)."""
     run["training"] = {**run.get("training", {}), "trainer": method.trainer}
     planning = dict(run.get("planning", {}))
     if method.planner is not None:
@@ -81,4 +83,4 @@ def apply_method(run: dict[str, Any], method: Method) -> None:
     if method.configurations is not None:
         planning["configurations"] = list(method.configurations)
     run["planning"] = planning
-    run["method"] = method.name
+    run["method"] = {"name": method.name, "writes_dataset_json": True}

@@ -105,7 +105,9 @@ class RunInstance:
         from nnunet_core.planning.presets import get_preset
 
         planning = self.config["planning"]
-        return planning.get("plans_name") or get_preset(planning["planner"]).plans_name
+        return (
+            planning.get("plans_name") or get_preset(planning.get("planner", "default")).plans_name
+        )
 
 
 def _dataset_and_planning(
@@ -161,7 +163,19 @@ def run_instances(config: dict[str, Any]) -> list[RunInstance]:
                         f"{name}_{method.name}", folder, seed, run, method.name, method.baseline
                     )
                 )
+    _one_plan_rule_per_dataset_json(instances)
     return instances
+
+
+def _one_plan_rule_per_dataset_json(instances: list[RunInstance]) -> None:
+    """Only the runs planned as the baseline's (the same plans name) declare the dataset's
+    preprocessed dataset.json; a method with another planner writes it too, undeclared (the
+    same copy of the raw dataset.json). Adding a method never moves the declaration."""
+    baseline_plans = {r.dataset: r.plans_name() for r in instances if r.method and r.baseline}
+    for run in instances:
+        if run.method:
+            writes = run.plans_name() == baseline_plans[run.dataset]
+            run.config["method"]["writes_dataset_json"] = writes
 
 
 @dataclass(frozen=True)
@@ -184,7 +198,8 @@ class RunTree:
         name = dataset_folder_name(dataset["id"], dataset["name"])
         method = config.get("method")
         assert roots.raw is not None
-        return cls(work, name, roots.raw, folder, method_folder_name(method) if method else None)
+        method_folder = method_folder_name(method["name"]) if method else None
+        return cls(work, name, roots.raw, folder, method_folder)
 
     def _per_seed(self, folder: Path) -> Path:
         """``folder[/<method>][/seed_<n>]``: what is this run's own (not the dataset's)."""

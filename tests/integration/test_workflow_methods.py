@@ -5,8 +5,9 @@ Two methods (upstream's trainer, the baseline, and its no-mirroring variant) x t
 run's selected model there) x two seeds, one fold of one epoch of 2 iterations. Each dataset is
 planned and preprocessed once for both methods; each method trains in its own tree; the
 comparison table (CSV, LaTeX) and a figure per dataset are written. Adding a third method to the
-config and rerunning trains only that method's jobs and redoes the comparison, nothing of the
-other two. `snakemake reproduce` packs every method.
+config (one with its own planner) and rerunning plans, preprocesses and trains only that
+method's jobs and redoes the comparison, nothing of the other two. `snakemake reproduce` packs
+every method.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ LABELLED, UNLABELLED = "Dataset911_Alpha", "Dataset912_Beta"
 SEEDS = (0, 1)
 BASELINE = {"name": "nnunet", "trainer": "nnUNetTrainer", "baseline": True}
 NO_MIRRORING = {"name": "nomirror", "trainer": "nnUNetTrainerNoMirroring"}
-THIRD = {"name": "nods", "trainer": "nnUNetTrainerNoDeepSupervision"}
+# its own planner: plans and preprocesses its own data, beside the others'
+THIRD = {"name": "resenc", "trainer": "nnUNetTrainerNoDeepSupervision", "planner": "ResEncM"}
 STAGES = ("train", "crossval", "select", "report")
 
 
@@ -134,12 +136,15 @@ def test_adding_a_method_trains_only_its_jobs_and_redoes_the_comparison(methods_
     counts = job_counts(result.stdout + result.stderr)
     assert counts.pop("methods_table") == 1 and counts.pop("all") == 1, counts
     assert counts, "the new method trained nothing"
-    assert all("_nods_" in rule for rule in counts), counts
+    assert all("_resenc_" in rule for rule in counts), counts
     for dataset in (LABELLED, UNLABELLED):
+        assert counts[f"{dataset}_seed0_resenc_preprocess"] == 1
         for seed in SEEDS:
-            assert counts[f"{dataset}_seed{seed}_nods_train"] == 1
+            assert counts[f"{dataset}_seed{seed}_resenc_train"] == 1
+        assert (work / "logs" / dataset / "plan_nnUNetResEncUNetMPlans.log").is_file()
+        assert (work / "preprocessed" / dataset / "nnUNetResEncUNetMPlans.json").is_file()
     assert checkpoint.stat().st_mtime_ns == before
     assert (work / "paper" / "results_table.csv").read_bytes() == baseline_table
-    assert list(dict.fromkeys(pd.read_csv(table)["method"])) == ["nnunet", "nods", "nomirror"]
+    assert list(dict.fromkeys(pd.read_csv(table)["method"])) == ["nnunet", "resenc", "nomirror"]
     again = snakemake(workdir, more, "all")
     assert "Nothing to be done" in again.stdout + again.stderr

@@ -53,7 +53,8 @@ def test_every_dataset_seed_and_method_is_a_run_the_baseline_first() -> None:
     assert [r.baseline for r in runs[:2]] == [True, False]
     mirror = runs[1].config
     assert mirror["training"] == {"epochs": 3, "trainer": "nnUNetTrainerNoMirroring"}
-    assert mirror["method"] == "nomirror" and "methods" not in mirror
+    assert mirror["method"] == {"name": "nomirror", "writes_dataset_json": True}
+    assert "methods" not in mirror
     # the dataset's planning where the method sets none
     assert mirror["planning"] == {"planner": "default", "configurations": ["3d_fullres"]}
     for run in runs:
@@ -66,6 +67,9 @@ def test_a_method_sets_its_own_trainer_planner_and_configurations() -> None:
     assert resenc.config["training"]["trainer"] == "my_pkg.losses:FocalTrainer"
     assert resenc.config["planning"] == {"planner": "ResEncM", "configurations": ["2d"]}
     assert resenc.plans_name() == "nnUNetResEncUNetMPlans"
+    # its plan job writes the dataset's dataset.json too: only the baseline's plan declares it
+    assert resenc.config["method"]["writes_dataset_json"] is False
+    assert all(r.config["method"]["writes_dataset_json"] for r in runs if r.method != "resenc")
 
 
 def test_each_method_has_its_own_trees_and_shares_the_preprocessed_data() -> None:
@@ -114,7 +118,7 @@ def test_a_wrong_methods_list_is_one_line(methods: list, message: str) -> None:
 
 
 def test_method_is_not_set_by_hand() -> None:
-    config = {**methods_config(BASELINE), "method": "nnunet"}
+    config = {**methods_config(BASELINE), "method": {"name": "nnunet"}}
     with pytest.raises(ConfigurationError, match="method is set per run from methods:"):
         check_run_keys(config)
 
