@@ -166,3 +166,23 @@ def test_the_documented_methods_example_is_a_valid_config_of_eighteen_runs() -> 
     assert len(runs) == 18 and runs[5].name == "Dataset004_Hippocampus_seed1_resenc"
     assert runs[5].config["planning"] == {"configurations": ["3d_fullres"], "planner": "ResEncM"}
     assert runs[5].tree.results_dir == Path("work/results/resenc/seed_1/Dataset004_Hippocampus")
+
+
+def test_the_reproduce_archive_expects_every_planners_plans_and_the_comparison() -> None:
+    from nnunet_core.workflow.reproduce import PackedRun, expected_files
+
+    work, raw = Path("w"), Path("w/raw/Dataset004_H")
+    runs = [
+        PackedRun(raw, "nnUNetPlans", work / "results/nnunet/seed_0/Dataset004_H"),
+        PackedRun(raw, "nnUNetPlans", work / "results/nomirror/seed_0/Dataset004_H"),
+        PackedRun(raw, "nnUNetResEncUNetMPlans", work / "results/resenc/seed_0/Dataset004_H"),
+    ]
+    reproduced, _ = expected_files(work, runs, paper=True, methods=True)
+    names = [str(p.relative_to(work)) for p in reproduced]
+    assert names.count("preprocessed/Dataset004_H/nnUNetPlans.json") == 1
+    assert "preprocessed/Dataset004_H/nnUNetResEncUNetMPlans.json" in names
+    assert names.count("preprocessed/Dataset004_H/splits_final.json") == 1
+    assert "results/resenc/seed_0/Dataset004_H/report/results_table.csv" in names
+    assert "paper/methods_comparison.csv" in names and "paper/methods_comparison.tex" in names
+    without, _ = expected_files(work, runs, paper=True)
+    assert not any("methods_comparison" in str(p) for p in without)
