@@ -78,6 +78,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "paper_table",
         "results table across datasets and seeds (CSV, LaTeX) and methods paragraphs",
     ),
+    "methods-table": (
+        "methods_table",
+        "methods against the baseline across datasets and seeds (CSV, LaTeX, figures)",
+    ),
     "reproduce": (
         "reproduce",
         "pack a finished run for a reader, unpack it, check a rerun's tables byte for byte",

@@ -1,7 +1,7 @@
 """Pack a finished run for a reader, unpack it for a rerun, and check the rerun's tables.
 
     nnunet-core reproduce pack --config-json CONFIG.json --work WORK \
-        --run RAW/D PLANS WORK/results/D [--run ...] [--paper] -o OUT
+        --run RAW/D PLANS WORK/results/D [--run ...] [--paper [--methods]] -o OUT
     nnunet-core reproduce unpack reproduce.tar.gz --into rerun
     nnunet-core reproduce check reproduce.tar.gz rerun/work
 
@@ -37,6 +37,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     )
     pack.add_argument(
         "--paper", action="store_true", help="several datasets or seeds: also work/paper's tables"
+    )
+    pack.add_argument(
+        "--methods", action="store_true", help="with methods: also work/paper's comparison"
     )
     pack.add_argument("--snakemake-command", default="", help="recorded in the manifest")
     pack.add_argument("-o", "--output", required=True, help="archive to write (.tar.gz)")
@@ -85,7 +88,13 @@ def _pack(args: argparse.Namespace) -> int:
         reproduce.PackedRun(Path(raw), plans, Path(results)) for raw, plans, results in args.run
     ]
     output = reproduce.pack(
-        config, Path(args.work), runs, manifest, Path(args.output), paper=args.paper
+        config,
+        Path(args.work),
+        runs,
+        manifest,
+        Path(args.output),
+        paper=args.paper,
+        methods=args.methods,
     )
     print(f"wrote {output}")
     return 0

@@ -7,6 +7,9 @@
     work_dir/paper/                                results tables across datasets and seeds
     work_dir/reproduce.tar.gz                      what a reader needs to rerun the run
     results/seed_<n>/, predictions/seed_<n>/, logs/seed_<n>/   with several seeds
+    results/<method>/[seed_<n>/], ...             with methods (config ``methods``)
+    work_dir/paper/methods_comparison.csv|.tex     the methods against the baseline
+    work_dir/paper/<Dataset>/methods_dice.png|.pdf|.svg   per-case Dice of each method
 
 Kept apart from the upstream trees so that a reader sees which names nnU-Net users know and
 which are this workflow's own.
@@ -29,6 +32,10 @@ SEED_FOLDER_PREFIX = "seed_"
 # The results tables across every dataset and seed.
 PAPER_FOLDER = "paper"
 REPRODUCE_ARCHIVE = "reproduce.tar.gz"
+# With methods: the comparison table (.csv, .tex) under paper/, a figure (.png, .pdf, .svg)
+# under paper/<Dataset>/.
+METHODS_COMPARISON = "methods_comparison"
+METHODS_FIGURE = "methods_dice"
 # A rule's folder output is written under <folder>.partial and renamed when complete.
 STAGING_SUFFIX = ".partial"
 # The work_dir a config names when it names none (and the rerun's, inside its folder).
@@ -38,6 +45,11 @@ DEFAULT_WORK_DIR = "work"
 def seed_folder_name(seed: int) -> str:
     """``1`` -> ``seed_1``."""
     return f"{SEED_FOLDER_PREFIX}{seed}"
+
+
+def method_folder_name(method: str) -> str:
+    """A method's folder under results/, predictions/ and logs/: its name (``nomirror``)."""
+    return method
 
 
 def logs_dir(work_dir: str | Path) -> Path:

@@ -2,8 +2,8 @@
 
 Each run's rules are named ``<run>_<rule>`` (``Dataset004_Hippocampus_seed1_train``). A profile's
 per-rule settings name the plain rule, so they are copied to every run's prefixed name; the seeds
-of a dataset declare the same dataset checks, plans and preprocessing, so the later run's rule
-gives way to the earlier run's. Pure functions of names and outputs, so that both are
+(and methods) of a dataset declare the same dataset checks, plans and preprocessing, so the later
+run's rule gives way to the earlier run's. Pure functions of names and outputs, so that both are
 unit-tested (tests/unit/workflow/test_workflow_paper_rules.py) without a workflow.
 """
 
@@ -32,14 +32,14 @@ def shared_rule_order(
     rules_of_run: Mapping[str, set[str]],
     outputs_of: Callable[[str], list[str]],
 ) -> list[tuple[str, str]]:
-    """(earlier, later) rule pairs, in run order, where a later run's rule makes exactly the
-    same files as an earlier run's: Snakemake must be told which of the two makes them."""
+    """(earlier, later) rule pairs, in run order, where a later run's rule makes files an
+    earlier run's makes too (the same, or some: the planners of two methods both write the
+    dataset's dataset.json): Snakemake must be told which of the two makes them."""
     order = []
     for later_index, later in enumerate(run_names):
         for earlier in run_names[:later_index]:
             for name in sorted(rules_of_run[later] & rules_of_run[earlier]):
                 first, second = f"{earlier}_{name}", f"{later}_{name}"
-                made = outputs_of(first)
-                if made and made == outputs_of(second):
+                if set(outputs_of(first)) & set(outputs_of(second)):
                     order.append((first, second))
     return order

@@ -10,7 +10,8 @@
   and each fold's training command as its ``provenance.json`` recorded it;
 - ``expected/``: the files a rerun must reproduce byte for byte (the report's results table and
   methods paragraph of every dataset and seed, the plans, the splits, the preprocessed
-  dataset.json, and with several datasets or seeds the tables across them under ``paper/``),
+  dataset.json, and with several datasets or seeds the tables across them under ``paper/``;
+  with methods every method's runs and plans, and ``paper/methods_comparison.csv/.tex``),
   and the selection record and each fold's ``provenance.json`` for reference.
 
 ``unpack`` writes ``config.yaml`` into a new folder with ``work_dir`` there; ``check`` compares
@@ -37,6 +38,7 @@ from nnunet_core.layout.preprocessed import DATASET_JSON, SPLITS_JSON, plans_fil
 from nnunet_core.layout.results import INFERENCE_INFORMATION_JSON, REPORT_FOLDER
 from nnunet_core.layout.work import (
     DEFAULT_WORK_DIR,
+    METHODS_COMPARISON,
     PAPER_FOLDER,
     REPRODUCE_ARCHIVE,
     WORK_PREPROCESSED,
@@ -53,6 +55,8 @@ REFERENCE_FILES = (INFERENCE_INFORMATION_JSON,)
 # A run of several datasets or seeds: the tables across them, under work_dir/paper.
 PAPER_FILES = ("results_table.csv", "results_table.tex")
 PAPER_DATASET_FILES = ("results_table.csv", "results_table.tex", "methods.md")
+# With methods (config ``methods``): the comparison of the methods, under work_dir/paper.
+METHODS_FILES = (f"{METHODS_COMPARISON}.csv", f"{METHODS_COMPARISON}.tex")
 
 
 @dataclass(frozen=True)
@@ -125,11 +129,12 @@ def _add_bytes(archive: tarfile.TarFile, name: str, data: bytes) -> None:
 
 
 def expected_files(
-    work_dir: Path, runs: Sequence[PackedRun], paper: bool
+    work_dir: Path, runs: Sequence[PackedRun], paper: bool, methods: bool = False
 ) -> tuple[list[Path], list[Path]]:
-    """The files a rerun must reproduce and those kept for reference, under ``work_dir``."""
+    """The files a rerun must reproduce and those kept for reference, under ``work_dir``
+    (each dataset's plans of every planner its runs used)."""
     reproduced, reference = [], []
-    for run in {r.dataset: r for r in runs}.values():
+    for run in {(r.dataset, r.plans): r for r in runs}.values():
         folder = work_dir / WORK_PREPROCESSED / run.dataset
         reproduced += [folder / name.format(plans=run.plans) for name in PREPROCESSED_FILES]
     for run in runs:
@@ -140,7 +145,9 @@ def expected_files(
         reproduced += [folder / name for name in PAPER_FILES]
         for dataset in dict.fromkeys(r.dataset for r in runs):
             reproduced += [folder / dataset / name for name in PAPER_DATASET_FILES]
-    return reproduced, reference
+    if methods:
+        reproduced += [work_dir / PAPER_FOLDER / name for name in METHODS_FILES]
+    return list(dict.fromkeys(reproduced)), reference
 
 
 def pack(
@@ -150,9 +157,11 @@ def pack(
     manifest: dict[str, Any],
     output: Path,
     paper: bool = False,
+    methods: bool = False,
 ) -> Path:
     """Write the archive (atomically); a file the rerun must reproduce that is missing is an
-    error naming it. ``paper``: a run of several datasets or seeds, with its tables across them."""
+    error naming it. ``paper``: a run of several datasets or seeds, with its tables across them;
+    ``methods``: also the comparison of the methods."""
     portable = {**config, "work_dir": DEFAULT_WORK_DIR}
     checksums = {}
     for run in {r.dataset: r for r in runs}.values():
@@ -165,7 +174,7 @@ def pack(
         "manifest.json": json.dumps(manifest, indent=1, sort_keys=True).encode(),
         "commands.sh": commands_text(manifest, training_commands(provenance)).encode(),
     }
-    reproduced, reference = expected_files(work_dir, runs, paper)
+    reproduced, reference = expected_files(work_dir, runs, paper, methods)
     for source in reproduced + reference:
         if not source.is_file():
             msg = f"{source}: missing; run the workflow to its end (`snakemake all`) first"

@@ -8,7 +8,9 @@ More become one run per (dataset, seed): each a complete one-dataset, one-seed c
 
 The trees stay upstream's: the preprocessed data is per dataset (``work/preprocessed/<Dataset>``,
 shared by its seeds); with several seeds each seed's results, predictions and logs live under
-``seed_<n>``: ``work/results/seed_1`` is a complete ``nnUNet_results`` folder.
+``seed_<n>``: ``work/results/seed_1`` is a complete ``nnUNet_results`` folder. With ``methods``
+(``nnunet_core.workflow.methods``) each (dataset, seed, method) is a run, named
+``<Dataset>_seed<n>_<method>`` and filed under ``<method>/`` (``work/results/<method>/seed_1``).
 """
 
 from __future__ import annotations
@@ -31,7 +33,14 @@ from nnunet_core.layout.roots import (
     raw_dataset_dir,
     results_dataset_dir,
 )
-from nnunet_core.layout.work import DEFAULT_WORK_DIR, WORK_LOGS, WORK_RAW, seed_folder_name
+from nnunet_core.layout.work import (
+    DEFAULT_WORK_DIR,
+    WORK_LOGS,
+    WORK_RAW,
+    method_folder_name,
+    seed_folder_name,
+)
+from nnunet_core.workflow.methods import apply_method, methods_of
 
 
 def check_run_keys(config: dict[str, Any]) -> None:
@@ -46,6 +55,10 @@ def check_run_keys(config: dict[str, Any]) -> None:
     if "seed" in config and config.get("seeds"):
         msg = f"config: set seed or seeds, not both (seeds: {config['seeds']} runs every seed)"
         raise ConfigurationError(msg)
+    if "method" in config:
+        msg = "config: method is set per run from methods:, not by hand; list the methods there"
+        raise ConfigurationError(msg)
+    methods_of(config)
     ids = [entry["id"] for entry in config.get("datasets") or []]
     twice = sorted({i for i in ids if ids.count(i) > 1})
     if twice:
@@ -107,18 +120,20 @@ def _seeds(config: dict[str, Any]) -> list[int]:
 
 
 def is_several_runs(config: dict[str, Any]) -> bool:
-    """More than one (dataset, seed): the paper workflow; else the plain run."""
-    return len(_datasets(config)) * len(_seeds(config)) > 1
+    """More than one (dataset, seed), or methods: the paper workflow; else the plain run."""
+    return bool(config.get("methods")) or len(_datasets(config)) * len(_seeds(config)) > 1
 
 
 @dataclass(frozen=True)
 class RunInstance:
-    """One (dataset, seed) of a run: its rule prefix and its own complete config."""
+    """One (dataset, seed[, method]) of a run: its rule prefix and its own complete config."""
 
     name: str
     dataset: str
     seed: int
     config: dict[str, Any]
+    method: str | None = None
+    baseline: bool = True  # with methods: this run's method is the baseline
 
     @property
     def tree(self) -> RunTree:
@@ -138,7 +153,9 @@ class RunInstance:
         from nnunet_core.planning.presets import get_preset
 
         planning = self.config["planning"]
-        return planning.get("plans_name") or get_preset(planning["planner"]).plans_name
+        return (
+            planning.get("plans_name") or get_preset(planning.get("planner", "default")).plans_name
+        )
 
 
 def _dataset_and_planning(
@@ -154,7 +171,8 @@ def _run_config(
 ) -> dict[str, Any]:
     """The config of one (dataset, seed): the shared keys, the entry's dataset, its planning
     keys over the shared ones, this seed (``seeds`` kept: more than one puts it in a folder)."""
-    run = copy.deepcopy({k: v for k, v in config.items() if k not in ("datasets", "seed")})
+    dropped = ("datasets", "seed", "methods")
+    run = copy.deepcopy({k: v for k, v in config.items() if k not in dropped})
     run["dataset"], run["planning"] = _dataset_and_planning(config, copy.deepcopy(entry))
     run["seed"] = seed
     run["seeds"] = list(seeds)
@@ -173,17 +191,39 @@ def as_single_run(config: dict[str, Any]) -> None:
 
 
 def run_instances(config: dict[str, Any]) -> list[RunInstance]:
-    """Every (dataset, seed), datasets in the config's order, seeds within each."""
+    """Every (dataset, seed[, method]), datasets in the config's order, seeds within each, the
+    methods (baseline first) within each seed."""
     seeds = _seeds(config)
+    methods = methods_of(config)
     instances = []
     for entry in _datasets(config):
         folder = _folder_of(entry)
         for seed in seeds:
             name = re.sub(r"\W", "_", f"{folder}_seed{seed}")
-            instances.append(
-                RunInstance(name, folder, seed, _run_config(config, entry, seed, seeds))
-            )
+            if not methods:
+                run = _run_config(config, entry, seed, seeds)
+                instances.append(RunInstance(name, folder, seed, run))
+            for method in methods:
+                run = _run_config(config, entry, seed, seeds)
+                apply_method(run, method)
+                instances.append(
+                    RunInstance(
+                        f"{name}_{method.name}", folder, seed, run, method.name, method.baseline
+                    )
+                )
+    _one_plan_rule_per_dataset_json(instances)
     return instances
+
+
+def _one_plan_rule_per_dataset_json(instances: list[RunInstance]) -> None:
+    """Only the runs planned as the baseline's (the same plans name) declare the dataset's
+    preprocessed dataset.json; a method with another planner writes it too, undeclared (the
+    same copy of the raw dataset.json). Adding a method never moves the declaration."""
+    baseline_plans = {r.dataset: r.plans_name() for r in instances if r.method and r.baseline}
+    for run in instances:
+        if run.method:
+            writes = run.plans_name() == baseline_plans[run.dataset]
+            run.config["method"]["writes_dataset_json"] = writes
 
 
 @dataclass(frozen=True)
@@ -194,6 +234,7 @@ class RunTree:
     dataset: str
     raw_root: Path
     seed_folder: str | None
+    method_folder: str | None = None
 
     @classmethod
     def of_config(cls, config: dict[str, Any]) -> RunTree:
@@ -202,9 +243,14 @@ class RunTree:
         several = len(config.get("seeds") or []) > 1
         folder = seed_folder_name(config["seed"]) if several else None
         name = dataset_folder_name(dataset["id"], dataset["name"])
-        return cls(work, name, raw_root_of(dataset, work), folder)
+        method = config.get("method")
+        method_folder = method_folder_name(method["name"]) if method else None
+        return cls(work, name, raw_root_of(dataset, work), folder, method_folder)
 
     def _per_seed(self, folder: Path) -> Path:
+        """``folder[/<method>][/seed_<n>]``: what is this run's own (not the dataset's)."""
+        if self.method_folder:
+            folder = folder / self.method_folder
         return folder / self.seed_folder if self.seed_folder else folder
 
     @property
@@ -279,6 +325,18 @@ def paper_table_flags(instances: list[RunInstance]) -> str:
         values = [run.tree.results_dir, run.seed, *run.test_summary()]
         flags.append("--run " + " ".join(shlex.quote(str(v)) for v in values))
     return " ".join(flags)
+
+
+def methods_table_flags(instances: list[RunInstance]) -> str:
+    """``--run METHOD RESULTS_DIR SEED [TEST_SUMMARY]`` of every run, and ``--baseline``, for
+    ``nnunet-core methods-table``."""
+    flags = []
+    for run in instances:
+        values = [run.method, run.tree.results_dir, run.seed, *run.test_summary()]
+        flags.append("--run " + " ".join(shlex.quote(str(v)) for v in values))
+        if run.baseline:
+            baseline = f"--baseline {shlex.quote(str(run.method))}"
+    return " ".join([baseline, *flags])
 
 
 def reproduce_run_flags(instances: list[RunInstance]) -> str:

@@ -2,7 +2,9 @@
 # seed) as a Snakemake module, its rules named <Dataset>_seed<n>_<rule>, so that every stage is
 # a job of its own and the runs go in parallel. Each module has its own complete config
 # (nnunet_core.workflow.runs); preprocessing is per dataset: the seeds' modules declare the same
-# files, which the first seed's rules make. Then the results table across every run.
+# files, which the first seed's rules make. Then the results table across every run. With
+# `methods`, one module per (dataset, seed, method), <Dataset>_seed<n>_<method>: methods with
+# the same planner share plans and preprocessing, and methods_table compares them.
 import json
 import shlex
 import sys
@@ -10,15 +12,25 @@ from pathlib import Path
 
 from snakemake.utils import validate
 
-from nnunet_core.layout.work import PAPER_FOLDER, REPRODUCE_ARCHIVE, WORK_LOGS
+from nnunet_core.layout.work import (
+    METHODS_COMPARISON,
+    METHODS_FIGURE,
+    PAPER_FOLDER,
+    REPRODUCE_ARCHIVE,
+    WORK_LOGS,
+)
 from nnunet_core.workflow import paper_rules, work_lock
 from nnunet_core.workflow.runs import (
+    methods_table_flags,
     paper_table_flags,
     reproduce_run_flags,
     run_instances,
 )
 
 PAPER_RUNS = run_instances(config)
+# With methods, the results table across datasets and seeds is the baseline's.
+TABLE_RUNS = [run for run in PAPER_RUNS if run.baseline]
+WITH_METHODS = bool(config.get("methods"))
 RUN_SNAKEFILE = Path(workflow.basedir) / "workflow" / "rules" / "run.smk"
 # Rule names of each run's module, to order the rules that make the same files.
 RULES_OF_RUN = {}
@@ -87,6 +99,7 @@ rule all:
     input:
         STAGE_OF_EVERY_RUN["all"],
         PAPER / "results_table.csv",
+        [PAPER / f"{METHODS_COMPARISON}.csv"] if WITH_METHODS else [],
 
 
 rule planned:
@@ -113,8 +126,8 @@ rule selected:
 # over cases, Wilcoxon against the selected model), one per dataset, and each methods paragraph.
 rule paper_tables:
     input:
-        reports=[run.report_page() for run in PAPER_RUNS],
-        test_summaries=[summary for run in PAPER_RUNS for summary in run.test_summary()],
+        reports=[run.report_page() for run in TABLE_RUNS],
+        test_summaries=[summary for run in TABLE_RUNS for summary in run.test_summary()],
     output:
         table=report(
             PAPER / "results_table.csv",
@@ -131,10 +144,41 @@ rule paper_tables:
         WORK / WORK_LOGS / "paper_tables.log",
     localrule: True
     params:
-        runs=paper_table_flags(PAPER_RUNS),
+        runs=paper_table_flags(TABLE_RUNS),
         output=PAPER,
     shell:
         "nnunet-core paper-table {params.runs} -o {params.output:q} > {log:q} 2>&1"
+
+
+# With methods: each method against the baseline per dataset (mean and sd over seeds, the
+# difference with a bootstrap interval over cases, Wilcoxon with Holm's correction across
+# datasets, the mean rank), and a figure of each case's Dice per dataset.
+if WITH_METHODS:
+
+    rule methods_table:
+        input:
+            reports=[run.report_page() for run in PAPER_RUNS],
+            test_summaries=[s for run in PAPER_RUNS for s in run.test_summary()],
+        output:
+            table=report(
+                PAPER / f"{METHODS_COMPARISON}.csv",
+                caption="../report/methods_table.rst",
+                category="Paper",
+            ),
+            latex=PAPER / f"{METHODS_COMPARISON}.tex",
+            figures=[
+                PAPER / dataset / f"{METHODS_FIGURE}.{kind}"
+                for dataset in PAPER_DATASETS
+                for kind in ("png", "pdf", "svg")
+            ],
+        log:
+            WORK / WORK_LOGS / "methods_table.log",
+        localrule: True
+        params:
+            runs=methods_table_flags(PAPER_RUNS),
+            output=PAPER,
+        shell:
+            "nnunet-core methods-table {params.runs} -o {params.output:q} > {log:q} 2>&1"
 
 
 # A reader's rerun of every dataset and seed (work_dir/reproduce.tar.gz): the config as given,
@@ -143,6 +187,7 @@ rule paper_tables:
 rule reproduce:
     input:
         rules.paper_tables.output,
+        [rules.methods_table.output] if WITH_METHODS else [],
     output:
         WORK / REPRODUCE_ARCHIVE,
     log:
@@ -152,8 +197,9 @@ rule reproduce:
         config=json.dumps(config, sort_keys=True),
         work=WORK,
         runs=reproduce_run_flags(PAPER_RUNS),
+        methods="--methods" if WITH_METHODS else "",
         command=shlex.join(sys.argv),
     shell:
         "nnunet-core reproduce pack --config-json {params.config:q} --work {params.work:q} "
-        "{params.runs} --paper --snakemake-command {params.command:q} -o {output:q} "
+        "{params.runs} --paper {params.methods} --snakemake-command {params.command:q} -o {output:q} "
         "> {log:q} 2>&1"

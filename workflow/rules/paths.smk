@@ -74,6 +74,7 @@ VERIFY = PRE / VERIFY_JSON
 FINGERPRINT = PRE / FINGERPRINT_JSON
 SPLITS = PRE / SPLITS_JSON
 PRE_DATASET_JSON = PRE / DATASET_JSON
+DECLARES_DATASET_JSON = config.get("method", {}).get("writes_dataset_json", True)
 PLANS = plans_file(PRE, PLANS_NAME)
 MODEL_DIR = trained_model_dir(RESULTS, "{configuration}", PLANS_NAME, TRAINER)
 FOLD_DIR = fold_dir(MODEL_DIR, "{fold}")

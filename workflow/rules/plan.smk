@@ -22,9 +22,12 @@ checkpoint plan:
         dataset_json=RAW_DATASET_JSON,
     output:
         plans=PLANS,
-        dataset_json=PRE_DATASET_JSON,
+        # with methods, a planner other than the baseline's writes it too, undeclared: one
+        # rule makes a file (nnunet_core.workflow.runs)
+        dataset_json=[PRE_DATASET_JSON] if DECLARES_DATASET_JSON else [],
     log:
-        DATASET_LOGS / "plan.log",
+        DATASET_LOGS
+        / ("plan.log" if DECLARES_DATASET_JSON else f"plan_{PLANS_NAME}.log"),
     params:
         dataset=DATASET,
         roots=ROOT_FLAGS,
