@@ -33,7 +33,12 @@ def methods_config(*methods: dict, seeds=(0, 1)) -> dict:
     return {
         "work_dir": "w",
         "datasets": [
-            {"id": 901, "name": "Liver", "planning": {"configurations": ["3d_fullres"]}},
+            {
+                "id": 901,
+                "name": "Liver",
+                "raw_root": "/data/raw",
+                "planning": {"configurations": ["3d_fullres"]},
+            },
             {"id": 902, "name": "Hippo", "raw_root": "/data/raw"},
         ],
         "seeds": list(seeds),
