@@ -34,7 +34,9 @@ class FocalDiceTrainer(Trainer):
                 return focal_dice(outputs, targets)
             # deep supervision: every scale, weights halving with resolution (as nnU-Net's)
             weights = [0.5**i for i in range(len(outputs))]
-            total = sum(w * focal_dice(o, t) for w, o, t in zip(weights, outputs, targets))
+            total = sum(
+                w * focal_dice(o, t) for w, o, t in zip(weights, outputs, targets, strict=True)
+            )
             return total / sum(weights)
 
         return loss

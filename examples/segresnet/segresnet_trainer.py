@@ -2,8 +2,9 @@
 
 Name it as ``/path/to/segresnet_trainer.py:SegResNetTrainer``. The network is built from the
 plans: its dimension from the patch size, its depth from how often every axis of the patch can
-be halved, its width from the plans' first stage (a multiple of 8, at most 16). SegResNet has no deep supervision heads, so
-the trainer says so (``deep_supervision = False``): the loss then sees the full-resolution output.
+be halved, its width from the plans' first stage (a multiple of 8, at most 16). SegResNet has
+no deep supervision heads, so the trainer says so (``deep_supervision = False``): the loss then
+sees the full-resolution output, and ``build_network`` is always asked for no deep supervision.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ class SegResNetTrainer(Trainer):
     deep_supervision = False
 
     @classmethod
-    def build_network(cls, configuration, num_input_channels, num_outputs, deep_supervision):
+    def build_network(cls, configuration, num_input_channels, num_outputs, deep_supervision):  # noqa: ARG003
         patch = configuration.patch_size
         levels = 1
         while levels < 4 and all(p % 2**levels == 0 for p in patch):
