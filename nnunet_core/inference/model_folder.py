@@ -18,7 +18,7 @@ from typing import Any
 from torch import nn
 
 from nnunet_core.errors import ConfigurationError
-from nnunet_core.extension.trainer_record import load_recorded_class
+from nnunet_core.extension.trainer_record import load_recorded_class, read_record
 from nnunet_core.inference.cascade_input import num_input_channels
 from nnunet_core.io.dataset_json import DatasetJson, load_dataset_json
 from nnunet_core.io.plans import Plans
@@ -81,8 +81,11 @@ def train_command(model_dir: Path, fold: Fold) -> str:
     """The ``nnunet-core train`` call that produces ``fold``'s checkpoints in ``model_dir``."""
     try:
         model = TrainedModel.from_identifier(model_dir.name)
+        record = read_record(model_dir)  # a user's trainer: named as it was at training
     except ConfigurationError:
         return f"nnunet-core train {model_dir.parent.name} CONFIGURATION {fold}"
+    if record is not None:
+        model = dataclasses.replace(model, trainer=str(record.get("trainer", model.trainer)))
     return model.train_command(model_dir.parent.name, fold)
 
 
