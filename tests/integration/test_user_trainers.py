@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from nnunet_core.cluster.stop_signal import EXIT_STOPPED
 from tests.helpers.paths import REPO
 from tests.helpers.training import CONFIG, DATASET, check, cli
 
@@ -86,3 +87,61 @@ def test_the_schedule_hooks_change_epochs_iterations_and_learning_rate(
     log = "".join(p.read_text() for p in (trained["ShortScheduleTrainer"] / "fold_0").glob("*.txt"))
     assert "1 epochs x 4 iterations" in log  # --epochs 1 --iterations 2: a quarter, twice
     assert "Current learning rate: 0.00500" in log  # warm-up: half the initial rate at epoch 0
+
+
+def weights(fold_folder: Path) -> dict:
+    import torch
+
+    return torch.load(fold_folder / "checkpoint_final.pth", weights_only=True)["network_weights"]
+
+
+@pytest.mark.slow
+def test_stop_and_continue_is_bit_exact_with_a_user_trainer(
+    env: dict[str, str], outside: Path, tmp_path: Path
+) -> None:
+    """The schedule example (its own lr and augmentation hooks) stopped by a deadline after
+    epoch 0 and continued with --c ends with the uninterrupted run's weights, bit for bit."""
+    import torch
+
+    name = f"{outside / 'short_schedule_trainer.py'}:ShortScheduleTrainer"
+    schedule = ["--epochs", "8", "--deterministic"]  # the trainer makes it 2 epochs of 4 iterations
+    straight, stopped = tmp_path / "straight", tmp_path / "stopped"
+    check(train(env, name, *schedule, "--results", str(straight)))
+    deadline = ["--deadline", "1", "--stop-margin", "0"]  # stops after the first epoch
+    first = train(env, name, *schedule, "--results", str(stopped), *deadline)
+    assert first.returncode == EXIT_STOPPED, first.stdout + first.stderr
+    assert "stopped at epoch 0 by deadline" in first.stdout
+    check(train(env, name, *schedule, "--results", str(stopped), "--c"))
+    folder = f"{DATASET}/ShortScheduleTrainer__nnUNetPlans__{CONFIG}/fold_0"
+    a, b = weights(straight / folder), weights(stopped / folder)
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+@pytest.mark.slow
+def test_two_gloo_ranks_fine_tune_a_user_trainer(
+    env: dict[str, str], outside: Path, trained: dict[str, Path], tmp_path: Path
+) -> None:
+    """-num_gpus 2 on the CPU: each rank loads the trainer from its file; the fold starts from
+    the example's fold 0 (fine-tuning) and writes one set of files with the record."""
+    pretrained = trained["FocalDiceTrainer"] / "fold_0" / "checkpoint_final.pth"
+    name = f"{outside / 'focal_dice_trainer.py'}:FocalDiceTrainer"
+    results = tmp_path / "results"
+    result = check(
+        train(
+            env,
+            name,
+            "-num_gpus",
+            "2",
+            "-pretrained_weights",
+            str(pretrained),
+            "--results",
+            str(results),
+        )
+    )
+    folder = results / DATASET / f"FocalDiceTrainer__nnUNetPlans__{CONFIG}"
+    log = "".join(p.read_text() for p in (folder / "fold_0").glob("training_log_*.txt"))
+    assert f"loaded pretrained weights from {pretrained}" in log, result.stdout
+    assert log.count("DDP ") == 2  # both ranks reported where they run
+    assert (folder / "trainer.json").is_file() and (
+        folder / "fold_0" / "checkpoint_final.pth"
+    ).is_file()
