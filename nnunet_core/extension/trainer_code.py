@@ -13,6 +13,7 @@ ConfigurationError line naming the trainer, the file and the line.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import importlib
 import importlib.util
@@ -114,13 +115,22 @@ def load_class(code: TrainerCode, file: Path | None = None) -> type:
         where = str(getattr(module, "__file__", code.module))
     found = getattr(module, code.class_name, None)
     if not isinstance(found, type):
-        classes = sorted(k for k, v in vars(module).items() if isinstance(v, type))
+        classes = ", ".join(f"{n} at line {line}" for n, line in _classes_in(Path(where)))
         msg = (
-            f"trainer {code.name!r}: {where}: defines no class {code.class_name} "
-            f"(classes there: {', '.join(classes) or 'none'})"
+            f"trainer {code.name!r}: {where}:1: defines no class {code.class_name} "
+            f"(its classes: {classes or 'none'})"
         )
         raise ConfigurationError(msg)
     return found
+
+
+def _classes_in(file: Path) -> list[tuple[str, int]]:
+    """The top-level classes a Python file defines, with their lines (none if unreadable)."""
+    try:
+        tree = ast.parse(file.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError):
+        return []
+    return [(n.name, n.lineno) for n in tree.body if isinstance(n, ast.ClassDef)]
 
 
 def load_file(name: str, file: Path) -> ModuleType:

@@ -68,7 +68,10 @@ def test_a_bare_name_is_found_in_the_ext_trainer_folders(
             id="syntax-error",
         ),
         pytest.param(
-            GOOD, "Missing", "defines no class Missing (classes there: MyTrainer, ", id="no-class"
+            GOOD,
+            "Missing",
+            "bad.py:1: defines no class Missing (its classes: MyTrainer at line 4)",
+            id="no-class",
         ),
         pytest.param(
             "import os\nimport not_a_package_anywhere\n",
