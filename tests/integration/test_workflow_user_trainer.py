@@ -68,7 +68,20 @@ def roots(root: Path, results: Path) -> dict[str, str]:
 
 
 def predict(env: dict[str, str], images: Path, output: Path) -> dict[str, np.ndarray]:
-    args = ["predict", "-i", str(images), "-o", str(output), "-d", DATASET, "-c", "3d_fullres", "-f", "0", "1"]
+    args = [
+        "predict",
+        "-i",
+        str(images),
+        "-o",
+        str(output),
+        "-d",
+        DATASET,
+        "-c",
+        "3d_fullres",
+        "-f",
+        "0",
+        "1",
+    ]
     check(cli(env, *args, "-tr", TRAINER, "-device", "cpu", "-npp", "1", "-nps", "1"))
     return {p.name: sitk.GetArrayFromImage(sitk.ReadImage(str(p))) for p in output.glob("*.nii.gz")}
 
