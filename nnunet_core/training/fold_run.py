@@ -50,7 +50,7 @@ from nnunet_core.training.fold_lock import FoldLock
 from nnunet_core.training.fold_setup import FoldSetup, copy_model_files, prepare_fold
 from nnunet_core.training.stop_conditions import StopConditions, parse_deadline
 from nnunet_core.training.trainer import STOPPED, Trainer, TrainerSettings
-from nnunet_core.training.trainer_lookup import resolve_trainer
+from nnunet_core.training.trainer_lookup import overridden_hooks, resolve_trainer
 
 FAILED = "failed"
 INTERRUPTED = "interrupted"
@@ -254,7 +254,7 @@ def train_and_finish(
     if main:
         provenance.start_attempt(
             path,
-            provenance_config(request),
+            provenance_config(request, trainer),
             trainer.setup.plans,
             request.settings.seed,
             request.device,
@@ -357,6 +357,10 @@ def report_stop(trainer: Trainer, request: FoldRequest, reason: str) -> None:
         print(f"nnunet-core train: {message}", file=sys.stderr, flush=True)
 
 
-def provenance_config(request: FoldRequest) -> dict[str, Any]:
-    """The command's arguments and the resolved settings (plain JSON)."""
-    return {"arguments": dict(request.arguments), "trainer": asdict(request.settings)}
+def provenance_config(request: FoldRequest, trainer: Trainer) -> dict[str, Any]:
+    """The command's arguments, the settings the trainer ran with (after its schedule hook) and
+    the hooks a user's trainer overrides (plain JSON)."""
+    config = {"arguments": dict(request.arguments), "trainer": asdict(trainer.settings)}
+    if type(trainer) is not Trainer:
+        config["trainer_hooks"] = overridden_hooks(type(trainer))
+    return config

@@ -25,6 +25,27 @@ if TYPE_CHECKING:
     from nnunet_core.training.trainer import Trainer
 
 
+# the hooks of docs/bring-your-own-method.md (with the class attribute deep_supervision)
+HOOKS = (
+    "build_network",
+    "deep_supervision",
+    "build_loss",
+    "training_transform",
+    "build_optimizer",
+    "set_learning_rate",
+    "adjust_schedule",
+    "configure_variant",
+)
+
+
+def overridden_hooks(cls: type) -> list[str]:
+    """The hooks a user's trainer class changes (provenance and the report's methods text)."""
+    from nnunet_core.training.trainer import Trainer
+
+    below = cls.__mro__[: cls.__mro__.index(Trainer)] if Trainer in cls.__mro__ else ()
+    return [h for h in HOOKS if any(h in vars(k) for k in below)]
+
+
 def check_trainer_name(name: str) -> TrainerCode | None:
     """None for a built-in name; the user code's location otherwise; a ConfigurationError
     (one line) when the name is neither."""

@@ -87,6 +87,13 @@ def test_the_schedule_hooks_change_epochs_iterations_and_learning_rate(
     log = "".join(p.read_text() for p in (trained["ShortScheduleTrainer"] / "fold_0").glob("*.txt"))
     assert "1 epochs x 4 iterations" in log  # --epochs 1 --iterations 2: a quarter, twice
     assert "Current learning rate: 0.00500" in log  # warm-up: half the initial rate at epoch 0
+    provenance = json.loads(
+        (trained["ShortScheduleTrainer"] / "fold_0" / "provenance.json").read_text()
+    )
+    ran = provenance["config"]["trainer"]  # what the report's methods text reads
+    assert (ran["num_epochs"], ran["num_iterations"]) == (1, 4)
+    hooks = ["training_transform", "set_learning_rate", "adjust_schedule"]
+    assert provenance["config"]["trainer_hooks"] == hooks
 
 
 def weights(fold_folder: Path) -> dict:

@@ -98,6 +98,8 @@ def test_two_folds_train_are_selected_and_predict_the_test_set(run: dict) -> Non
     assert commands and all(f"-tr {run['file']}:{TRAINER}" in c for c in commands), commands
     predicted = list((run["work"] / "predictions").rglob("*.nii.gz"))
     assert predicted, run["output"]
+    report = next((run["work"] / "results").rglob("report.md")).read_text()
+    assert "by the trainer FocalDiceTrainer, which overrides build_loss." in report
 
 
 def test_its_zip_predicts_the_same_after_the_trainer_file_is_gone(
