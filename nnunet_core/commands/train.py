@@ -57,6 +57,10 @@ def run_in_group(args: argparse.Namespace) -> int:
 def run(args: argparse.Namespace) -> int:
     """Check the flags, launch DDP if asked, then hand this process's fold to ``run_fold``."""
     check_flags(args)
+    if getattr(args, "_topology", None) is None:  # once, before any DDP rank starts
+        from nnunet_core.training.trainer_lookup import resolve_trainer
+
+        resolve_trainer(args.trainer)  # a user's trainer that fails to import: one line here
     launched = launch(args)
     if launched is not None:
         return launched

@@ -12,7 +12,12 @@ from nnunet_core.commands.common import add_root_flags
 from nnunet_core.errors import ConfigurationError
 from nnunet_core.layout.preprocessed import DEFAULT_PLANS_NAME, SPLITS_JSON
 from nnunet_core.layout.results import CHECKPOINT_BEST, DEFAULT_TRAINER, parse_fold
-from nnunet_core.training.trainer_variants import known_trainer_names, parse_trainer_name
+from nnunet_core.training.trainer_lookup import check_trainer_name
+from nnunet_core.training.trainer_variants import (
+    DEFAULT_EPOCHS,
+    known_trainer_names,
+    parse_trainer_name,
+)
 
 if TYPE_CHECKING:
     from nnunet_core.training.trainer import TrainerSettings
@@ -26,7 +31,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         "-tr",
         dest="trainer",
         default=DEFAULT_TRAINER,
-        help=f"trainer: {', '.join(known_trainer_names())}",
+        help=f"trainer: {', '.join(known_trainer_names())}; or your own: package.module:Class, "
+        "/path/to/file.py:Class, or Class in a folder of $nnUNet_extTrainer",
     )
     parser.add_argument("-p", dest="plans", default=DEFAULT_PLANS_NAME, help="plans name")
     parser.add_argument(
@@ -118,11 +124,12 @@ def settings_from_args(args: argparse.Namespace, is_main: bool = True) -> Traine
     from nnunet_core.training.trainer import TrainerSettings
 
     try:
-        variant = parse_trainer_name(args.trainer)
+        user_code = check_trainer_name(args.trainer)  # a user's trainer: nnUNetTrainer's epochs
     except ConfigurationError as exc:
         msg = f"-tr {args.trainer}: {exc}"
         raise ConfigurationError(msg) from None
-    epochs = variant.num_epochs if args.epochs is None else args.epochs  # 0 fails in check()
+    default = DEFAULT_EPOCHS if user_code else parse_trainer_name(args.trainer).num_epochs
+    epochs = default if args.epochs is None else args.epochs  # 0 fails in check()
     return TrainerSettings(
         num_epochs=epochs,
         num_iterations=args.iterations,

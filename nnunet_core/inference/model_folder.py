@@ -2,7 +2,8 @@
 
 ``results/D/<trainer>__<plans>__<configuration>/`` holds ``plans.json``, ``dataset.json`` and
 ``fold_k/checkpoint_final.pth`` (training copies the JSON files there). Errors name the missing
-file and the ``nnunet-core train`` call that produces it.
+file and the ``nnunet-core train`` call that produces it. A user's trainer's folder also holds
+its record (``trainer.json`` and a copy of its source), from which its network is rebuilt.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 from torch import nn
 
 from nnunet_core.errors import ConfigurationError
+from nnunet_core.extension.trainer_record import load_recorded_class, read_record
 from nnunet_core.inference.cascade_input import num_input_channels
 from nnunet_core.io.dataset_json import DatasetJson, load_dataset_json
 from nnunet_core.io.plans import Plans
@@ -79,8 +81,11 @@ def train_command(model_dir: Path, fold: Fold) -> str:
     """The ``nnunet-core train`` call that produces ``fold``'s checkpoints in ``model_dir``."""
     try:
         model = TrainedModel.from_identifier(model_dir.name)
+        record = read_record(model_dir)  # a user's trainer: named as it was at training
     except ConfigurationError:
         return f"nnunet-core train {model_dir.parent.name} CONFIGURATION {fold}"
+    if record is not None:
+        model = dataclasses.replace(model, trainer=str(record.get("trainer", model.trainer)))
     return model.train_command(model_dir.parent.name, fold)
 
 
@@ -136,11 +141,17 @@ def checkpoint_paths(
 
 
 def _network(
-    configuration: Configuration, dataset_json: DatasetJson, state: dict[str, Any], path: Path
+    configuration: Configuration,
+    dataset_json: DatasetJson,
+    state: dict[str, Any],
+    path: Path,
+    trainer_class: Any = None,
 ) -> nn.Module:
+    """The fold's network: ours, or the user trainer's ``build_network`` (its recorded copy)."""
     spec = dataset_json.label_spec
     channels = num_input_channels(configuration, dataset_json.num_channels, spec)
-    network = build_network(configuration, channels, spec.num_segmentation_heads, False)
+    build = build_network if trainer_class is None else trainer_class.build_network
+    network = build(configuration, channels, spec.num_segmentation_heads, False)
     ckpt.load_network_weights(network, state["network_weights"], path, ckpt.InputCheckpointError)
     return network.eval()
 
@@ -158,6 +169,7 @@ def load_trained_model(
     paths = checkpoint_paths(model_dir, folds, checkpoint_name)
     plans = Plans.load(model_file(model_dir, PLANS_JSON))
     dataset_json = load_dataset_json(model_file(model_dir, DATASET_JSON))
+    trainer_class = load_recorded_class(model_dir)  # None: a built-in trainer's model
     networks: list[nn.Module] = []
     first: dict[str, Any] = {}
     configuration: Configuration | None = None
@@ -170,7 +182,7 @@ def load_trained_model(
         if configuration is None:
             first = {k: v for k, v in state.items() if k != "network_weights"}
             configuration = plans.configuration(_checkpoint_configuration(first, model_dir))
-        networks.append(_network(configuration, dataset_json, state, path))
+        networks.append(_network(configuration, dataset_json, state, path, trainer_class))
         del state
     if configuration is None:  # checkpoint_paths names at least one
         msg = f"{model_dir}: no checkpoint to read the configuration from"

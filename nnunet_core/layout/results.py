@@ -6,6 +6,7 @@ any ``str`` for a configuration or fold, so the workflow can pass ``"{configurat
 wildcard pattern.
 
     results/<Dataset>/<trainer>__<plans>__<configuration>/   plans.json, dataset.json
+        trainer.json, trainer_source/<file>.py   (a user's trainer only: how to rebuild it)
         fold_<k>/checkpoint_final.pth, validation/summary.json
         crossval_results_folds_<0_1_2_3_4>/summary.json, postprocessing.json
         predicted_next_stage/<next configuration>/<case>.b2nd   (3d_lowres: the cascade's input)
@@ -48,6 +49,10 @@ POSTPROCESSING_PKL = "postprocessing.pkl"
 # inference_instructions.txt instead, so upstream's archives never hold this file).
 INFERENCE_INFORMATION_TXT = "inference_information.txt"
 VALIDATION_FOLDER = "validation"
+# A model folder trained by a user's trainer (``-tr file.py:Class``): how the trainer was found,
+# and a copy of its source file, which ``predict`` loads to rebuild the network.
+TRAINER_JSON = "trainer.json"
+TRAINER_SOURCE_FOLDER = "trainer_source"
 # In a fold folder: held by the one process training that fold (training.fold_lock).
 FOLD_LOCK_NAME = ".training.lock"
 # A 3d_lowres model folder's segmentations for the cascade's next stage (next to the folds, as
@@ -68,8 +73,9 @@ CHECKPOINT_SUFFIX = ".pth"
 
 
 def model_folder_name(trainer: str, plans: str, configuration: str) -> str:
-    """``Trainer__Plans__Config``, upstream's trained model folder name."""
-    return _MODEL_SEPARATOR.join((trainer, plans, configuration))
+    """``Trainer__Plans__Config``, upstream's trained model folder name. A user's trainer
+    (``module:Class``, ``file.py:Class``) is named by its class, as upstream's."""
+    return _MODEL_SEPARATOR.join((trainer.rsplit(":", 1)[-1], plans, configuration))
 
 
 def is_model_folder_name(name: str) -> bool:

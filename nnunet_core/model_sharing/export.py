@@ -37,6 +37,8 @@ from nnunet_core.layout.results import (
     POSTPROCESSING_PKL,
     PROGRESS_PNG,
     SUMMARY_JSON,
+    TRAINER_JSON,
+    TRAINER_SOURCE_FOLDER,
     TrainedModel,
     crossval_dir,
     ensemble_member_names,
@@ -119,6 +121,8 @@ def _model_files(model_dir: Path, request: ExportRequest) -> list[Path]:
         files += _fold_files(model_dir, fold, request)
     files += _summary_files(crossval_dir(model_dir, request.folds), request.crossval_predictions)
     files += _existing(model_dir / PLANS_JSON, model_dir / FINGERPRINT_JSON)
+    # a user's trainer: its record and source copy, so the receiver can rebuild the network
+    files += _existing(model_dir / TRAINER_JSON) + _files(model_dir / TRAINER_SOURCE_FOLDER)
     files.append(_required(model_dir / DATASET_JSON, DATASET_JSON))
     return files
 

@@ -67,7 +67,8 @@ def training_record(model_dirs: Sequence[Path]) -> dict[str, Any]:
         for fold_dir in fold_dirs_in(model_dir):
             path = fold_dir / PROVENANCE
             if path.is_file():
-                return read_json_file(path).get("config", {}).get("trainer", {})
+                config = read_json_file(path).get("config", {})
+                return {**config.get("trainer", {}), "hooks": config.get("trainer_hooks")}
     return {}
 
 
@@ -80,6 +81,10 @@ def schedule_sentence(trainer: dict[str, Any]) -> str | None:
         f"{trainer.get('num_iterations', '?')} iterations"
     )
     optimizer = trainer.get("optimizer", {})
+    hooks = trainer.get("hooks") or []
+    if hooks:  # a user's trainer: say what it changed, claim nothing about what it replaced
+        name = str(trainer.get("trainer_name", "")).rsplit(":", 1)[-1]
+        return text + f" by the trainer {name}, which overrides {_join(hooks)}."
     if optimizer.get("initial_lr") is not None:
         text += (
             f" with SGD (initial learning rate {optimizer['initial_lr']}, Nesterov momentum "

@@ -7,10 +7,12 @@ previous stage becomes one-hot input channels; perturbed in training only).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from nnunet_core.training.augmentation import (
     AugmentationConfig,
+    TrainingTransforms,
     ValidationTransforms,
     training_transforms,
 )
@@ -44,8 +46,10 @@ def fold_loaders(
     share: RankBatch,
     seed: int,
     ds_scales: Sequence[Sequence[float]] | None,
+    transform_hook: Callable[[TrainingTransforms], Any] | None = None,
 ) -> tuple[PatchLoader, PatchLoader]:
-    """``(training, validation)`` loaders of this rank's share of the global batch."""
+    """``(training, validation)`` loaders of this rank's share of the global batch;
+    ``transform_hook`` gets our training transform and returns the one to use (a trainer's)."""
     mask_channels = [i for i, m in enumerate(setup.configuration.use_mask_for_norm) if m]
     labels = cascade_labels(setup)
     transform = training_transforms(
@@ -56,6 +60,8 @@ def fold_loaders(
         mask_channels,
         cascade_labels=labels,
     )
+    if transform_hook is not None:
+        transform = transform_hook(transform)
     train_store, val_store = fold_stores(setup)
     train = PatchLoader(
         train_store,

@@ -41,6 +41,7 @@ from nnunet_core.cluster.environment import job_end_time
 from nnunet_core.cluster.process_topology import SINGLE_PROCESS, Topology
 from nnunet_core.cluster.stop_signal import EXIT_STOPPED
 from nnunet_core.errors import ConfigurationError, StorageError, storage_cause, storage_error
+from nnunet_core.extension.trainer_record import write_record
 from nnunet_core.io.atomic import unwritable_reason
 from nnunet_core.layout.roots import RESULTS_ENV, Roots, preprocessed_dataset_dir
 from nnunet_core.model import checkpoint as ckpt
@@ -49,6 +50,7 @@ from nnunet_core.training.fold_lock import FoldLock
 from nnunet_core.training.fold_setup import FoldSetup, copy_model_files, prepare_fold
 from nnunet_core.training.stop_conditions import StopConditions, parse_deadline
 from nnunet_core.training.trainer import STOPPED, Trainer, TrainerSettings
+from nnunet_core.training.trainer_lookup import overridden_hooks, resolve_trainer
 
 FAILED = "failed"
 INTERRUPTED = "interrupted"
@@ -95,11 +97,14 @@ def run_fold(request: FoldRequest) -> int:
         enable_determinism(request.settings.seed)
     lock = acquire_lock(request, setup.output_folder)
     try:
-        trainer = Trainer(setup, request.settings, request.device, request.topology)
+        trainer_class, code = resolve_trainer(request.settings.trainer_name)
+        trainer = trainer_class(setup, request.settings, request.device, request.topology)
         if request.flags.validate_only:
             validate_final(trainer, request.flags)
             return 0
         prepare_folder(request, setup)
+        if code is not None and request.topology.is_main:  # predict rebuilds the network from it
+            write_record(setup.output_folder.parent, code, trainer_class)
         start_weights = load_start_weights(trainer, request.flags)
         status = train_and_finish(trainer, request, lock, start_weights)
     except Exception as exc:
@@ -249,7 +254,7 @@ def train_and_finish(
     if main:
         provenance.start_attempt(
             path,
-            provenance_config(request),
+            provenance_config(request, trainer),
             trainer.setup.plans,
             request.settings.seed,
             request.device,
@@ -352,6 +357,10 @@ def report_stop(trainer: Trainer, request: FoldRequest, reason: str) -> None:
         print(f"nnunet-core train: {message}", file=sys.stderr, flush=True)
 
 
-def provenance_config(request: FoldRequest) -> dict[str, Any]:
-    """The command's arguments and the resolved settings (plain JSON)."""
-    return {"arguments": dict(request.arguments), "trainer": asdict(request.settings)}
+def provenance_config(request: FoldRequest, trainer: Trainer) -> dict[str, Any]:
+    """The command's arguments, the settings the trainer ran with (after its schedule hook) and
+    the hooks a user's trainer overrides (plain JSON)."""
+    config = {"arguments": dict(request.arguments), "trainer": asdict(trainer.settings)}
+    if type(trainer) is not Trainer:
+        config["trainer_hooks"] = overridden_hooks(type(trainer))
+    return config

@@ -17,7 +17,7 @@ import math
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,31 +25,30 @@ import numpy as np
 import torch
 
 from nnunet_core.cluster.process_topology import SINGLE_PROCESS, Topology
-from nnunet_core.errors import ConfigurationError
-from nnunet_core.model import build_network, count_parameters
+from nnunet_core.extension.trainer_code import trainer_class_name
+from nnunet_core.io.plans_configuration import Configuration
+from nnunet_core.model import build_network as nnunet_network
 from nnunet_core.model import checkpoint as ckpt
-from nnunet_core.training.augmentation import configure_augmentation
+from nnunet_core.training.augmentation import TrainingTransforms, configure_augmentation
 from nnunet_core.training.data_loader import PatchLoader
 from nnunet_core.training.deep_supervision import deep_supervision_scales
 from nnunet_core.training.distributed import (
     all_reduce_sum,
-    gather_descriptions,
     split_batch,
     sum_over_ranks,
 )
 from nnunet_core.training.fold_loaders import fold_loaders
 from nnunet_core.training.fold_setup import FoldSetup
-from nnunet_core.training.loss import build_loss
+from nnunet_core.training.loss import build_loss as nnunet_loss
 from nnunet_core.training.optimizer import (
-    OptimizerSettings,
     autocast,
     build_grad_scaler,
-    build_optimizer,
     maybe_compile,
     optimizer_step,
     set_epoch_lr,
     unwrap,
 )
+from nnunet_core.training.optimizer import build_optimizer as nnunet_optimizer
 from nnunet_core.training.progress import (
     EpochEta,
     ProgressHistory,
@@ -60,39 +59,29 @@ from nnunet_core.training.progress import (
     plot_progress,
     pseudo_dice_counts,
 )
-from nnunet_core.training.trainer_variants import parse_trainer_name
+from nnunet_core.training.trainer_log import log_start
+from nnunet_core.training.trainer_settings import TrainerSettings
+from nnunet_core.training.trainer_variants import DEFAULT_EPOCHS, TrainerVariant, parse_trainer_name
 from nnunet_core.training.workers import BatchStream, default_num_workers
 
 FINISHED = "finished"
 STOPPED = "stopped"
 StopCheck = Callable[[int], bool]  # called with the epoch just finished; True stops there
-
-
-@dataclass(frozen=True)
-class TrainerSettings:
-    """Schedule and run options; defaults are upstream's except ``save_every`` (1, not 50)."""
-
-    num_epochs: int = 1000
-    num_iterations: int = 250
-    num_val_iterations: int = 50
-    save_every: int = 1
-    seed: int = 0
-    num_workers: int | None = None  # None: $nnUNet_n_proc_DA or min(CPUs, 12)
-    disable_checkpointing: bool = False
-    compile: bool | None = None  # None: $nnUNet_compile (only ever on CUDA)
-    trainer_name: str = "nnUNetTrainer"
-    is_main: bool = True  # the process that writes files (rank 0 under DDP)
-    optimizer: OptimizerSettings = field(default_factory=OptimizerSettings)
-
-    def check(self) -> None:
-        for name in ("num_epochs", "num_iterations", "num_val_iterations", "save_every"):
-            if getattr(self, name) < 1:
-                msg = f"{name} must be >= 1, got {getattr(self, name)}"
-                raise ConfigurationError(msg)
+# a sample's training transform: (data, seg, numpy rng) -> (data, seg)
+Transform = Callable[[Any, Any, np.random.Generator], tuple[Any, Any]]
+__all__ = ["FINISHED", "STOPPED", "Trainer", "TrainerSettings"]
 
 
 class Trainer:
-    """One fold's network, optimizer, loss and progress, and the loop that trains them."""
+    """One fold's network, optimizer, loss and progress, and the loop that trains them.
+
+    The public base class of users' trainers (``from nnunet_core import Trainer``). Its hooks,
+    each overridable alone (docs/bring-your-own-method.md): ``build_network``, ``build_loss``,
+    ``training_transform``, ``build_optimizer``, ``set_learning_rate``, ``adjust_schedule``,
+    ``configure_variant`` (or just ``deep_supervision = False`` for a network without it).
+    """
+
+    deep_supervision: bool | None = None  # None: the trainer name's variant decides (on)
 
     def __init__(
         self,
@@ -101,6 +90,7 @@ class Trainer:
         device: torch.device,
         topology: Topology = SINGLE_PROCESS,
     ) -> None:
+        settings = self.adjust_schedule(settings)
         settings.check()
         self.setup = setup
         self.settings = settings
@@ -110,7 +100,7 @@ class Trainer:
         self.patch_size = list(config.patch_size)
         self.batch_size = config.batch_size  # global: split over the ranks
         self.rank_batch = split_batch(self.batch_size, topology.world_size, topology.global_rank)
-        self.variant = parse_trainer_name(settings.trainer_name)  # what the -tr name changes
+        self.variant = self.configure_variant()  # what the -tr name changes
         self.augmentation = configure_augmentation(self.patch_size, self.variant.dummy_2d)
         # the variant's axes (None: no mirroring) serve augmentation, validation and predict
         self.mirror_axes = self.variant.mirror_axes(len(self.patch_size))
@@ -118,7 +108,7 @@ class Trainer:
         ds = self.variant.deep_supervision  # False: nnUNetTrainerNoDeepSupervision
         self.ds_scales = deep_supervision_scales(strides) if ds else None
         torch.manual_seed(settings.seed)  # the same initial weights for the same seed
-        self.network = build_network(
+        self.network = self.build_network(
             config, setup.num_input_channels, setup.label_spec.num_segmentation_heads, ds
         ).to(device)
         self.model = maybe_compile(self.network, device, settings.compile)
@@ -128,17 +118,9 @@ class Trainer:
                 device_ids=[device.index] if device.type == "cuda" else None,
                 find_unused_parameters=not ds,  # without deep supervision the low heads idle
             )
-        self.optimizer = build_optimizer(self.network, settings.optimizer)
+        self.optimizer = self.build_optimizer()
         self.grad_scaler = build_grad_scaler(device)
-        # DDP: batch Dice counts summed over ranks; the coarsest head keeps a tiny weight so every
-        # parameter gets a gradient (DDP's reducer requires it)
-        self.loss = build_loss(
-            config,
-            setup.label_spec,
-            deep_supervision=ds,
-            reduce_fn=all_reduce_sum if topology.distributed else None,
-            last_ds_weight=1e-6 if topology.distributed else 0.0,
-        )
+        self.loss = self.build_loss()
         # a rank's loss times this, summed over ranks, is the loss of the global batch
         self.loss_share = self.rank_batch.size / self.batch_size
         self.history = ProgressHistory()
@@ -148,6 +130,64 @@ class Trainer:
         self.best_ema: float | None = None
         regions = setup.label_spec.foreground_regions if setup.label_spec.has_regions else None
         self._regions = regions
+
+    # ----------------------------------------------------------------------- hooks
+    def adjust_schedule(self, settings: TrainerSettings) -> TrainerSettings:
+        """The schedule (epochs, iterations, ...) from the command line's; a subclass returns
+        ``dataclasses.replace(settings, ...)`` and wins over the command line, as upstream's."""
+        return settings
+
+    def configure_variant(self) -> TrainerVariant:
+        """Mirroring, deep supervision and dummy 2D: the built-in name's, else nnUNetTrainer's."""
+        name = self.settings.trainer_name
+        if type(self) is Trainer:
+            variant = parse_trainer_name(name)
+        else:
+            variant = TrainerVariant(trainer_class_name(name), DEFAULT_EPOCHS)
+        if self.deep_supervision is not None:
+            variant = replace(variant, deep_supervision=self.deep_supervision)
+        return variant
+
+    @classmethod
+    def build_network(
+        cls,
+        configuration: Configuration,
+        num_input_channels: int,
+        num_outputs: int,
+        deep_supervision: bool,
+    ) -> torch.nn.Module:
+        """The network from the plans' configuration (a classmethod: ``predict`` calls it to
+        rebuild the network without data). With deep supervision it returns one output per
+        scale, full resolution first, and ``deep_supervision`` is an attribute to toggle."""
+        return nnunet_network(configuration, num_input_channels, num_outputs, deep_supervision)
+
+    def build_loss(self) -> Callable[[Any, Any], torch.Tensor]:
+        """``loss(outputs, targets)``: lists of scales with deep supervision, else tensors; the
+        targets are label maps (b, 1, *patch). DDP: batch Dice counts summed over ranks; the
+        coarsest head keeps a tiny weight so every parameter gets a gradient."""
+        distributed = self.topology.distributed
+        return nnunet_loss(
+            self.setup.configuration,
+            self.setup.label_spec,
+            deep_supervision=self.variant.deep_supervision,
+            reduce_fn=all_reduce_sum if distributed else None,
+            last_ds_weight=1e-6 if distributed else 0.0,
+        )
+
+    def training_transform(self, ours: TrainingTransforms) -> Transform:
+        """A sample's training augmentation; return ``ours`` wrapped (add) or another (replace).
+        Runs in the data workers with their own numpy rng (keep it a pure function of it)."""
+        return ours
+
+    def build_optimizer(self) -> torch.optim.Optimizer:
+        """The optimizer of ``self.network``'s parameters (upstream's SGD by default)."""
+        return nnunet_optimizer(self.network, self.settings.optimizer)
+
+    def set_learning_rate(self, epoch: int) -> float:
+        """Set the optimizer's learning rate for ``epoch`` (stateless: resuming needs no state)
+        and return it for the log; upstream's poly schedule by default."""
+        settings = self.settings
+        return set_epoch_lr(self.optimizer, epoch, settings.num_epochs, settings.optimizer)
 
     # ----------------------------------------------------------------- state and checkpoints
     def state_dict(self) -> dict[str, Any]:
@@ -166,7 +206,7 @@ class Trainer:
                 "dataset_json": self.setup.dataset_json,
                 "device": str(self.device),
             },
-            "trainer_name": self.settings.trainer_name,
+            "trainer_name": trainer_class_name(self.settings.trainer_name),  # as upstream's
             "inference_allowed_mirroring_axes": None
             if self.mirror_axes is None
             else list(self.mirror_axes),
@@ -205,6 +245,7 @@ class Trainer:
             self.rank_batch,  # this rank's global positions: seeds and forced foreground
             self.settings.seed,
             self.ds_scales,
+            self.training_transform,
         )
 
     @contextmanager
@@ -246,7 +287,7 @@ class Trainer:
         ``should_stop(epoch)`` is asked after every epoch (a signal flag or a deadline); a stop
         writes ``checkpoint_latest.pth`` so that ``--c`` continues with the next epoch.
         """
-        self._log_start()
+        log_start(self)
         if self.current_epoch >= self.settings.num_epochs:
             self.log(f"training already finished ({self.current_epoch} epochs)")
             if not (self.setup.output_folder / ckpt.FINAL).is_file():
@@ -271,7 +312,7 @@ class Trainer:
         self.history.log("epoch_start_timestamps", time.time(), epoch)
         self.log("")
         self.log(f"Epoch {epoch}")
-        lr = set_epoch_lr(self.optimizer, epoch, self.settings.num_epochs, self.settings.optimizer)
+        lr = self.set_learning_rate(epoch)
         self.history.log("lrs", lr, epoch)
         self.log(f"Current learning rate: {lr:.5f}")
         self.model.train()
@@ -346,30 +387,3 @@ class Trainer:
             self.save_checkpoint(ckpt.BEST)
         if self.settings.is_main:
             plot_progress(self.history, self.setup.output_folder / "progress.png")
-
-    def _log_start(self) -> None:
-        config = self.setup.configuration
-        self.log(
-            f"{self.settings.trainer_name} {self.setup.configuration_name} fold {self.setup.fold} "
-            f"on {self.device}: {len(self.setup.train_keys)} training / "
-            f"{len(self.setup.val_keys)} validation cases"
-        )
-        self.log(
-            f"patch {self.patch_size}, batch {self.batch_size}, spacing {list(config.spacing)}, "
-            f"{count_parameters(self.network):,} parameters; {self.settings.num_epochs} epochs x "
-            f"{self.settings.num_iterations} iterations (+{self.settings.num_val_iterations} val)"
-        )
-        if self.topology.distributed:  # collective: every rank reports where it runs
-            share = self.rank_batch
-            mine = (
-                f"{self.topology.describe()} on {self.device}: batch {share.size}, forced "
-                f"{list(share.forced)}"
-            )
-            ranks = gather_descriptions(mine)
-            if self.rank_batch.size * self.topology.world_size != self.batch_size:
-                self.log(
-                    f"WARNING: batch {self.batch_size} is not divisible by "
-                    f"{self.topology.world_size} ranks"
-                )
-            for line in ranks:
-                self.log(f"DDP {line}")

@@ -84,5 +84,8 @@ def parse_trainer_name(name: str) -> TrainerVariant:
     if match is not None:
         mirroring = MIRROR_NONE if match.group(2) else MIRROR_ALL
         return TrainerVariant(name, int(match.group(1)), mirroring)
-    msg = f"unknown trainer {name!r} (known: {', '.join(known_trainer_names())}; N >= 1)"
+    msg = (
+        f"unknown trainer {name!r} (known: {', '.join(known_trainer_names())}; N >= 1; or your "
+        "own: package.module:Class, /path/to/file.py:Class, a Class in $nnUNet_extTrainer)"
+    )
     raise ConfigurationError(msg)

@@ -21,7 +21,7 @@ from nnunet_core.layout.predictions import PREDICTIONS_FOLDER, RESERVED_FOLDERS
 from nnunet_core.layout.preprocessed import SPLITS_JSON
 from nnunet_core.layout.roots import Roots, dataset_folder_name, raw_dataset_dir
 from nnunet_core.layout.work import DEFAULT_WORK_DIR, WORK_LOGS, WORK_PREPROCESSED, WORK_RESULTS
-from nnunet_core.training.trainer_variants import parse_trainer_name
+from nnunet_core.training.trainer_lookup import check_trainer_name
 from nnunet_core.workflow.pretrained import resolve_pretrained_weights
 from nnunet_core.workflow.runs import check_raw_dataset
 
@@ -183,7 +183,7 @@ def check_config(config: dict[str, Any], execution: Execution | None = None) -> 
     trainer = training.get("trainer")
     if trainer is not None:
         try:
-            parse_trainer_name(trainer)
+            check_trainer_name(trainer)  # a file or module is only located, not imported
         except ConfigurationError as exc:
             msg = f"config training.trainer: {exc}"
             raise ConfigurationError(msg) from None

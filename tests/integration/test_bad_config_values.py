@@ -59,7 +59,8 @@ BAD_VALUES = [
         "config training.trainer: unknown trainer 'nnUNetTrainerBogus' (known: nnUNetTrainer, "
         "nnUNetTrainer_<N>epochs, nnUNetTrainer_1epoch, nnUNetTrainer_<N>epochs_NoMirroring, "
         "nnUNetTrainerNoMirroring, nnUNetTrainer_onlyMirror01, nnUNetTrainer_onlyMirror01_1500ep, "
-        "nnUNetTrainerNoDeepSupervision, nnUNetTrainer_noDummy2DDA; N >= 1)",
+        "nnUNetTrainerNoDeepSupervision, nnUNetTrainer_noDummy2DDA; N >= 1; or your own: "
+        "package.module:Class, /path/to/file.py:Class, a Class in $nnUNet_extTrainer)",
         id="workflow-trainer-unknown",
     ),
     pytest.param(

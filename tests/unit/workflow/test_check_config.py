@@ -79,6 +79,12 @@ BAD_CONFIGS = [
         id="config-trainer-0epochs",
     ),
     pytest.param(
+        _config(trainer="/no/such/folder/mine.py:MyTrainer"),
+        r"^config training\.trainer: trainer '/no/such/folder/mine\.py:MyTrainer': "
+        r"/no/such/folder/mine\.py: file not found$",
+        id="config-trainer-file-missing",
+    ),
+    pytest.param(
         _config(nodes=2),
         r"^config training\.nodes: 2 needs the SLURM executor \(--profile profiles/slurm\)",
         id="config-nodes-2-local-run",
@@ -135,6 +141,9 @@ def test_folds_beyond_a_splits_file_in_the_raw_dataset(tmp_path: Path) -> None:
         pytest.param({"folds": [0, 1, 2, 3, 4, "all"]}, {}, id="every-fold-and-all"),
         pytest.param({"folds": ["3"]}, {}, id="fold-as-text"),
         pytest.param({"trainer": "nnUNetTrainer_5epochs_NoMirroring"}, {}, id="trainer-variant"),
+        pytest.param(
+            {"trainer": "my_lab.trainers:MyTrainer"}, {}, id="trainer-module-not-imported"
+        ),
         pytest.param(
             {},
             {"configurations": ["3d_small"], "overrides": {"3d_small": {"inherits_from": "2d"}}},

@@ -1,0 +1,192 @@
+"""Where a user's trainer class lives, and loading it, with one-line errors.
+
+A trainer is named (``-tr``, ``training.trainer``) in one of three forms besides our built-in
+names: ``package.module:ClassName`` (importable), ``/path/to/file.py:ClassName``, or a bare class
+name defined in a ``.py`` file under one of the folders of ``nnUNet_extTrainer`` (os.pathsep
+separated, upstream's variable). Parsing a name never imports anything (the workflow's config
+check calls it); ``load_class`` imports the code. It lives below inference because ``predict``
+loads a model folder's recorded copy of the trainer to rebuild its network.
+
+Every failure (file missing, syntax error, a failing import, no such class) is one
+ConfigurationError line naming the trainer, the file and the line.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import importlib
+import importlib.util
+import os
+import re
+import sys
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+
+from nnunet_core.errors import ConfigurationError
+
+EXT_TRAINER_ENV = "nnUNet_extTrainer"
+FOUND_BY_MODULE = "module"
+FOUND_BY_FILE = "file"
+FOUND_BY_EXT = EXT_TRAINER_ENV
+_IDENTIFIER = r"[A-Za-z_][A-Za-z0-9_]*"
+_MODULE_RE = re.compile(rf"^{_IDENTIFIER}(\.{_IDENTIFIER})*$")
+_CLASS_RE = re.compile(rf"^{_IDENTIFIER}$")
+_LOADED_PREFIX = "nnunet_core_user_trainer_"  # sys.modules names of files loaded by path
+
+
+@dataclass(frozen=True)
+class TrainerCode:
+    """A user trainer's class name and where its code is (module or file)."""
+
+    name: str  # as the user gave it
+    class_name: str  # names the results folder, as upstream's
+    found_by: str  # FOUND_BY_MODULE, FOUND_BY_FILE or FOUND_BY_EXT
+    module: str | None = None  # the dotted module (FOUND_BY_MODULE)
+    file: Path | None = None  # the file (FOUND_BY_FILE, FOUND_BY_EXT)
+
+
+def is_user_trainer_name(name: str) -> bool:
+    """A ``module:Class`` or ``file.py:Class`` name (a bare name may be built in or external)."""
+    return ":" in name
+
+
+def trainer_class_name(name: str) -> str:
+    """The class name, which names the results folder: the part after the last colon."""
+    return name.rsplit(":", 1)[-1]
+
+
+def parse_trainer_code(name: str) -> TrainerCode:
+    """Where ``module:Class``, ``file.py:Class`` or (external) ``Class`` is; nothing imported."""
+    if not is_user_trainer_name(name):
+        file = find_in_ext_folders(name)
+        if file is None:
+            folders = os.environ.get(EXT_TRAINER_ENV, "")
+            where = f"{EXT_TRAINER_ENV}={folders}" if folders else f"{EXT_TRAINER_ENV} is unset"
+            msg = f"trainer {name!r}: no file defines class {name} ({where})"
+            raise ConfigurationError(msg)
+        return TrainerCode(name, name, FOUND_BY_EXT, file=file)
+    location, class_name = name.rsplit(":", 1)
+    if not _CLASS_RE.match(class_name):
+        msg = f"trainer {name!r}: {class_name!r} after the colon is not a class name"
+        raise ConfigurationError(msg)
+    if location.endswith(".py") or os.sep in location or "/" in location:
+        file = Path(location).expanduser().absolute()
+        if not file.is_file():
+            msg = f"trainer {name!r}: {file}: file not found"
+            raise ConfigurationError(msg)
+        return TrainerCode(name, class_name, FOUND_BY_FILE, file=file)
+    if not _MODULE_RE.match(location):
+        msg = f"trainer {name!r}: {location!r} is neither a module (a.b.c) nor a .py file"
+        raise ConfigurationError(msg)
+    return TrainerCode(name, class_name, FOUND_BY_MODULE, module=location)
+
+
+def ext_folders() -> list[Path]:
+    """The existing folders listed in ``nnUNet_extTrainer``."""
+    value = os.environ.get(EXT_TRAINER_ENV, "")
+    return [Path(p).expanduser() for p in value.split(os.pathsep) if p.strip()]
+
+
+def find_in_ext_folders(class_name: str) -> Path | None:
+    """The first ``.py`` file (folders in order, files sorted) whose text defines the class;
+    found by reading, so that no unrelated module is imported."""
+    pattern = re.compile(rf"^class\s+{re.escape(class_name)}\b", re.MULTILINE)
+    for folder in ext_folders():
+        for path in sorted(folder.rglob("*.py")) if folder.is_dir() else []:
+            try:
+                if pattern.search(path.read_text(encoding="utf-8", errors="replace")):
+                    return path.absolute()
+            except OSError:
+                continue
+    return None
+
+
+def load_class(code: TrainerCode, file: Path | None = None) -> type:
+    """Import the trainer's code (``file``: a recorded copy instead) and return its class."""
+    file = file or code.file
+    if file is not None:
+        module = load_file(code.name, file)
+        where = str(file)
+    else:
+        module = _import_module(code)
+        where = str(getattr(module, "__file__", code.module))
+    found = getattr(module, code.class_name, None)
+    if not isinstance(found, type):
+        classes = ", ".join(f"{n} at line {line}" for n, line in _classes_in(Path(where)))
+        msg = (
+            f"trainer {code.name!r}: {where}:1: defines no class {code.class_name} "
+            f"(its classes: {classes or 'none'})"
+        )
+        raise ConfigurationError(msg)
+    return found
+
+
+def _classes_in(file: Path) -> list[tuple[str, int]]:
+    """The top-level classes a Python file defines, with their lines (none if unreadable)."""
+    try:
+        tree = ast.parse(file.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError):
+        return []
+    return [(n.name, n.lineno) for n in tree.body if isinstance(n, ast.ClassDef)]
+
+
+def load_file(name: str, file: Path) -> ModuleType:
+    """Execute ``file`` as a module registered under a name of its own (so it pickles into the
+    forked data workers); a failure is one line with the file and line."""
+    if not file.is_file():
+        msg = f"trainer {name!r}: {file}: file not found"
+        raise ConfigurationError(msg)
+    digest = hashlib.sha256(str(file).encode()).hexdigest()[:12]
+    stem = re.sub(r"\W", "_", file.stem)
+    module_name = f"{_LOADED_PREFIX}{stem}_{digest}"
+    if module_name in sys.modules:
+        return sys.modules[module_name]
+    spec = importlib.util.spec_from_file_location(module_name, file)
+    if spec is None or spec.loader is None:
+        msg = f"trainer {name!r}: {file}: cannot be loaded as Python"
+        raise ConfigurationError(msg)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module  # before exec: dataclasses and pickling look it up
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        del sys.modules[module_name]
+        raise _code_error(name, exc, file) from None
+    return module
+
+
+def _import_module(code: TrainerCode) -> ModuleType:
+    assert code.module is not None
+    try:
+        return importlib.import_module(code.module)
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and code.module.startswith(exc.name):
+            msg = f"trainer {code.name!r}: no module {exc.name!r} (install it or add to PYTHONPATH)"
+            raise ConfigurationError(msg) from None
+        raise _code_error(code.name, exc, None) from None
+    except Exception as exc:
+        raise _code_error(code.name, exc, None) from None
+
+
+def _code_error(name: str, exc: BaseException, file: Path | None) -> ConfigurationError:
+    """``trainer 'x': <file>:<line>: <ExceptionType>: <message>`` for a failing import."""
+    if isinstance(exc, SyntaxError) and exc.filename:
+        where = f"{exc.filename}:{exc.lineno}"
+        return ConfigurationError(f"trainer {name!r}: {where}: SyntaxError: {exc.msg}")
+    frames = traceback.extract_tb(exc.__traceback__)
+    own = [f for f in frames if file is not None and Path(f.filename) == file]
+    outside = [f for f in frames if "importlib" not in f.filename]
+    frame = (own or outside or frames or [None])[-1]
+    where = f"{frame.filename}:{frame.lineno}" if frame is not None else str(file)
+    detail = str(exc).splitlines()[0] if str(exc) else ""
+    return ConfigurationError(f"trainer {name!r}: {where}: {type(exc).__name__}: {detail}")
+
+
+def source_file(cls: type) -> Path | None:
+    """The file that defines ``cls`` (None for a class without one)."""
+    module = sys.modules.get(cls.__module__)
+    path = getattr(module, "__file__", None)
+    return Path(path) if path else None

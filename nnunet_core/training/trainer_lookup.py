@@ -1,0 +1,78 @@
+"""A ``-tr`` name to the trainer class that trains with it (built-in names first, as upstream).
+
+Built-in names (``nnUNetTrainer`` and upstream's variants) are our ``Trainer``; ``module:Class``
+and ``file.py:Class`` are imported; another bare name is looked for in ``nnUNet_extTrainer``'s
+folders. ``check_trainer_name`` only parses (no import, no torch: the config check and the
+command line call it); ``resolve_trainer`` imports the code.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import TYPE_CHECKING
+
+from nnunet_core.errors import ConfigurationError
+from nnunet_core.extension.trainer_code import (
+    TrainerCode,
+    ext_folders,
+    is_user_trainer_name,
+    load_class,
+    parse_trainer_code,
+)
+from nnunet_core.training.trainer_variants import parse_trainer_name
+
+if TYPE_CHECKING:
+    from nnunet_core.training.trainer import Trainer
+
+
+# the hooks of docs/bring-your-own-method.md (with the class attribute deep_supervision)
+HOOKS = (
+    "build_network",
+    "deep_supervision",
+    "build_loss",
+    "training_transform",
+    "build_optimizer",
+    "set_learning_rate",
+    "adjust_schedule",
+    "configure_variant",
+)
+
+
+def overridden_hooks(cls: type) -> list[str]:
+    """The hooks a user's trainer class changes (provenance and the report's methods text)."""
+    from nnunet_core.training.trainer import Trainer
+
+    below = cls.__mro__[: cls.__mro__.index(Trainer)] if Trainer in cls.__mro__ else ()
+    return [h for h in HOOKS if any(h in vars(k) for k in below)]
+
+
+def check_trainer_name(name: str) -> TrainerCode | None:
+    """None for a built-in name; the user code's location otherwise; a ConfigurationError
+    (one line) when the name is neither."""
+    if is_user_trainer_name(name):
+        return parse_trainer_code(name)
+    try:
+        parse_trainer_name(name)
+    except ConfigurationError:
+        if not ext_folders():
+            raise
+        return parse_trainer_code(name)  # not found there either: says where it looked
+    return None
+
+
+def resolve_trainer(name: str) -> tuple[type[Trainer], TrainerCode | None]:
+    """The class for ``name`` and, for a user's trainer, where its code was found."""
+    from nnunet_core.training.trainer import Trainer
+
+    code = check_trainer_name(name)
+    if code is None:
+        return Trainer, None
+    cls = load_class(code)
+    if not issubclass(cls, Trainer):
+        try:
+            file, line = inspect.getsourcefile(cls), inspect.getsourcelines(cls)[1]
+        except (OSError, TypeError):
+            file, line = str(code.file or code.module), 0
+        msg = f"trainer {name!r}: {file}:{line}: {cls.__name__} is no nnunet_core.Trainer"
+        raise ConfigurationError(msg)
+    return cls, code

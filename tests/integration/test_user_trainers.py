@@ -1,0 +1,154 @@
+"""Users' own trainers through the real CLI: each example of ``examples/`` trains a fold named by
+its file's path (a copy outside the repository), records itself in the model folder and
+predicts; broken trainer code is one line naming trainer, file and line, exit 2.
+
+The workflow runs (2 folds, selection, export, install after deleting the file) are in
+test_workflow_user_trainer.py.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from nnunet_core.cluster.stop_signal import EXIT_STOPPED
+from tests.helpers.paths import REPO
+from tests.helpers.training import CONFIG, DATASET, check, cli
+
+EXAMPLES = {
+    "FocalDiceTrainer": "focal_dice_loss/focal_dice_trainer.py",
+    "SegResNetTrainer": "segresnet/segresnet_trainer.py",
+    "ShortScheduleTrainer": "short_schedule/short_schedule_trainer.py",
+}
+TINY = ("--epochs", "1", "--iterations", "2", "--val-iterations", "1", "--num-workers", "0")
+
+
+@pytest.fixture(scope="module")
+def outside(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The examples copied to a folder outside the repository (as a user's own files)."""
+    folder = tmp_path_factory.mktemp("my_trainers")
+    for relative in EXAMPLES.values():
+        shutil.copy(REPO / "examples" / relative, folder)
+    return folder
+
+
+def model_dir(env: dict[str, str], trainer: str) -> Path:
+    return Path(env["nnUNet_results"]) / DATASET / f"{trainer}__nnUNetPlans__{CONFIG}"
+
+
+def train(env: dict[str, str], name: str, *extra: str):
+    return cli(env, "train", "900", CONFIG, "0", "-tr", name, "-device", "cpu", *TINY, *extra)
+
+
+@pytest.fixture(scope="module")
+def trained(env: dict[str, str], outside: Path) -> dict[str, Path]:
+    """Fold 0 of every example, trained by its file path."""
+    folders = {}
+    for trainer, relative in EXAMPLES.items():
+        check(train(env, f"{outside / Path(relative).name}:{trainer}"))
+        folders[trainer] = model_dir(env, trainer)
+    return folders
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("trainer", list(EXAMPLES))
+def test_an_example_trains_records_itself_and_predicts(
+    env: dict[str, str], outside: Path, trained: dict[str, Path], trainer: str, tmp_path: Path
+) -> None:
+    import torch
+
+    folder = trained[trainer]
+    source = outside / Path(EXAMPLES[trainer]).name
+    state = torch.load(folder / "fold_0" / "checkpoint_final.pth", weights_only=False)
+    assert state["trainer_name"] == trainer  # upstream's key: the class name
+    assert state["settings"]["trainer_name"] == f"{source}:{trainer}"
+    record = json.loads((folder / "trainer.json").read_text())
+    assert (record["class"], record["found_by"]) == (trainer, "file")
+    assert record["original_file"] == str(source)
+    assert (folder / record["source"]).read_bytes() == source.read_bytes()
+    assert (folder / "fold_0" / "validation" / "summary.json").is_file()
+    images = tmp_path / "images"
+    images.mkdir()
+    case = sorted((Path(env["nnUNet_raw"]) / DATASET / "imagesTr").glob("*.nii.gz"))[0]
+    shutil.copy(case, images)
+    out = tmp_path / "out"
+    args = ["predict", "-i", str(images), "-o", str(out), "-d", "900", "-c", CONFIG, "-f", "0"]
+    check(cli(env, *args, "-tr", trainer, "-device", "cpu", "-npp", "1", "-nps", "1"))
+    assert (out / case.name.replace("_0000", "")).is_file()
+
+
+@pytest.mark.slow
+def test_the_schedule_hooks_change_epochs_iterations_and_learning_rate(
+    trained: dict[str, Path],
+) -> None:
+    log = "".join(p.read_text() for p in (trained["ShortScheduleTrainer"] / "fold_0").glob("*.txt"))
+    assert "1 epochs x 4 iterations" in log  # --epochs 1 --iterations 2: a quarter, twice
+    assert "Current learning rate: 0.00500" in log  # warm-up: half the initial rate at epoch 0
+    provenance = json.loads(
+        (trained["ShortScheduleTrainer"] / "fold_0" / "provenance.json").read_text()
+    )
+    ran = provenance["config"]["trainer"]  # what the report's methods text reads
+    assert (ran["num_epochs"], ran["num_iterations"]) == (1, 4)
+    hooks = ["training_transform", "set_learning_rate", "adjust_schedule"]
+    assert provenance["config"]["trainer_hooks"] == hooks
+
+
+def weights(fold_folder: Path) -> dict:
+    import torch
+
+    return torch.load(fold_folder / "checkpoint_final.pth", weights_only=True)["network_weights"]
+
+
+@pytest.mark.slow
+def test_stop_and_continue_is_bit_exact_with_a_user_trainer(
+    env: dict[str, str], outside: Path, tmp_path: Path
+) -> None:
+    """The schedule example (its own lr and augmentation hooks) stopped by a deadline after
+    epoch 0 and continued with --c ends with the uninterrupted run's weights, bit for bit."""
+    import torch
+
+    name = f"{outside / 'short_schedule_trainer.py'}:ShortScheduleTrainer"
+    schedule = ["--epochs", "8", "--deterministic"]  # the trainer makes it 2 epochs of 4 iterations
+    straight, stopped = tmp_path / "straight", tmp_path / "stopped"
+    check(train(env, name, *schedule, "--results", str(straight)))
+    deadline = ["--deadline", "1", "--stop-margin", "0"]  # stops after the first epoch
+    first = train(env, name, *schedule, "--results", str(stopped), *deadline)
+    assert first.returncode == EXIT_STOPPED, first.stdout + first.stderr
+    assert "stopped at epoch 0 by deadline" in first.stdout
+    check(train(env, name, *schedule, "--results", str(stopped), "--c"))
+    folder = f"{DATASET}/ShortScheduleTrainer__nnUNetPlans__{CONFIG}/fold_0"
+    a, b = weights(straight / folder), weights(stopped / folder)
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+@pytest.mark.slow
+def test_two_gloo_ranks_fine_tune_a_user_trainer(
+    env: dict[str, str], outside: Path, trained: dict[str, Path], tmp_path: Path
+) -> None:
+    """-num_gpus 2 on the CPU: each rank loads the trainer from its file; the fold starts from
+    the example's fold 0 (fine-tuning) and writes one set of files with the record."""
+    pretrained = trained["FocalDiceTrainer"] / "fold_0" / "checkpoint_final.pth"
+    name = f"{outside / 'focal_dice_trainer.py'}:FocalDiceTrainer"
+    results = tmp_path / "results"
+    result = check(
+        train(
+            env,
+            name,
+            "-num_gpus",
+            "2",
+            "-pretrained_weights",
+            str(pretrained),
+            "--results",
+            str(results),
+        )
+    )
+    folder = results / DATASET / f"FocalDiceTrainer__nnUNetPlans__{CONFIG}"
+    log = "".join(p.read_text() for p in (folder / "fold_0").glob("training_log_*.txt"))
+    assert f"loaded pretrained weights from {pretrained}" in log, result.stdout
+    assert log.count("DDP ") == 2  # both ranks reported where they run
+    assert (folder / "trainer.json").is_file() and (
+        folder / "fold_0" / "checkpoint_final.pth"
+    ).is_file()
