@@ -28,11 +28,20 @@ _ERROR = re.compile(r"^Error in rule (\w+):")
 LOCKED = "Directory cannot be locked"
 
 
+# The workflow's seed: with seed 1 the pair ensemble of 2d and 3d_fullres wins the selection
+# under this schedule (cross-validation Dice, December 2026: ensemble 0.321, 3d_fullres 0.234,
+# 2d 0.123; seed 0 picks 2d), so the test set is ensembled and the campaign can kill
+# `ensemble_predictions` too.
+WORKFLOW_SEED = 1
+
+
 def campaign_config(work: Path, epochs: int = 2) -> dict:
     """The tiny scenario in deterministic mode, folds [0, 1], the smallest schedule with an
-    epoch boundary (``epochs`` x 2 iterations, 1 validation iteration, a checkpoint each epoch)."""
+    epoch boundary (``epochs`` x 2 iterations, 1 validation iteration, a checkpoint each epoch)
+    and ``WORKFLOW_SEED``: every rule of the workflow runs."""
     config = demo_config(work)
     config["deterministic"] = True
+    config["seed"] = WORKFLOW_SEED
     config["training"].update(
         folds=[0, 1],
         epochs=epochs,

@@ -21,7 +21,7 @@ STAGE_OF_RULE = {
     "train": "training startup",
     "crossval": "crossval",
     "ensemble_cv": "ensembles",
-    "ensemble_predictions": "ensembles",
+    "ensemble_predictions": "test ensemble",
     "select": "selection",
     "predict": "prediction",
     "postprocess": "postprocessing",
@@ -47,6 +47,7 @@ STAGE_ORDER = [
     "selection",
     "prediction",
     PREDICTION_WRITING,
+    "test ensemble",
     "postprocessing",
     "test evaluation",
     "report",
@@ -154,8 +155,8 @@ class Moment:
 
 def rules_not_run(jobs: list[Job]) -> list[str]:
     """Rules of the campaign's stages that a run did not run, so that no moment can hit them:
-    ``ensemble_predictions`` runs only where the selection picks an ensemble (the demo's 2d
-    wins), ``synthesize_dataset`` not where the raw data exist."""
+    ``ensemble_predictions`` runs only where the selection picks an ensemble (the campaign's
+    workflow seed makes one win), ``synthesize_dataset`` not where the raw data exist."""
     ran = {job.rule for job in jobs}
     return [rule for rule in STAGE_OF_RULE if rule not in ran]
 

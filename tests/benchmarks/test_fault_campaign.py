@@ -154,7 +154,7 @@ def reference_jobs() -> list[Job]:
 def test_the_default_draw_aims_at_every_stage_preprocess_ensembles_and_report_included() -> None:
     windows = stage_windows(reference_jobs(), total=40.0)
     stages = stages_of(windows)
-    assert {"preprocess", "ensembles", "report", BETWEEN_JOBS} <= set(stages)
+    assert {"preprocess", "ensembles", "test ensemble", "report", BETWEEN_JOBS} <= set(stages)
     for seed in range(5):
         moments = draw_moments(windows, None, seed)
         assert sorted(m.stage for m in moments) == sorted(stages), seed
