@@ -38,7 +38,7 @@ from nnunet_core.training.distributed import (
     sum_over_ranks,
 )
 from nnunet_core.training.epoch_timing import EpochTimer, EpochTiming
-from nnunet_core.training.fold_loaders import fold_loaders
+from nnunet_core.training.fold_loaders import SlowBatches, fold_loaders
 from nnunet_core.training.fold_setup import FoldSetup
 from nnunet_core.training.loss import build_loss
 from nnunet_core.training.optimizer import (
@@ -197,7 +197,7 @@ class Trainer:
         return ckpt.save_checkpoint(self.state_dict(), self.setup.output_folder / name)
 
     # ----------------------------------------------------------------------- data
-    def _loaders(self) -> tuple[PatchLoader, PatchLoader]:
+    def _loaders(self) -> tuple[PatchLoader | SlowBatches, PatchLoader]:
         return fold_loaders(
             self.setup,
             self.augmentation,
