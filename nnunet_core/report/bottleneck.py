@@ -20,8 +20,9 @@ WAIT_WARNING_SHARE = 0.20
 FIGURE = "data_wait.png"
 REMEDY = (
     "more augmentation workers (training.num_workers in the config, or nnUNet_n_proc_DA for "
-    "nnunet-core train) and the CPU cores to run them (training.threads locally; on SLURM the "
-    "fold job's cpus_per_task, which the train rule sets to the workers + 1)"
+    "nnunet-core train) and the CPU cores to run them (training.threads locally and, as "
+    "cpus_per_task, for a SLURM job without GPUs; a SLURM GPU fold gets cpus_per_gpu, which the "
+    "train rule sets to the workers + 1)"
 )
 
 

@@ -43,7 +43,7 @@ def test_only_a_fold_waiting_more_than_a_fifth_of_its_time_warns() -> None:
     assert len(warnings) == 1 and warnings[0].startswith(f"{MODEL} fold 1 waited for data 22 %")
     for setting in ("training.num_workers", "nnUNet_n_proc_DA", "training.threads"):
         assert setting in warnings[0]
-    assert "cpus_per_task" in warnings[0]
+    assert "cpus_per_task" in warnings[0] and "cpus_per_gpu" in warnings[0]
 
 
 def test_the_section_says_which_case_it_is() -> None:
