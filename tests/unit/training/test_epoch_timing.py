@@ -93,3 +93,18 @@ def test_progress_png_draws_the_timing_with_or_without_gpu_memory(tmp_path, memo
         epoch(history, i, EpochTiming(0.5 * i, 2.0, memory))
     plot_progress(history, tmp_path / "progress.png")
     assert (tmp_path / "progress.png").stat().st_size > 10_000
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_on_cuda_each_epoch_records_its_own_peak_memory() -> None:
+    device = torch.device("cuda")
+    timer = EpochTimer(device)
+    big = torch.ones(256 * 2**20, dtype=torch.uint8, device=device)
+    del big
+    first = timer.finish()
+    timer = EpochTimer(device)  # the next epoch starts from the memory in use, not the old peak
+    small = torch.ones(16 * 2**20, dtype=torch.uint8, device=device)
+    second = timer.finish()
+    del small
+    assert first.peak_gpu_memory_mb is not None and first.peak_gpu_memory_mb >= 256
+    assert second.peak_gpu_memory_mb is not None and 16 <= second.peak_gpu_memory_mb < 256
