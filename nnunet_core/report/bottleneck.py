@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 
 import pandas as pd
+from matplotlib.ticker import MaxNLocator
 
 from nnunet_core.report.figures import _figure, _save
 
@@ -82,6 +83,7 @@ def data_wait_figure(curves: pd.DataFrame, target: str | os.PathLike) -> Path:
         flag = " (starved)" if share > WAIT_WARNING_SHARE else ""
         ax.set_title(f"{model}\nfold {fold}: {100 * share:.0f} % waiting{flag}", fontsize=8)
         ax.set_xlabel("epoch")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_ylabel("training iterations [s]")
     for ax in axes[len(folds) :]:
         ax.set_axis_off()
