@@ -22,7 +22,22 @@ _TEMP_SUFFIXES = (".partial", ".tmp", ".part", "~")
 # Snakemake's marker of a finished directory; the work_dir lock (nnunet_core.workflow.work_lock).
 _SKIP_NAMES = {".snakemake_timestamp", ".workflow.lock"}
 _PLOTS_OF_TIMES = ("progress.png", "run_times.png", "run_times.pdf", "run_times.svg")
+_PLOTS_OF_TIMES += ("data_wait.png", "data_wait.pdf", "data_wait.svg")
 _TIME_KEYS = ("epoch_start_timestamps", "epoch_end_timestamps")
+_TIME_KEYS += ("data_wait_seconds", "compute_seconds", "peak_gpu_memory_mb")
+# report.md's section of measured data-wait shares (nnunet_core.report.bottleneck)
+_TIMED_SECTION = "## Data loading"
+
+
+def _without_timed_section(page: str) -> str:
+    """``report.md`` without its data-loading section (up to the next ``## `` heading)."""
+    kept, skipping = [], False
+    for line in page.splitlines():
+        if line.startswith("## "):
+            skipping = line.strip() == _TIMED_SECTION
+        if not skipping:
+            kept.append(line)
+    return "\n".join(kept)
 
 
 def tree_files(root: Path) -> list[Path]:
@@ -148,6 +163,8 @@ def _digest(value: Any) -> str:
 def file_digest(path: Path) -> str:
     """What is compared of one file (see the module docstring for the exceptions)."""
     name = path.name
+    if name == "report.md" and path.parent.name == "report":
+        return "report page " + _digest(_without_timed_section(path.read_text()))
     if name in _PLOTS_OF_TIMES:
         read_fully(path)
         return "a readable plot of times (not compared)"

@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 
 from nnunet_core.layout.results import REPORT_PAGE_MD
-from nnunet_core.report import figures, paper_tables, tables
+from nnunet_core.report import bottleneck, figures, paper_tables, tables
 from nnunet_core.report.collect import FOREGROUND, ReportData, ReportInputError, collect
 from nnunet_core.report.methods import methods_paragraph
 from nnunet_core.report.paper_data import Run, run_frame
@@ -28,6 +28,7 @@ STALE_PATTERNS = (
     "selection.png",
     "test_dice.png",
     "run_times.png",
+    bottleneck.FIGURE,
     "per_class.csv",
     "per_class.md",
     "per_fold.csv",
@@ -115,6 +116,8 @@ def report_markdown(
             image = f"{CURVES_DIR}/{file_name}"
             lines += [f"### {model}", "", f"![Training curves of {model}]({image})", ""]
         lines.pop()
+    if bottleneck.FIGURE in names:
+        lines += bottleneck.data_wait_section(data.curves)
     if "run_times.png" in names:
         lines += ["", "## Run times", "", "![Run times](run_times.png)"]
     if methods is not None:
@@ -191,6 +194,7 @@ def write_report(data: ReportData, output_dir: Path, run: Run | None = None) -> 
                 data.test_dice, data.test_case_dice, reference, label, output_dir / "test_dice.png"
             )
         )
+    written.append(bottleneck.data_wait_figure(data.curves, output_dir / bottleneck.FIGURE))
     if not data.run_times.empty:
         written.append(figures.run_times(data.run_times, output_dir / "run_times.png"))
     per_class = tables.per_class_table(data)

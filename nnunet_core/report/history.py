@@ -5,7 +5,7 @@ newest checkpoint is the source: final, else latest, else best (the order ``--c`
 Checkpoints are opened with ``weights_only=True`` and memory-mapped, so the network weights of a
 large model are never read into memory. A fold trained with ``--disable_checkpointing`` has no
 checkpoint; its ``training_log_*.txt`` files are parsed instead (losses, pseudo Dice, learning
-rate, epoch time; the EMA is recomputed the trainer's way).
+rate, epoch time, data wait and compute; the EMA is recomputed the trainer's way).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import pandas as pd
 
 from nnunet_core.layout.results import CHECKPOINT_BEST, CHECKPOINT_FINAL, CHECKPOINT_LATEST
 
+TIMING_KEYS = ("data_wait_seconds", "compute_seconds", "peak_gpu_memory_mb")  # the trainer's
 CHECKPOINTS = (CHECKPOINT_FINAL, CHECKPOINT_LATEST, CHECKPOINT_BEST)
 EMA_DECAY = 0.9  # the trainer's (nnunet_core.training.progress.EMA_DECAY)
 CURVE_COLUMNS = [
@@ -29,12 +30,21 @@ CURVE_COLUMNS = [
     "ema_pseudo_dice",
     "lr",
     "epoch_seconds",
+    "data_wait_seconds",  # the training iterations' (NaN for folds trained before we recorded it)
+    "compute_seconds",
+    "peak_gpu_memory_mb",  # NaN off CUDA
 ]
 _LOG_LINE = re.compile(r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}: (.*)$")
 
 
+_TIMING_LINE = re.compile(
+    r"^Data wait: (?P<wait>[\d.]+) s, compute: (?P<compute>[\d.]+) s"
+    r".*?(?:; peak GPU memory (?P<memory>[\d.]+) MB)?$"
+)
+
+
 def _series(values: dict[str, list[Any]], key: str, n: int) -> list[float]:
-    series = [float(v) for v in values.get(key, [])[:n]]
+    series = [math.nan if v is None else float(v) for v in values.get(key, [])[:n]]
     return series + [math.nan] * (n - len(series))
 
 
@@ -52,6 +62,9 @@ def history_frame(values: dict[str, list[Any]]) -> pd.DataFrame:
             "ema_pseudo_dice": _series(values, "ema_fg_dice", n),
             "lr": _series(values, "lrs", n),
             "epoch_seconds": [e - s for s, e in zip(starts, ends, strict=True)],
+            "data_wait_seconds": _series(values, "data_wait_seconds", n),
+            "compute_seconds": _series(values, "compute_seconds", n),
+            "peak_gpu_memory_mb": _series(values, "peak_gpu_memory_mb", n),
         },
         columns=CURVE_COLUMNS,
     )
@@ -114,12 +127,17 @@ def history_from_logs(fold_dir: Path) -> dict[str, list[Any]] | None:
                 rows[epoch]["lrs"] = float(line.split(":")[1])
             elif line.startswith("Epoch time: "):
                 rows[epoch]["seconds"] = float(line.split()[2])
+            elif timing := _TIMING_LINE.match(line):
+                rows[epoch]["data_wait_seconds"] = float(timing["wait"])
+                rows[epoch]["compute_seconds"] = float(timing["compute"])
+                if timing["memory"]:
+                    rows[epoch]["peak_gpu_memory_mb"] = float(timing["memory"])
     done = [rows[e] for e in sorted(rows) if "train_losses" in rows[e]]
     if not done:
         return None
     values: dict[str, list[Any]] = {
         key: [r.get(key, math.nan) for r in done]
-        for key in ("train_losses", "val_losses", "mean_fg_dice", "lrs")
+        for key in ("train_losses", "val_losses", "mean_fg_dice", "lrs", *TIMING_KEYS)
     }
     values["ema_fg_dice"] = _ema(values["mean_fg_dice"])
     values["epoch_start_timestamps"] = [0.0] * len(done)

@@ -3,13 +3,21 @@
 Both read the fold's cases from its preprocessed folder; a cascade stage's stores also open the
 previous stage's segmentations, and both pipelines then end with upstream's cascade steps (the
 previous stage becomes one-hot input channels; perturbed in training only).
+
+``$NNUNET_SLOW_BATCH_SECONDS`` (tests only) makes every training batch that much slower to build,
+in the data worker like a heavy augmentation would be: the suite starves a fold on purpose to
+check that the data-wait warning fires (a CPU-only machine cannot make augmentation reliably
+slower than its own CPU training step otherwise).
 """
 
 from __future__ import annotations
 
+import os
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from nnunet_core.errors import ConfigurationError
 from nnunet_core.training.augmentation import (
     AugmentationConfig,
     TrainingTransforms,
@@ -38,6 +46,34 @@ def fold_stores(setup: FoldSetup) -> tuple[CaseStore, CaseStore]:
     )
 
 
+SLOW_BATCH_ENV = "NNUNET_SLOW_BATCH_SECONDS"
+
+
+class SlowBatches:
+    """A loader whose batches take ``seconds`` longer (a plain object, so it pickles for spawn)."""
+
+    def __init__(self, loader: PatchLoader, seconds: float) -> None:
+        self.loader = loader
+        self.seconds = seconds
+
+    def __call__(self, epoch: int, iteration: int) -> Any:
+        time.sleep(self.seconds)
+        return self.loader(epoch, iteration)
+
+
+def slow_batch_seconds() -> float:
+    """``$NNUNET_SLOW_BATCH_SECONDS`` (0 when unset)."""
+    value = os.environ.get(SLOW_BATCH_ENV, "").strip()
+    try:
+        seconds = float(value) if value else 0.0
+    except ValueError:
+        seconds = -1.0
+    if seconds < 0:
+        msg = f"{SLOW_BATCH_ENV} must be a number of seconds >= 0, got {value!r}"
+        raise ConfigurationError(msg)
+    return seconds
+
+
 def fold_loaders(
     setup: FoldSetup,
     augmentation: AugmentationConfig,
@@ -47,7 +83,7 @@ def fold_loaders(
     seed: int,
     ds_scales: Sequence[Sequence[float]] | None,
     transform_hook: Callable[[TrainingTransforms], Any] | None = None,
-) -> tuple[PatchLoader, PatchLoader]:
+) -> tuple[PatchLoader | SlowBatches, PatchLoader]:
     """``(training, validation)`` loaders of this rank's share of the global batch;
     ``transform_hook`` gets our training transform and returns the one to use (a trainer's)."""
     mask_channels = [i for i, m in enumerate(setup.configuration.use_mask_for_norm) if m]
@@ -86,4 +122,5 @@ def fold_loaders(
         ds_scales=ds_scales,
         transform=None if labels is None else ValidationTransforms(labels),
     )
-    return train, val
+    delay = slow_batch_seconds()
+    return (SlowBatches(train, delay) if delay else train), val

@@ -1,13 +1,18 @@
 """What a training records per epoch, the pseudo Dice it monitors, its log file and progress.png.
 
 After each epoch the log gets upstream's lines (``train_loss``, ``val_loss``, ``Pseudo dice``,
-``Epoch time``) and ``epoch i/N: 2.41 s; ETA 0:03:10 (about 2026-12-02 21:14)``.
+``Epoch time``), then ``Data wait: 0.31 s, compute: 1.95 s (14 % of the training iterations
+waiting for data)`` (``; peak GPU memory 5120 MB`` on CUDA) and
+``epoch i/N: 2.41 s; ETA 0:03:10 (about 2026-12-02 21:14)``.
 
 The history has upstream's keys (one value per epoch): ``mean_fg_dice``, ``ema_fg_dice``,
 ``dice_per_class_or_region``, ``train_losses``, ``val_losses``, ``lrs``,
-``epoch_start_timestamps``, ``epoch_end_timestamps``. It holds only floats and lists, so it goes
-into a checkpoint as is and a resumed run continues its curves. The pseudo Dice is the "global"
-Dice of the validation iterations: TP/FP/FN of the argmax summed over all validation batches.
+``epoch_start_timestamps``, ``epoch_end_timestamps``; and ours (``training.epoch_timing``): the
+training iterations' ``data_wait_seconds``, ``compute_seconds`` and ``peak_gpu_memory_mb`` (None
+off CUDA). It holds only floats, None and lists, so it goes into a checkpoint as is and a resumed
+run continues its curves; a checkpoint without our keys (older, or upstream's) gets None for
+them. The pseudo Dice is the "global" Dice of the validation iterations: TP/FP/FN of the argmax
+summed over all validation batches.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import torch
 from nnunet_core.errors import ConfigurationError
 from nnunet_core.io.atomic import atomic_path
 from nnunet_core.runtime.case_progress import format_duration
+from nnunet_core.training.epoch_timing import EpochTiming
 from nnunet_core.training.loss import regions_one_hot
 
 EMA_DECAY = 0.9
@@ -43,6 +49,9 @@ KEYS = (
     "epoch_start_timestamps",
     "epoch_end_timestamps",
 )
+# ours, one value per epoch like upstream's, so upstream's plot (shortest list) still works
+TIMING_KEYS = ("data_wait_seconds", "compute_seconds", "peak_gpu_memory_mb")
+ALL_KEYS = KEYS + TIMING_KEYS
 
 
 class ProgressHistory:
@@ -53,12 +62,12 @@ class ProgressHistory:
     """
 
     def __init__(self) -> None:
-        self.values: dict[str, list[Any]] = {key: [] for key in KEYS}
+        self.values: dict[str, list[Any]] = {key: [] for key in ALL_KEYS}
 
     def log(self, key: str, value: Any, epoch: int) -> None:
         """Record ``value`` for ``epoch``; logging an epoch again replaces its value."""
         if key not in self.values:
-            msg = f"unknown progress key {key!r} (known: {', '.join(KEYS)})"
+            msg = f"unknown progress key {key!r} (known: {', '.join(ALL_KEYS)})"
             raise ConfigurationError(msg)
         series = self.values[key]
         if epoch > len(series) or epoch < 0:
@@ -96,8 +105,19 @@ class ProgressHistory:
         return {key: list(series) for key, series in self.values.items()}
 
     def load_state_dict(self, state: dict[str, list[Any]]) -> None:
+        """Upstream's keys as recorded; ours padded with None to the epochs recorded."""
         for key in KEYS:
             self.values[key] = list(state.get(key, []))
+        epochs = max(len(self.values[key]) for key in KEYS)
+        for key in TIMING_KEYS:
+            series = list(state.get(key, []))[:epochs]
+            self.values[key] = series + [None] * (epochs - len(series))
+
+    def log_timing(self, timing: EpochTiming, epoch: int) -> None:
+        """Record one epoch's data wait, compute and peak GPU memory."""
+        self.log("data_wait_seconds", timing.data_wait, epoch)
+        self.log("compute_seconds", timing.compute, epoch)
+        self.log("peak_gpu_memory_mb", timing.peak_gpu_memory_mb, epoch)
 
 
 def pseudo_dice_counts(
@@ -255,19 +275,47 @@ class EpochEta:
         )
 
 
-def log_epoch_end(log: TrainingLog, history: ProgressHistory, eta: EpochEta, epoch: int) -> None:
+def log_epoch_end(
+    log: TrainingLog,
+    history: ProgressHistory,
+    eta: EpochEta,
+    epoch: int,
+    timing: EpochTiming | None = None,
+) -> None:
     """The lines upstream prints after an epoch (tests, SLURM checks and the report grep them),
-    then ours: ``epoch i/N`` with the fold's ETA."""
+    then ours: the data wait and compute of the training iterations, ``epoch i/N`` with the
+    fold's ETA."""
     values = history.values
     log("train_loss", round(values["train_losses"][-1], 4))
     log("val_loss", round(values["val_losses"][-1], 4))
     log("Pseudo dice", [round(d, 4) for d in values["dice_per_class_or_region"][-1]])
     duration = values["epoch_end_timestamps"][-1] - values["epoch_start_timestamps"][-1]
     log(f"Epoch time: {duration:.2f} s")
+    if timing is not None:
+        log(timing.line())
     log(eta.epoch_done(epoch, duration))
     warning = eta.cpu_warning(epoch)
     if warning:
         log(warning)
+
+
+def _numbers(series: Sequence[Any], n: int) -> list[float]:
+    """The first ``n`` values as floats, NaN where None or missing."""
+    padded = list(series[:n]) + [None] * (n - len(series[:n]))
+    return [math.nan if v is None else float(v) for v in padded]
+
+
+def _plot_timing(time_ax: Any, values: dict[str, list[Any]], n: int) -> None:
+    """Data wait and compute beside the epoch duration; peak GPU memory on a second axis."""
+    epochs = list(range(n))
+    time_ax.plot(epochs, _numbers(values["compute_seconds"], n), "g-", label="compute")
+    time_ax.plot(epochs, _numbers(values["data_wait_seconds"], n), "r-", label="data wait")
+    memory = _numbers(values["peak_gpu_memory_mb"], n)
+    if any(not math.isnan(m) for m in memory):
+        memory_ax = time_ax.twinx()
+        memory_ax.plot(epochs, memory, "k:", label="peak GPU memory")
+        memory_ax.set_ylabel("peak GPU memory [MB]")
+        memory_ax.legend(loc=(0.7, 1))
 
 
 def plot_progress(history: ProgressHistory, target: str | os.PathLike) -> None:
@@ -300,9 +348,10 @@ def plot_progress(history: ProgressHistory, target: str | os.PathLike) -> None:
         )
     ]
     time_ax.plot(epochs, durations, color="b", label="epoch duration")
+    _plot_timing(time_ax, values, n)
     time_ax.set_xlabel("epoch")
     time_ax.set_ylabel("time [s]")
-    time_ax.legend(loc=(0, 1))
+    time_ax.legend(loc=(0, 1), ncols=3)
     lr_ax.plot(epochs, values["lrs"][:n], color="b", label="learning rate")
     lr_ax.set_xlabel("epoch")
     lr_ax.set_ylabel("learning rate")

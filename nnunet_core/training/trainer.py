@@ -37,7 +37,8 @@ from nnunet_core.training.distributed import (
     split_batch,
     sum_over_ranks,
 )
-from nnunet_core.training.fold_loaders import fold_loaders
+from nnunet_core.training.epoch_timing import EpochTimer, EpochTiming
+from nnunet_core.training.fold_loaders import SlowBatches, fold_loaders
 from nnunet_core.training.fold_setup import FoldSetup
 from nnunet_core.training.loss import build_loss as nnunet_loss
 from nnunet_core.training.optimizer import (
@@ -236,7 +237,7 @@ class Trainer:
         return ckpt.save_checkpoint(self.state_dict(), self.setup.output_folder / name)
 
     # ----------------------------------------------------------------------- data
-    def _loaders(self) -> tuple[PatchLoader, PatchLoader]:
+    def _loaders(self) -> tuple[PatchLoader | SlowBatches, PatchLoader]:
         return fold_loaders(
             self.setup,
             self.augmentation,
@@ -317,10 +318,12 @@ class Trainer:
         self.log(f"Current learning rate: {lr:.5f}")
         self.model.train()
         unwrap(self.network).deep_supervision = self.variant.deep_supervision
-        train_losses = [
-            self.train_step(next(train_stream)) for _ in range(self.settings.num_iterations)
-        ]
+        timer = EpochTimer(self.device)  # data wait vs compute of the training iterations
+        batches = timer.batches(train_stream, self.settings.num_iterations)
+        train_losses = [self.train_step(batch) for batch in batches]
+        timing = timer.finish()
         self.history.log("train_losses", self._global_mean_loss(train_losses), epoch)
+        self.history.log_timing(timing, epoch)
         self.model.eval()
         with torch.no_grad():
             steps = [
@@ -329,7 +332,7 @@ class Trainer:
             ]
         self._end_validation(epoch, steps)
         self.history.log("epoch_end_timestamps", time.time(), epoch)
-        self._end_epoch(epoch)
+        self._end_epoch(epoch, timing)
 
     def _loss_targets(self, targets: list[torch.Tensor]) -> list[torch.Tensor] | torch.Tensor:
         """Every scale's target with deep supervision, else the full-resolution one."""
@@ -371,9 +374,9 @@ class Trainer:
         total = sum_over_ranks([float(np.sum(losses)) * self.loss_share])
         return float(total[0]) / max(len(losses), 1)
 
-    def _end_epoch(self, epoch: int) -> None:
+    def _end_epoch(self, epoch: int, timing: EpochTiming) -> None:
         values = self.history.values
-        log_epoch_end(self.log, self.history, self.eta, epoch)
+        log_epoch_end(self.log, self.history, self.eta, epoch, timing)
         self.current_epoch = epoch + 1
         last = epoch == self.settings.num_epochs - 1
         ema = values["ema_fg_dice"][-1]

@@ -8,6 +8,7 @@ unit-tested (tests/unit/workflow/test_workflow_flags.py) instead of only through
 from __future__ import annotations
 
 import json
+import os
 import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -144,6 +145,31 @@ def training_launcher(
         rdzv_id=rendezvous_id,
         rdzv_endpoint=training.get("rdzv_endpoint"),
     )
+
+
+# training.workers.MAX_DEFAULT_WORKERS (not imported: that would load torch into every Snakefile
+# parse; tests/unit/workflow/test_fold_job_cpus.py keeps the two equal)
+DEFAULT_DATA_WORKERS = 12
+
+
+def fold_data_workers(training: Mapping[str, Any], environ: Mapping[str, str] = os.environ) -> int:
+    """Augmentation workers each rank of a fold starts: ``training.num_workers``, else
+    ``$nnUNet_n_proc_DA`` (sbatch passes the submitting shell's environment on), else the
+    trainer's default of 12 (its min(CPUs, 12) is 12 once the job has 13 CPUs)."""
+    if training.get("num_workers") is not None:
+        return int(training["num_workers"])
+    value = environ.get("nnUNet_n_proc_DA", "").strip()
+    if value.isdigit():
+        return int(value)
+    return DEFAULT_DATA_WORKERS
+
+
+def fold_cpus_per_gpu(training: Mapping[str, Any], environ: Mapping[str, str] = os.environ) -> int:
+    """CPUs a fold job asks SLURM for per GPU (``cpus_per_gpu``; one rank per GPU): one per
+    augmentation worker the rank starts plus one for the trainer itself. The validation workers
+    (half as many) are not counted: they idle while training runs, and the training workers
+    idle while validation runs."""
+    return fold_data_workers(training, environ) + 1
 
 
 def rendezvous_id(dataset: str, configuration: str, fold: str) -> str:

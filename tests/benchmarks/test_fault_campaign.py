@@ -101,7 +101,15 @@ def test_manifest_ignores_logs_and_timings_but_not_results(tmp_path) -> None:
         (pre / "plans.json").write_text('{"patch_size": [28, 24]}')
         (root / "work" / "logs").mkdir()
         (root / "work" / "logs" / "plan.log").write_text(log)
+        report = root / "work" / "results" / "D" / "report"
+        report.mkdir(parents=True)  # the measured data-wait shares differ, nothing else
+        page = f"# R\n\n## Data loading\n\n- waited {seconds} s\n\n## Notes\n\n- n\n"
+        (report / "report.md").write_text(page)
     assert compare_manifests(manifest(first), manifest(second)) == []
+    page = second / "work" / "results" / "D" / "report" / "report.md"
+    page.write_text(page.read_text().replace("- n", "- other"))
+    assert compare_manifests(manifest(first), manifest(second))[0].startswith("different: ")
+    page.write_text(page.read_text().replace("- other", "- n"))
     (second / "work" / "preprocessed" / "D" / "nnUNetPlans_2d" / "plans.json").write_text(
         '{"patch_size": [28, 28]}'
     )

@@ -44,3 +44,9 @@ def test_make_demo_runs_the_demo_workflow_and_the_stage_targets(tmp_path) -> Non
         test_dice = {row["name"]: float(row["selected, test set"]) for row in csv.DictReader(table)}
     assert test_dice["organ"] > 0.8, test_dice
     assert test_dice["lesion"] > 0.5, test_dice  # 0.0 with the tests' (default) lesion size
+    # each epoch's data wait reaches the folds' logs and the report's data_wait figure and page
+    logs = (checkout / "work" / "results" / "Dataset900_Synth").glob("*/fold_*/training_log_*")
+    waits = [line for log in logs for line in log.read_text().splitlines() if "Data wait: " in line]
+    assert waits and "waiting for data" in waits[0], waits
+    page = (report / "report.md").read_text()
+    assert (report / "data_wait.png").is_file() and "## Data loading" in page

@@ -83,8 +83,13 @@ def prediction_gpu_resource():
 
 
 def training_job_resources():
-    """`gpu`, and for training.nodes > 1 the SLURM job shape (nodes, tasks, gres, mpi)."""
-    return launch.job_resources(int(config["training"]["nodes"]), GPUS_PER_JOB)
+    """`gpu`, and for training.nodes > 1 the SLURM job shape (nodes, tasks, gres, mpi); on GPUs
+    `cpus_per_gpu`: each rank's augmentation workers plus one (a profile may override it).
+    """
+    resources = launch.job_resources(int(config["training"]["nodes"]), GPUS_PER_JOB)
+    if GPUS_PER_JOB > 0:
+        resources["cpus_per_gpu"] = flags.fold_cpus_per_gpu(config["training"])
+    return resources
 
 
 def lsf_options(resumable):

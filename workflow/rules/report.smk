@@ -40,6 +40,11 @@ rule report:
             caption="../report/run_times.rst",
             category="Run times",
         ),
+        data_wait=report(
+            REPORT / "data_wait.png",
+            caption="../report/data_wait.rst",
+            category="Run times",
+        ),
         results_table=report(
             REPORT / "results_table.csv",
             caption="../report/results_table.rst",

@@ -152,7 +152,8 @@ def test_report_writes_every_file_with_readable_pngs(report) -> None:
         "training_curves/training_curves_2d.png",
     }
     expected = curves | {
-        "cv_dice.png", "selection.png", "test_dice.png", "run_times.png", "per_class.csv",
+        "cv_dice.png", "selection.png", "test_dice.png", "run_times.png", "data_wait.png",
+        "per_class.csv",
         "per_class.md", "per_fold.csv", "summary.csv", "report.md", "results_table.csv",
         "results_table.tex", "methods.md",
     }  # fmt: skip
