@@ -20,6 +20,11 @@ from nnunet_core.report.paper_data import Run, run_frame
 from nnunet_core.report.summaries import configuration_of
 
 REPORT_DIR = "report"
+# the caption line of every table of the report (the paper table averages the same way)
+AVERAGING_LINE = (
+    f"each foreground mean is the {paper_tables.AVERAGING}, as nnU-Net's `foreground_mean`; "
+    "the results table's means are the same numbers."
+)
 # one figure per model folder, in their own folder so the workflow can declare it as one output
 CURVES_DIR = "training_curves"
 STALE_PATTERNS = (
@@ -100,6 +105,7 @@ def report_markdown(
         )
     lines += ["", "## Cross-validation", ""]
     lines += ["![Cross-validation Dice](cv_dice.png)", "", per_class_md]
+    lines += [f"Averaging: {AVERAGING_LINE}", ""]
     links = ["[per_class.csv](per_class.csv)", "[summary.csv](summary.csv)"]
     if "per_fold.csv" in names:
         links.append("[per_fold.csv](per_fold.csv) (each fold's own validation)")
