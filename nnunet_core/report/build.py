@@ -226,12 +226,14 @@ def build_report(
     test_summary: str | os.PathLike | None = None,
     snakemake_logs: str | os.PathLike | None = None,
     seed: int = 0,
+    job_records: tuple[Path, list[Path]] | None = None,
 ) -> list[Path]:
     """Collect ``results/DatasetXXX_Name`` and write its report (default ``<it>/report``);
-    ``seed`` is the training seed the results table names."""
+    ``seed`` is the training seed the results table names; ``job_records``: Snakemake's
+    metadata folder and this run's log folders (run times of every job)."""
     results_dataset_dir = Path(results_dataset_dir)
     target = Path(output_dir) if output_dir is not None else results_dataset_dir / REPORT_DIR
-    data = collect(results_dataset_dir, test_summary, snakemake_logs)
+    data = collect(results_dataset_dir, test_summary, snakemake_logs, job_records)
     summary = Path(test_summary) if test_summary is not None else None
     run = Run(data.dataset, seed, results_dataset_dir, summary)
     return write_report(data, target, run)
