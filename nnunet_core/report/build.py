@@ -122,7 +122,9 @@ def report_markdown(
             lines += [f"### {model}", "", f"![Training curves of {model}]({image})", ""]
         lines.pop()
     if "run_times.png" in names:
-        lines += ["", "## Run times", "", "![Run times](run_times.png)"]
+        lines += ["", "## Run times", "", "![Run times](run_times.png)", ""]
+        kinds = ", ".join(dict.fromkeys(data.run_times["stage"]))
+        lines.append(f"{len(data.run_times)} jobs of these kinds, in start order: {kinds}.")
     if methods is not None:
         lines += ["", "## For the paper", "", methods, ""]
         lines.append(
