@@ -11,6 +11,7 @@ methods paragraph (``methods.md``) and every figure as PDF and SVG beside the PN
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from nnunet_core.commands.common import add_dataset_flag, add_root_flags, dataset_from_args
 from nnunet_core.layout.roots import results_dataset_dir
@@ -34,6 +35,14 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         help="folder with Snakemake run logs (*.snakemake.log, e.g. .snakemake/log) for the run "
         "times of jobs other than training",
     )
+    parser.add_argument(
+        "--snakemake-records",
+        help="Snakemake's job records (.snakemake/metadata of the workflow's folder): the run "
+        "time of every job whose log lies in a --job-logs folder",
+    )
+    parser.add_argument(
+        "--job-logs", nargs="+", default=[], help="the run's log folders (with --snakemake-records)"
+    )
     parser.add_argument("-o", "--output", help="report folder (default: RESULTS/D/report)")
     parser.add_argument(
         "--seed", type=int, default=0, help="the training seed, as the results table names it"
@@ -51,6 +60,11 @@ def run(args: argparse.Namespace) -> int:
         args.snakemake_logs,
         seed=args.seed,
         test_set_note=args.test_set_note,
+        job_records=(
+            (Path(args.snakemake_records), [Path(d) for d in args.job_logs])
+            if args.snakemake_records
+            else None
+        ),
     )
     for path in written:
         print(f"wrote {path}")

@@ -14,6 +14,10 @@ Where upstream stops with a traceback on a missing ``progress.png``, ``validatio
 or ``dataset_fingerprint.json``, we leave the file out: an archive still needs only the plans,
 dataset.json and checkpoints to predict. A missing checkpoint, fold folder, ``plans.json`` or
 ``dataset.json`` is an error. The zip is written next to ``-o`` and renamed onto it when complete.
+
+A folder with a ``postprocessing.json`` but no ``postprocessing.pkl`` (ours never write one) gets
+upstream's pickle in the archive, made from the JSON (``upstream_pickle``), where upstream's
+exporter would have found it: upstream's users apply it with ``nnUNetv2_apply_postprocessing``.
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ from nnunet_core.layout.results import (
     trained_model_dir,
     validation_dir,
 )
+from nnunet_core.model_sharing.upstream_pickle import postprocessing_pickle
 
 # the files of a crossval or ensemble folder an archive takes without --exp_cv_preds
 SUMMARY_FILES = (SUMMARY_JSON, POSTPROCESSING_PKL, POSTPROCESSING_JSON)
@@ -103,7 +108,15 @@ def _fold_files(model_dir: Path, fold: int | str, request: ExportRequest) -> lis
 
 
 def _summary_files(folder: Path, everything: bool) -> list[Path]:
-    """A crossval or ensemble folder's summary and postprocessing (``everything``: all files)."""
+    """A crossval or ensemble folder's summary and postprocessing (``everything``: all files);
+    the pickle is listed where only the JSON exists (``write_archive`` makes it)."""
+    pickle_file = folder / POSTPROCESSING_PKL
+    if (folder / POSTPROCESSING_JSON).is_file() and not pickle_file.is_file():
+        if everything:
+            return sorted([*_files(folder), pickle_file])
+        return [
+            p for p in (folder / name for name in SUMMARY_FILES) if p.is_file() or p == pickle_file
+        ]
     if everything:
         return _files(folder)
     return _existing(*(folder / name for name in SUMMARY_FILES))
@@ -190,4 +203,9 @@ def write_archive(results_root: Path, files: Sequence[Path], output: Path) -> No
     with atomic_path(output, suffix=".zip") as tmp:
         with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as archive:
             for path in files:
-                archive.write(path, member_name(results_root, path))
+                name = member_name(results_root, path)
+                if path.name == POSTPROCESSING_PKL and not path.is_file():
+                    pickle_bytes = postprocessing_pickle(path.with_name(POSTPROCESSING_JSON))
+                    archive.writestr(name, pickle_bytes, zipfile.ZIP_DEFLATED)
+                else:
+                    archive.write(path, name)

@@ -6,8 +6,11 @@ Same numbers as upstream's ``DatasetFingerprintExtractor`` (v2.8.1), computed fa
   (``RandomState(1234)`` per case, channels in order) and takes statistics of the concatenation
   (~1e8 floats). Here the very same random indices are drawn (in chunks, which leaves the stream
   unchanged) but only *counted*: each case returns its distinct foreground values with their
-  sample multiplicities. Mean, std, min, max and the linear-interpolated percentiles of the
-  weighted multiset equal those of the concatenated samples, without sorting 1e8 floats.
+  sample multiplicities. Min, max and the linear-interpolated percentiles of the weighted
+  multiset equal those of the concatenated samples, without sorting 1e8 floats. Mean and std
+  are upstream's float32 ``np.mean``/``np.std`` to the last bit: their rounding depends on the
+  order of the samples, so each case also returns its samples in draw order (float32, as
+  upstream holds them) and ``float32_sums`` redoes numpy's pairwise float32 summation over them.
 * Cropping needs only the bounding box of the nonzero mask. Filling holes (upstream's
   ``crop_to_nonzero``) cannot move that box, since a hole is enclosed by the mask, so it is skipped.
   Foreground is ``seg > 0`` inside the box, exactly as upstream (``-1`` marks never count).
@@ -26,6 +29,7 @@ from nnunet_core.errors import DatasetError
 from nnunet_core.io.dataset_json import load_dataset_json
 from nnunet_core.io.readers import reader_by_name, reader_for_dataset
 from nnunet_core.layout.raw import DATASET_JSON, IMAGES_TR
+from nnunet_core.planning.float32_sums import float32_mean, float32_std
 from nnunet_core.preprocessing.cropping import bbox_of, slicer
 from nnunet_core.runtime.parallel import map_cases
 
@@ -57,11 +61,27 @@ def weighted_foreground(
     values: np.ndarray, num_samples: int, rng: np.random.RandomState
 ) -> WeightedValues:
     """The sampled multiset of one channel's foreground values as (distinct values, counts)."""
+    return sample_foreground(values, num_samples, rng)[0]
+
+
+def sample_foreground(
+    values: np.ndarray, num_samples: int, rng: np.random.RandomState
+) -> tuple[WeightedValues, np.ndarray]:
+    """The sampled multiset (distinct values, counts) and the samples in draw order (float32),
+    the draws of upstream's ``rng.choice(values, num_samples)``, made in chunks."""
     if values.size == 0:
-        return np.empty(0, np.float32), np.empty(0, np.int64)
-    counts = sample_counts(values.size, num_samples, rng)
+        return (np.empty(0, np.float32), np.empty(0, np.int64)), np.empty(0, np.float32)
+    counts = np.zeros(values.size, dtype=np.int64)
+    samples = np.empty(num_samples, np.float32)
+    position = 0
+    while position < num_samples:
+        size = min(num_samples - position, _DRAW_CHUNK)
+        draws = rng.randint(0, values.size, size=size)
+        counts += np.bincount(draws, minlength=values.size)
+        samples[position : position + size] = values[draws]
+        position += size
     drawn = counts > 0
-    return merge_weighted([(values[drawn], counts[drawn])])
+    return merge_weighted([(values[drawn], counts[drawn])]), samples
 
 
 def _argsort_float32(values: np.ndarray) -> np.ndarray:
@@ -106,13 +126,15 @@ def analyze_case(
     box = slicer(bbox_of(np.any(data != 0, axis=0)))
     foreground = seg[0][box] > 0
     rng = np.random.RandomState(SAMPLING_SEED)
-    channels = []
+    channels, samples = [], []
     for c in range(data.shape[0]):
         values = data[c][box][foreground]
         if np.isnan(values).any():
             msg = f"{image_files[c]}: image contains NaN values inside the foreground"
             raise DatasetError(msg)
-        channels.append(weighted_foreground(values, num_samples, rng))
+        weighted, drawn = sample_foreground(values, num_samples, rng)
+        channels.append(weighted)
+        samples.append(drawn)
     shape_after = [s.stop - s.start for s in box]
     return {
         "shape_after_crop": shape_after,
@@ -120,6 +142,7 @@ def analyze_case(
         "spacing": [s if isinstance(s, int) else float(s) for s in properties["spacing"]],
         "relative_size": math.prod(shape_after) / math.prod(data.shape[1:]),
         "channels": channels,
+        "samples": samples,
         "has_foreground": bool(foreground.any()),
     }
 
@@ -176,8 +199,11 @@ class _WeightedUnion:
         return result
 
 
-def intensity_statistics(parts: list[WeightedValues], as_float32: bool) -> dict[str, float]:
-    """Upstream's per-channel statistics of all cases' samples (keys sorted, as upstream writes)."""
+def intensity_statistics(
+    parts: list[WeightedValues], as_float32: bool, samples: list[np.ndarray] | None = None
+) -> dict[str, float]:
+    """Upstream's per-channel statistics of all cases' samples (keys sorted, as upstream writes);
+    with ``samples`` (each case's, in draw order) mean and std in upstream's float32 arithmetic."""
     parts = [(v, c) for v, c in parts if v.size]
     if not parts:
         msg = (
@@ -194,6 +220,10 @@ def intensity_statistics(parts: list[WeightedValues], as_float32: bool) -> dict[
         # upstream reduces float32 samples, so its numbers are float32 values
         return float(np.float32(x)) if as_float32 else float(x)
 
+    std = math.sqrt(square / union.total)
+    if as_float32 and samples is not None:
+        mean32 = float32_mean(samples)
+        mean, std = float(mean32), float(float32_std(samples, mean32))
     return {
         "max": cast(max(v[-1] for v, _ in parts)),
         "mean": cast(mean),
@@ -201,7 +231,7 @@ def intensity_statistics(parts: list[WeightedValues], as_float32: bool) -> dict[
         "min": cast(min(v[0] for v, _ in parts)),
         "percentile_00_5": cast(low),
         "percentile_99_5": cast(high),
-        "std": cast(math.sqrt(square / union.total)),
+        "std": cast(std),
     }
 
 
@@ -225,7 +255,8 @@ def extract_fingerprint(raw_dir: Path, num_processes: int) -> dict[str, Any]:
     statistics = {}
     for c in range(dataset_json.num_channels):
         parts = [r["channels"][c] for r in results]
-        statistics[str(c)] = intensity_statistics(parts, as_float32)
+        samples = [r["samples"][c] for r in results]
+        statistics[str(c)] = intensity_statistics(parts, as_float32, samples)
     return {
         "foreground_intensity_properties_per_channel": statistics,
         "median_relative_size_after_cropping": float(

@@ -20,6 +20,11 @@ from nnunet_core.report.paper_data import Run, run_frame
 from nnunet_core.report.summaries import configuration_of
 
 REPORT_DIR = "report"
+# the caption line of every table of the report (the paper table averages the same way)
+AVERAGING_LINE = (
+    f"each foreground mean is the {paper_tables.AVERAGING}, as nnU-Net's `foreground_mean`; "
+    "the results table's means are the same numbers."
+)
 # one figure per model folder, in their own folder so the workflow can declare it as one output
 CURVES_DIR = "training_curves"
 STALE_PATTERNS = (
@@ -101,6 +106,7 @@ def report_markdown(
         )
     lines += ["", "## Cross-validation", ""]
     lines += ["![Cross-validation Dice](cv_dice.png)", "", per_class_md]
+    lines += [f"Averaging: {AVERAGING_LINE}", ""]
     links = ["[per_class.csv](per_class.csv)", "[summary.csv](summary.csv)"]
     if "per_fold.csv" in names:
         links.append("[per_fold.csv](per_fold.csv) (each fold's own validation)")
@@ -119,7 +125,9 @@ def report_markdown(
     if bottleneck.FIGURE in names:
         lines += bottleneck.data_wait_section(data.curves)
     if "run_times.png" in names:
-        lines += ["", "## Run times", "", "![Run times](run_times.png)"]
+        lines += ["", "## Run times", "", "![Run times](run_times.png)", ""]
+        kinds = ", ".join(dict.fromkeys(data.run_times["stage"]))
+        lines.append(f"{len(data.run_times)} jobs of these kinds, in start order: {kinds}.")
     if methods is not None:
         lines += ["", "## For the paper", "", methods, ""]
         lines.append(
@@ -225,13 +233,15 @@ def build_report(
     snakemake_logs: str | os.PathLike | None = None,
     seed: int = 0,
     test_set_note: str | None = None,
+    job_records: tuple[Path, list[Path]] | None = None,
 ) -> list[Path]:
     """Collect ``results/DatasetXXX_Name`` and write its report (default ``<it>/report``);
     ``seed`` is the training seed the results table names, ``test_set_note`` why there is no
-    test summary (the report's notes say it)."""
+    test summary (the report's notes say it); ``job_records``: Snakemake's metadata folder and
+    this run's log folders (run times of every job)."""
     results_dataset_dir = Path(results_dataset_dir)
     target = Path(output_dir) if output_dir is not None else results_dataset_dir / REPORT_DIR
-    data = collect(results_dataset_dir, test_summary, snakemake_logs, test_set_note)
+    data = collect(results_dataset_dir, test_summary, snakemake_logs, test_set_note, job_records)
     summary = Path(test_summary) if test_summary is not None else None
     run = Run(data.dataset, seed, results_dataset_dir, summary)
     return write_report(data, target, run)

@@ -40,6 +40,7 @@ from nnunet_core.report.runtimes import (
     PROVENANCE,
     provenance_rows,
     run_times_frame,
+    snakemake_record_rows,
     snakemake_rows,
 )
 from nnunet_core.report.summaries import (
@@ -242,9 +243,11 @@ def collect(
     test_summary: str | Path | None = None,
     snakemake_logs: str | Path | None = None,
     test_set_note: str | None = None,
+    job_records: tuple[Path, list[Path]] | None = None,
 ) -> ReportData:
     """Read a dataset's results folder (``results/DatasetXXX_Name``) into a ``ReportData``;
-    ``test_set_note``: why there is no test summary, as the workflow knows it (else a guess)."""
+    ``test_set_note``: why there is no test summary, as the workflow knows it (else a guess);
+    ``job_records``: Snakemake's ``.snakemake/metadata`` and the run's log folders."""
     results_dir = Path(results_dir)
     dataset = results_dir.name
     info_file = inference_information_file(results_dir)
@@ -263,6 +266,11 @@ def collect(
             time_rows += snakemake_rows(Path(snakemake_logs))
         else:
             notes.append(f"{snakemake_logs}: no such folder, Snakemake job times skipped")
+    if job_records is not None:
+        if Path(job_records[0]).is_dir():
+            time_rows += snakemake_record_rows(Path(job_records[0]), job_records[1])
+        else:
+            notes.append(f"{job_records[0]}: no such folder, Snakemake job records skipped")
     if curves.empty:
         notes.append(f"no model folder in {results_dir} records its training: no curves")
     if not time_rows:

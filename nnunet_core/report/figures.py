@@ -58,10 +58,53 @@ def _save(figure: Figure, target: str | os.PathLike) -> Path:
 
 
 def _label_bars(ax, xs, heights, fmt: str = "{:.4f}") -> None:
-    """Each value just above the bar's top."""
+    """Each value just above the bar's top (a bar of height ~0 still shows its number)."""
     for x, h in zip(xs, heights, strict=True):
         text = "NaN" if math.isnan(h) else fmt.format(h)
         ax.text(x, 0 if math.isnan(h) else h, text, ha="center", va="bottom", fontsize=8)
+
+
+def _point_boxes(ax, renderer) -> list[tuple[float, float, float]]:
+    """(x, y, radius) in pixels of every scatter point of ``ax``."""
+    points = []
+    for collection in ax.collections:
+        offsets = collection.get_offsets()
+        if len(offsets) == 0:
+            continue
+        sizes = collection.get_sizes()
+        radius = (
+            math.sqrt(float(sizes[0]) if len(sizes) else 36.0) / 2 * renderer.points_to_pixels(1)
+        )
+        for x, y in ax.transData.transform(np.asarray(offsets, dtype=float)):
+            if np.isfinite(x) and np.isfinite(y):
+                points.append((float(x), float(y), radius))
+    return points
+
+
+def _lift_over_points(figure: Figure, ax, texts: list, margin: float = 2.0) -> None:
+    """Move each label (``va="bottom"``) that covers a scatter point above the highest point of
+    its column, and raise the axis top until every label fits inside the axes."""
+    for _ in range(6):
+        figure.canvas.draw()
+        renderer = figure.canvas.get_renderer()
+        points = _point_boxes(ax, renderer)
+        changed = False
+        for text in texts:
+            box = text.get_window_extent(renderer)
+            column = [(y, r) for x, y, r in points if box.x0 - r <= x <= box.x1 + r]
+            if any(box.y0 - r < y < box.y1 + r for y, r in column):
+                bottom = max(y + r for y, r in column) + margin
+                text.set_y(ax.transData.inverted().transform((box.x0, bottom))[1])
+                changed = True
+        tops = [t.get_window_extent(renderer).y1 for t in texts]
+        axes_top = ax.get_window_extent(renderer).y1
+        if tops and max(tops) > axes_top - margin:
+            low, high = ax.get_ylim()
+            per_pixel = (high - low) / max(ax.get_window_extent(renderer).height, 1.0)
+            ax.set_ylim(low, high + (max(tops) - axes_top + 4 * margin) * per_pixel)
+            changed = True
+        if not changed:
+            return
 
 
 def _dice_axis(ax, values: np.ndarray, label: str = "Dice") -> float:
@@ -118,6 +161,12 @@ def training_curves(curves: pd.DataFrame, title: str, target: str | os.PathLike)
 
 def cv_dice(candidates: pd.DataFrame, fold_dice: pd.DataFrame, target: str | os.PathLike) -> Path:
     """Foreground-mean CV Dice per candidate (bars) with each fold's value (points)."""
+    return _save(cv_dice_figure(candidates, fold_dice), target)
+
+
+def cv_dice_figure(candidates: pd.DataFrame, fold_dice: pd.DataFrame) -> Figure:
+    """The drawing of :func:`cv_dice`: a value on every bar, white inside a tall bar, black above
+    a short one (lifted over its fold points)."""
     figure = _figure(max(5.5, 1.3 * len(candidates) + 2.5), 5.0)
     ax = figure.subplots()
     xs = np.arange(len(candidates))
@@ -135,10 +184,15 @@ def cv_dice(candidates: pd.DataFrame, fold_dice: pd.DataFrame, target: str | os.
     lower = _dice_axis(
         ax, np.concatenate([scores, np.asarray(points, float)]), "foreground-mean Dice"
     )
-    for x, score in zip(xs, scores, strict=True):  # inside the bar, clear of the fold points
+    above = []
+    for x, score in zip(xs, scores, strict=True):
         text = "NaN" if math.isnan(score) else f"{score:.4f}"
-        y = lower + 0.03 * (1 - lower)
-        ax.text(x, y, text, ha="center", va="bottom", color="white", fontsize=9, weight="bold")
+        if np.isfinite(score) and score - lower >= 0.12 * (1 - lower):  # inside, clear of points
+            y = lower + 0.03 * (1 - lower)
+            ax.text(x, y, text, ha="center", va="bottom", color="white", fontsize=9, weight="bold")
+        else:  # too short to hold it: above the bar, in black
+            y = max(score, lower) if np.isfinite(score) else lower
+            above.append(ax.text(x, y, text, ha="center", va="bottom", fontsize=9, weight="bold"))
     rotate = len(candidates) > 3
     ax.set_xticks(
         xs, candidates["label"], rotation=20 if rotate else 0, ha="right" if rotate else "center"
@@ -153,7 +207,8 @@ def cv_dice(candidates: pd.DataFrame, fold_dice: pd.DataFrame, target: str | os.
             Line2D([], [], marker="o", ls="", color="black", ms=4, label="one fold"),
         ],
     )
-    return _save(figure, target)
+    _lift_over_points(figure, ax, above)
+    return figure
 
 
 def _grouped(ax, names: list[str], series: list[tuple[str, str, np.ndarray]]) -> np.ndarray:
@@ -224,6 +279,13 @@ def test_dice(
     target: str | os.PathLike,
 ) -> Path:
     """Test Dice per class (bars, per-case points) next to the winner's CV Dice after pp."""
+    return _save(test_dice_figure(test, cases, reference, label), target)
+
+
+def test_dice_figure(
+    test: pd.DataFrame, cases: pd.DataFrame | None, reference: pd.DataFrame | None, label: str
+) -> Figure:
+    """The drawing of :func:`test_dice`: value labels lifted over the case points they cover."""
     names = list(test["name"])
     figure = _figure(max(6.5, 1.4 * len(names) + 3), 5.0)
     ax = figure.subplots()
@@ -248,7 +310,8 @@ def test_dice(
         )
     ax.set_title(f"Test-set Dice of {label} (with postprocessing)", fontsize=11)
     _legend_below(figure, handles)
-    return _save(figure, target)
+    _lift_over_points(figure, ax, list(ax.texts))
+    return figure
 
 
 def _duration_unit(seconds: float) -> tuple[float, str]:

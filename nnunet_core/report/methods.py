@@ -105,6 +105,20 @@ def postprocessing_sentence(info: dict[str, Any], class_names: dict[str, str]) -
     )
 
 
+def seeds_postprocessing_sentence(
+    seed_dirs: Sequence[tuple[int, Path]], class_names: dict[str, str]
+) -> str | None:
+    """Each seed's postprocessing, when the seeds' selections chose different ones (else None)."""
+    chosen = {
+        seed: postprocessing_sentence(read_json_file(inference_information_file(d)), class_names)
+        for seed, d in seed_dirs
+    }
+    if len(set(chosen.values())) <= 1:
+        return None
+    parts = [f"seed {seed}: {text[0].lower()}{text[1:-1]}" for seed, text in chosen.items()]
+    return "The seeds chose different postprocessing: " + "; ".join(parts) + "."
+
+
 def _scope_name(scope: Any, class_names: dict[str, str]) -> str:
     """``1`` -> ``organ``; ``[1, 2]`` -> ``organ and lesion together``."""
     if isinstance(scope, list | tuple):
@@ -113,10 +127,14 @@ def _scope_name(scope: Any, class_names: dict[str, str]) -> str:
 
 
 def methods_paragraph(
-    results_dir: Path, seeds: Sequence[int] = (0,), class_names: dict[str, str] | None = None
+    results_dir: Path,
+    seeds: Sequence[int] = (0,),
+    class_names: dict[str, str] | None = None,
+    seed_dirs: Sequence[tuple[int, Path]] = (),
 ) -> str:
     """The paragraph for one dataset's results folder (``seeds``: the seeds it was run with;
-    ``class_names``: label key -> name)."""
+    ``class_names``: label key -> name; ``seed_dirs``: (seed, results folder) of every seed,
+    whose postprocessing is named per seed where they differ)."""
     info = read_json_file(inference_information_file(results_dir))
     candidates = info.get("candidates", [])
     members = list(dict.fromkeys(m for c in candidates for m in c.get("members", [])))
@@ -141,5 +159,6 @@ def methods_paragraph(
         f"Each configuration {ensembles}was scored by its cross-validation foreground-mean Dice "
         f"and the best was selected ({winner})."
     )
-    sentences.append(postprocessing_sentence(info, class_names or {}))
+    per_seed = seeds_postprocessing_sentence(seed_dirs, class_names or {})
+    sentences.append(per_seed or postprocessing_sentence(info, class_names or {}))
     return " ".join(sentences)

@@ -5,9 +5,10 @@ candidates (configurations and pair ensembles) and the selected one; each candid
 cross-validation ``summary.json`` gives per-case metrics over the same training cases, which the
 paired tests need. A test-set ``summary.json`` adds the selected model's test cases.
 
-A case's value of a metric is its mean over the foreground labels (NaN labels, absent from
-reference and prediction, left out, as upstream's Dice mean does); HD95 and NSD are there when
-the summaries were written with ``--surface-metrics``.
+Each row is one case's value of one metric for one foreground label (NaN where the label is
+absent from reference and prediction, upstream's Dice of an empty class), so that the table can
+average as upstream's ``foreground_mean`` does: per class over cases (NaN left out), then over
+classes. HD95 and NSD are there when the summaries were written with ``--surface-metrics``.
 """
 
 from __future__ import annotations
@@ -43,17 +44,25 @@ class Run:
 
 
 def case_frame(summary: dict[str, Any]) -> pd.DataFrame:
-    """case, metric, value: each case's foreground-mean value of each metric it has."""
+    """case, metric, label, value: each case's value of each metric per foreground label (NaN
+    kept); a metric no case has for any label is left out."""
+    entries = summary.get("metric_per_case", [])
     rows = []
-    for entry in summary.get("metric_per_case", []):
-        labels = [v for k, v in entry["metrics"].items() if k != "0"]
-        for metric in PAPER_METRICS:
-            values = np.asarray([m.get(metric, np.nan) for m in labels], dtype=np.float64)
-            if np.isfinite(values).any():
-                rows.append(
-                    {"case": case_name(entry), "metric": metric, "value": np.nanmean(values)}
-                )
-    return pd.DataFrame(rows, columns=["case", "metric", "value"])
+    for metric in PAPER_METRICS:
+        part = [
+            {"case": case_name(entry), "metric": metric, "label": key, "value": _number(m, metric)}
+            for entry in entries
+            for key, m in entry["metrics"].items()
+            if key != "0"
+        ]
+        if any(np.isfinite(r["value"]) for r in part):
+            rows += part
+    return pd.DataFrame(rows, columns=["case", "metric", "label", "value"])
+
+
+def _number(metrics: dict[str, Any], metric: str) -> float:
+    value = metrics.get(metric)
+    return np.nan if value is None else float(value)
 
 
 def run_frame(run: Run) -> tuple[pd.DataFrame, str]:

@@ -38,6 +38,7 @@ def write_paper_tables(runs: Sequence[Run], output: Path, bootstrap_seed: int = 
         mine = [r for r in runs if r.dataset == dataset]
         seeds = [r.seed for r in mine]
         first = mine[0].results_dir
-        text = methods_paragraph(first, seeds, class_names(first, []))
+        seed_dirs = [(r.seed, r.results_dir) for r in mine]
+        text = methods_paragraph(first, seeds, class_names(first, []), seed_dirs)
         written.append(write_markdown(text + "\n", folder / "methods.md"))
     return written

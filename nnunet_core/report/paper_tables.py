@@ -1,14 +1,18 @@
 """The results table of a paper: per dataset and candidate, mean and spread over seeds, bootstrap
 intervals over cases, and the Wilcoxon test of the selected model against each other candidate.
 
-Input: ``paper_data.run_frame`` of every run (dataset x seed). Per dataset and candidate:
+Input: ``paper_data.run_frame`` of every run (dataset x seed). Every mean is upstream's
+``foreground_mean`` (``AVERAGING``): per class over cases, empty classes (NaN) left out, then over
+classes, so that a seed's value equals the ``summary.json`` and the report. Per dataset and
+candidate:
 
-- ``<metric>_mean``: the mean over seeds of each seed's mean over cases; ``<metric>_sd_seeds``:
+- ``<metric>_mean``: the mean over seeds of each seed's class mean; ``<metric>_sd_seeds``:
   their sample standard deviation (NaN with one seed);
-- ``<metric>_ci_low`` / ``_ci_high``: bootstrap 95 % interval of the mean over cases of each
-  case's value averaged over seeds (``paper_stats.bootstrap_ci``, seeded);
+- ``<metric>_ci_low`` / ``_ci_high``: bootstrap 95 % interval of the class mean, resampling
+  cases whose values are averaged over seeds (``paper_stats.bootstrap_class_mean_ci``, seeded);
+  ``ci_few_cases``: true below ``paper_stats.FEW_CASES`` cases (the interval is not to be trusted);
 - ``p_wilcoxon``, ``median_difference``, ``favours``: the selected model against this candidate
-  on the same cases' Dice (seed-averaged), two-sided.
+  on the same cases' Dice (each case's mean over its non-empty classes, seed-averaged), two-sided.
 
 The selected model is the one most seeds selected (ties: the better cross-validation Dice). The
 ``test set`` row is the selected model's test cases. Written as CSV and as a booktabs LaTeX table.
@@ -24,9 +28,16 @@ import pandas as pd
 
 from nnunet_core.io.atomic import atomic_path
 from nnunet_core.report.paper_data import PAPER_METRICS, TEST_SET
-from nnunet_core.report.paper_stats import bootstrap_ci, mean_and_sd, paired_test
+from nnunet_core.report.paper_stats import (
+    FEW_CASES,
+    bootstrap_class_mean_ci,
+    class_mean,
+    mean_and_sd,
+    paired_test,
+)
 
 PAIRED_METRIC = "Dice"
+AVERAGING = "mean over classes of each class's mean over cases (empty classes left out per class)"
 
 
 def selected_candidate(frame: pd.DataFrame, selections: Sequence[str]) -> str:
@@ -35,22 +46,33 @@ def selected_candidate(frame: pd.DataFrame, selections: Sequence[str]) -> str:
     tied = list(counts[counts == counts.max()].index)
     if len(tied) == 1:
         return str(tied[0])
-    dice = frame[(frame["metric"] == PAIRED_METRIC) & frame["candidate"].isin(tied)]
-    return str(dice.groupby("candidate")["value"].mean().idxmax())
+    dice = {c: metric_columns(frame, c, PAIRED_METRIC, 0, interval=False) for c in tied}
+    return str(max(tied, key=lambda c: dice[c].get(f"{PAIRED_METRIC}_mean", -math.inf)))
+
+
+def _matrix(part: pd.DataFrame) -> pd.DataFrame:
+    """cases x classes of ``value`` (averaged over the seeds a case has; NaN stays NaN)."""
+    return part.groupby(["case", "label"], sort=False)["value"].mean().unstack("label")
 
 
 def _seed_averaged(frame: pd.DataFrame, candidate: str, metric: str) -> pd.Series:
+    """Each case's mean over its non-empty classes, averaged over seeds (for paired tests)."""
     part = frame[(frame["candidate"] == candidate) & (frame["metric"] == metric)]
-    return part.groupby("case")["value"].mean()
+    per_case = part.groupby(["case", "seed"])["value"].mean()  # NaN classes left out
+    return per_case.groupby("case").mean()
 
 
-def metric_columns(frame: pd.DataFrame, candidate: str, metric: str, seed: int) -> dict:
+def metric_columns(
+    frame: pd.DataFrame, candidate: str, metric: str, seed: int, interval: bool = True
+) -> dict:
     part = frame[(frame["candidate"] == candidate) & (frame["metric"] == metric)]
     if part.empty:
         return {}
-    per_seed = part.groupby("seed")["value"].mean()
-    mean, sd = mean_and_sd(per_seed.to_numpy())
-    low, high = bootstrap_ci(_seed_averaged(frame, candidate, metric).to_numpy(), seed=seed)
+    per_seed = [class_mean(_matrix(p).to_numpy()) for _, p in part.groupby("seed")]
+    mean, sd = mean_and_sd(per_seed)
+    if not interval:
+        return {f"{metric}_mean": mean}
+    low, high = bootstrap_class_mean_ci(_matrix(part).to_numpy(), seed=seed)
     return {
         f"{metric}_mean": mean,
         f"{metric}_sd_seeds": sd,
@@ -89,6 +111,7 @@ def dataset_rows(frame: pd.DataFrame, selections: Sequence[str], seed: int = 0) 
             "selected": candidate == selected,
             "seeds": int(part["seed"].nunique()),
             "cases": int(part["case"].nunique()),
+            "ci_few_cases": int(part["case"].nunique()) < FEW_CASES,
         }
         for metric in PAPER_METRICS:
             row.update(metric_columns(frame, candidate, metric, seed))
@@ -122,7 +145,8 @@ def _cell(row: pd.Series, metric: str, digits: int) -> str:
     if isinstance(sd, float) and not math.isnan(sd):
         text += rf" $\pm$ {sd:.{digits}f}"
     low, high = row.get(f"{metric}_ci_low"), row.get(f"{metric}_ci_high")
-    return text + f" [{low:.{digits}f}, {high:.{digits}f}]"
+    flag = r"$^\dagger$" if row.get("ci_few_cases", False) else ""
+    return text + f" [{low:.{digits}f}, {high:.{digits}f}]{flag}"
 
 
 def _p_cell(row: pd.Series) -> str:
@@ -143,7 +167,10 @@ def table_caption(datasets: Sequence[str]) -> str:
         f"{', '.join(latex_escape(d) for d in datasets)}: cross-validation of every candidate "
         r"and the selected model's test set; mean $\pm$ sd over seeds [bootstrap 95 \% CI "
         r"over cases]; p: two-sided Wilcoxon signed-rank test of the Dice against the selected "
-        r"model ($\star$)."
+        r"model ($\star$). "
+        f"Averaging: {AVERAGING}, as nnU-Net's foreground mean. "
+        rf"$\dagger$: interval from fewer than {FEW_CASES} cases, too few for the bootstrap "
+        "to be trusted (it resamples only the cases at hand)."
     )
 
 

@@ -1,16 +1,23 @@
-"""Wall time per job: training attempts from ``provenance.json``, other jobs from Snakemake's log.
+"""Wall time per job: training attempts from ``provenance.json``, every other job from Snakemake.
 
 Every training attempt (a walltime-stopped run continued with ``--c`` is several) records its
-start, end, host and device in the fold's ``provenance.json``. Other stages record nothing, so
-Snakemake's own logs (``.snakemake/log/*.snakemake.log``) are parsed best effort: a job starts at
-the timestamp above its ``rule NAME:`` block and ends at the timestamp above
-``Finished jobid: N``. Jobs without an end (failed, still running) are left out.
+start, end, host and device in the fold's ``provenance.json``. For the other jobs, Snakemake keeps
+a record per output file in ``.snakemake/metadata/`` (the file name is the output path in
+URL-safe base64, split into folders when long): its ``rule``, ``log`` files, ``starttime`` and
+``endtime`` (epoch seconds). The records of one run's jobs are found by their log files, which
+lie in that run's log folders; the ``train`` rule's are left out (its attempts come from
+provenance). Snakemake's own logs (``.snakemake/log/*.snakemake.log``) can be parsed too, best
+effort: a job starts at the timestamp above its ``rule NAME:`` block and ends at the timestamp
+above ``Finished jobid: N``. Jobs without an end (failed, still running) are left out.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import re
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -31,6 +38,8 @@ RUN_TIME_COLUMNS = [
 PROVENANCE = "provenance.json"
 SOURCE_PROVENANCE = "provenance.json"
 SOURCE_SNAKEMAKE = "snakemake log"
+SOURCE_RECORDS = "snakemake records"
+PROVENANCE_RULES = ("train",)  # their run times come from provenance.json
 
 _STAMP = re.compile(r"^\[(\w{3} \w{3} +\d{1,2} \d{2}:\d{2}:\d{2} \d{4})\]$")
 _RULE = re.compile(r"^(?:local)?(?:rule|checkpoint) (\S+):$")
@@ -139,3 +148,54 @@ def snakemake_rows(log_dir: Path) -> list[dict]:
 def run_times_frame(rows: list[dict]) -> pd.DataFrame:
     frame = pd.DataFrame(rows, columns=[*RUN_TIME_COLUMNS, "model"])
     return frame.sort_values(["start", "job"], kind="stable").reset_index(drop=True)
+
+
+def _record_output(record_file: Path, metadata_dir: Path) -> str | None:
+    """The output path a metadata record is named after (None for a foreign file)."""
+    encoded = "".join(record_file.relative_to(metadata_dir).parts)
+    try:
+        return base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).decode()
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        return None
+
+
+def _inside(path: str, base: Path, folders: Sequence[Path]) -> bool:
+    resolved = (base / path).resolve()  # a relative log path is relative to the workdir
+    return any(resolved.is_relative_to(folder) for folder in folders)
+
+
+def snakemake_record_rows(metadata_dir: Path, log_dirs: Sequence[Path]) -> list[dict]:
+    """One row per job whose log lies in ``log_dirs``, from Snakemake's per-output records (a
+    job with several outputs once); the ``train`` rule's jobs are left to provenance."""
+    folders = [Path(d).resolve() for d in log_dirs]
+    base = Path(metadata_dir).resolve().parent.parent  # the workdir holding .snakemake/
+    jobs: dict[tuple, dict] = {}
+    for record_file in sorted(p for p in Path(metadata_dir).rglob("*") if p.is_file()):
+        if _record_output(record_file, metadata_dir) is None:
+            continue
+        try:
+            record = json.loads(record_file.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        logs = [str(x) for x in record.get("log") or []]
+        rule, start, end = record.get("rule"), record.get("starttime"), record.get("endtime")
+        if rule in PROVENANCE_RULES or start is None or end is None or record.get("incomplete"):
+            continue
+        if not logs or not any(_inside(log, base, folders) for log in logs):
+            continue
+        name = Path(logs[0]).stem
+        key = (rule, name, record.get("job_hash"), end)  # a job's outputs share hash and end
+        if key in jobs:  # another output of a job already seen: the earliest start counts
+            start = min(float(start), jobs[key]["start"].timestamp())
+        jobs[key] = {
+            "job": name if name == rule else f"{rule}: {name}",
+            "stage": rule,
+            "source": SOURCE_RECORDS,
+            "start": datetime.fromtimestamp(float(start)),
+            "end": datetime.fromtimestamp(float(end)),
+            "seconds": float(end) - float(start),
+            "host": "",
+            "device": "",
+            "status": "finished",
+        }
+    return list(jobs.values())

@@ -17,6 +17,7 @@ from pathlib import Path
 import torch
 
 DATASET = "Dataset901_Fake"
+KEEP_LARGEST = "remove_all_but_largest_component_from_segmentation"
 CONFIGURATIONS = ("3d_fullres", "2d")
 MODELS = {c: f"nnUNetTrainer__nnUNetPlans__{c}" for c in CONFIGURATIONS}
 ENSEMBLE = f"ensemble___{MODELS['3d_fullres']}___{MODELS['2d']}___0"
@@ -72,7 +73,12 @@ def make_results(root: Path) -> Path:
         _fold(model_dir / "fold_0", seed)
         crossval = model_dir / "crossval_results_folds_0"
         _json(crossval / "summary.json", {"foreground_mean": {"Dice": 0.5}})
-        _json(crossval / "postprocessing.json", {"postprocessing": []})
+        # upstream's keys, one accepted step (keep the largest component of label 1)
+        steps = {
+            "postprocessing_fns": [KEEP_LARGEST],
+            "postprocessing_kwargs": [{"labels_or_regions": [1]}],
+        }
+        _json(crossval / "postprocessing.json", steps)
         (crossval / "case_0.nii.gz").write_bytes(b"merged prediction")
     ensemble = results / "ensembles" / ENSEMBLE
     _json(ensemble / "summary.json", {"foreground_mean": {"Dice": 0.6}})
@@ -90,6 +96,7 @@ def _model_layout(configuration: str, checkpoints: tuple[str, ...]) -> list[str]
         f"{fold}/progress.png",
         f"{fold}/validation/summary.json",
         f"{model}/crossval_results_folds_0/summary.json",
+        f"{model}/crossval_results_folds_0/postprocessing.pkl",  # made from the JSON
         f"{model}/crossval_results_folds_0/postprocessing.json",
         f"{model}/plans.json",
         f"{model}/dataset_fingerprint.json",

@@ -3,7 +3,8 @@
 With the peer venv (skipped only where it is absent): upstream's
 ``nnUNetv2_install_pretrained_model_from_zip`` installs our export byte for byte; upstream's
 ``nnUNetv2_export_model_to_zip`` on the same results tree writes exactly our member list (plain,
-``--exp_cv_preds``, several ``-chk``), and ours installs upstream's archive byte for byte.
+``--exp_cv_preds``, several ``-chk``) on a tree that has upstream's ``postprocessing.pkl``, and
+ours installs upstream's archive byte for byte; our export of a tree without the pickle makes it.
 Without it: ``predict-from-modelfolder`` predicts upstream's tiny model
 (``tests/data/upstream_model``) as upstream did.
 """
@@ -18,6 +19,7 @@ import numpy as np
 import pytest
 import SimpleITK as sitk
 
+from nnunet_core.model_sharing.upstream_pickle import postprocessing_pickle
 from tests.helpers.model_sharing import DATASET, UPSTREAM_LAYOUT, files_under, make_results, members
 from tests.helpers.paths import TEST_DATA
 from tests.helpers.peer import HAS_PEER, upstream
@@ -58,13 +60,16 @@ def test_upstream_installs_our_archive(tmp_path) -> None:
     original = files_under(results)
     got = files_under(installed)
     assert sorted(got) == sorted(UPSTREAM_LAYOUT)
-    assert all(got[name] == original[name] for name in got)
+    made = {name for name in got if name.endswith("/postprocessing.pkl")}  # from the JSON
+    assert made and all(got[name] == original[name] for name in set(got) - made)
 
 
 @pytest.mark.skipif(not HAS_PEER, reason="no peer venv (upstream nnU-Net) here")
 @pytest.mark.parametrize("flags", list(EXPORTS), ids=list(EXPORTS))
 def test_upstreams_export_has_our_layout_and_installs_here(tmp_path, flags) -> None:
     results = make_results(tmp_path / "results")
+    for json_file in results.rglob("postprocessing.json"):  # a tree as upstream leaves it
+        json_file.with_suffix(".pkl").write_bytes(postprocessing_pickle(json_file))
     env = roots(tmp_path, results)
     theirs, ours = tmp_path / "theirs.zip", tmp_path / "ours.zip"
     upstream(env, "nnUNetv2_export_model_to_zip", "-d", DATASET, "-o", str(theirs), *EXPORTS[flags])

@@ -79,6 +79,9 @@ def test_selection_test_summary_and_report(pipeline) -> None:
     assert set(summary["mean"]) == {"1", "2"}
     page = (results / "report" / "report.md").read_text()
     assert "Selected model" in page and "Test set" in page
+    kinds = next(line for line in page.splitlines() if "jobs of these kinds" in line)
+    for rule in ("fingerprint", "plan", "preprocess", "train", "crossval", "select", "predict"):
+        assert f" {rule}," in kinds or kinds.endswith(f" {rule}."), (rule, kinds)
     assert len(list((results / "report" / "training_curves").glob("*.png"))) == 2
     assert (results / "report" / "cv_dice.pdf").read_bytes().startswith(b"%PDF-")
 

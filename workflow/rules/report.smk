@@ -67,9 +67,14 @@ rule report:
         test_summary=test_summary_flag,
         test_set_note=test_set_note_flag,
         seed=config["seed"],
+        # every job's run time: Snakemake's records of the jobs whose logs are this run's
+        records=shlex.join(
+            ["--snakemake-records", ".snakemake/metadata", "--job-logs"]
+            + sorted({str(LOGS), str(DATASET_LOGS)})
+        ),
     shell:
         "nnunet-core report -d {params.dataset} {params.test_summary} {params.test_set_note} "
-        "--seed {params.seed} {params.roots} > {log} 2>&1"
+        "--seed {params.seed} {params.records} {params.roots} > {log} 2>&1"
 
 
 # A reader's rerun: `snakemake reproduce` packs the config (defaults filled in), plans, splits,
