@@ -28,6 +28,7 @@ from nnunet_core.cluster.process_topology import SINGLE_PROCESS, Topology
 from nnunet_core.errors import ConfigurationError
 from nnunet_core.model import build_network, count_parameters
 from nnunet_core.model import checkpoint as ckpt
+from nnunet_core.runtime.cpus import default_num_workers
 from nnunet_core.training.augmentation import configure_augmentation
 from nnunet_core.training.data_loader import PatchLoader
 from nnunet_core.training.deep_supervision import deep_supervision_scales
@@ -61,7 +62,7 @@ from nnunet_core.training.progress import (
     pseudo_dice_counts,
 )
 from nnunet_core.training.trainer_variants import parse_trainer_name
-from nnunet_core.training.workers import BatchStream, default_num_workers
+from nnunet_core.training.workers import BatchStream
 
 FINISHED = "finished"
 STOPPED = "stopped"

@@ -12,6 +12,7 @@ from snakemake.utils import validate
 
 from nnunet_core.layout.work import PAPER_FOLDER, REPRODUCE_ARCHIVE, WORK_LOGS
 from nnunet_core.workflow import paper_rules, work_lock
+from nnunet_core.workflow.console import job_message
 from nnunet_core.workflow.runs import (
     paper_table_flags,
     reproduce_run_flags,
@@ -19,6 +20,9 @@ from nnunet_core.workflow.runs import (
 )
 
 PAPER_RUNS = run_instances(config)
+# Each job's one console line in a live run (nnunet_core.workflow.console); dry runs: blocks.
+PAPER_JOB = job_message(workflow.output_settings.dryrun)
+PAPER_TARGET_JOB = job_message(workflow.output_settings.dryrun, log=False)
 RUN_SNAKEFILE = Path(workflow.basedir) / "workflow" / "rules" / "run.smk"
 # Rule names of each run's module, to order the rules that make the same files.
 RULES_OF_RUN = {}
@@ -87,21 +91,29 @@ rule all:
     input:
         STAGE_OF_EVERY_RUN["all"],
         PAPER / "results_table.csv",
+    message:
+        PAPER_TARGET_JOB
 
 
 rule preprocessed:
     input:
         STAGE_OF_EVERY_RUN["preprocessed"],
+    message:
+        PAPER_TARGET_JOB
 
 
 rule trained:
     input:
         STAGE_OF_EVERY_RUN["trained"],
+    message:
+        PAPER_TARGET_JOB
 
 
 rule selected:
     input:
         STAGE_OF_EVERY_RUN["selected"],
+    message:
+        PAPER_TARGET_JOB
 
 
 # The results table over every dataset and seed (mean and sd over seeds, bootstrap intervals
@@ -128,6 +140,8 @@ rule paper_tables:
     params:
         runs=paper_table_flags(PAPER_RUNS),
         output=PAPER,
+    message:
+        PAPER_JOB
     shell:
         "nnunet-core paper-table {params.runs} -o {params.output:q} > {log:q} 2>&1"
 
@@ -148,6 +162,8 @@ rule reproduce:
         work=WORK,
         runs=reproduce_run_flags(PAPER_RUNS),
         command=shlex.join(sys.argv),
+    message:
+        PAPER_JOB
     shell:
         "nnunet-core reproduce pack --config-json {params.config:q} --work {params.work:q} "
         "{params.runs} --paper --snakemake-command {params.command:q} -o {output:q} "

@@ -61,6 +61,8 @@ rule report:
         roots=ROOT_FLAGS,
         test_summary=test_summary_flag,
         seed=config["seed"],
+    message:
+        JOB
     shell:
         "nnunet-core report -d {params.dataset} {params.test_summary} --seed {params.seed} "
         "{params.roots} > {log} 2>&1"
@@ -83,6 +85,8 @@ rule reproduce:
         work=WORK,
         run=shlex.join([str(RAW), PLANS_NAME, str(RESULTS)]),
         command=shlex.join(sys.argv),
+    message:
+        JOB
     shell:
         "nnunet-core reproduce pack --config-json {params.config:q} --work {params.work:q} "
         "--run {params.run} --snakemake-command {params.command:q} -o {output:q} > {log:q} 2>&1"
