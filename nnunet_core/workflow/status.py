@@ -84,7 +84,10 @@ def fold_state(lines: list[str]) -> tuple[str, str]:
             detail = f"after {stop}" if stop else ""
         elif match := _STOPPED.search(line):
             stop = match.group(1)
-            state, detail = STOPPED, f"{stop}; its retry continues from the checkpoint"
+            state, detail = (
+                STOPPED,
+                f"{stop}; its retry (or the next run) continues from its checkpoint",
+            )
         elif _FOLD_DONE.search(line):
             state, detail = DONE, ""
         elif _INTERRUPTED.search(line):

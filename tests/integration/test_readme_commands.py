@@ -50,6 +50,7 @@ WORKSTATION = ".venv/bin/snakemake --cores 32 --resources gpu=4 --configfile my.
 INSTALL_PROFILE = "make install-profile"
 LINT = "make lint"
 TEST_FAST = "make test-fast"
+STATUS = ".venv/bin/nnunet-core status"
 CLI_FIRST = "source .venv/bin/activate"
 DEMO_TARGETS_FIRST = ".venv/bin/snakemake --cores 2 preprocessed"
 TINY_SCHEDULE = (
@@ -156,6 +157,7 @@ def test_every_documented_command_is_tested() -> None:
         INSTALL_PROFILE,
         LINT,
         TEST_FAST,
+        STATUS,
         *block_starting_with(CLI_FIRST),
         *block_starting_with(DEMO_TARGETS_FIRST),
     }
@@ -298,6 +300,11 @@ def test_make_demo_runs_the_demo_workflow_and_the_stage_targets(tmp_path, user_e
         test_dice = {row["name"]: float(row["selected, test set"]) for row in csv.DictReader(table)}
     assert test_dice["organ"] > 0.8, test_dice
     assert test_dice["lesion"] > 0.5, test_dice  # 0.0 with the tests' (default) lesion size
+    # README's status line as printed, after the run: every fold and prediction job done
+    jobs = run(STATUS, checkout, env).stdout.splitlines()[1:]
+    folds = [job for job in jobs if job.lstrip().startswith("train ")]
+    assert len(folds) == 10 and len(jobs) > 10, jobs  # and the selected model's prediction(s)
+    assert all(re.search(r"  (epoch 3/3|case \d+/\d+)  done", job) for job in jobs), jobs
 
 
 def test_make_lint_is_clean(checkout, user_env) -> None:
