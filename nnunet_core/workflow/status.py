@@ -35,6 +35,7 @@ _EPOCH = re.compile(r"\bepoch (\d+)/(\d+): ")
 _ETA = re.compile(r"; ETA (\d+:\d\d:\d\d(?: \(about [^)]*\))?)")
 _PSEUDO_DICE = re.compile(r": Pseudo dice (\[.*\])")
 _STOPPED = re.compile(r"fold \S+: (stopped at epoch \d+ by [^;]+)")
+_CONTINUED = re.compile(r": continuing from ")
 _ATTEMPT_START = re.compile(r"starting fresh|starting from the pretrained|continuing from ")
 _FOLD_DONE = re.compile(r": Mean Validation Dice: ")
 _ERROR = re.compile(r"^nnunet-core \S+: error: |^\w*(Error|Exception)\b.*: ")
@@ -80,7 +81,7 @@ def fold_state(lines: list[str]) -> tuple[str, str]:
     state, detail, stop = RUNNING, "", ""
     for line in lines:
         if _ATTEMPT_START.search(line):
-            state = CONTINUING if stop else RUNNING
+            state = CONTINUING if stop or _CONTINUED.search(line) else RUNNING
             detail = f"after {stop}" if stop else ""
         elif match := _STOPPED.search(line):
             stop = match.group(1)
@@ -131,22 +132,28 @@ def _recorded_state(status: JobStatus, lines: list[str], folds: list[Path]) -> N
     an attempt recorded as failed failed; a holder process gone ended without a word)."""
     attempts = [_attempts(f) for f in folds]
     last = [a[-1].get("status") for a in attempts if a]
-    if FAILED in last and lines:
+    # The lock names this job's process only once the job has taken it, which it does before
+    # its first line about where it starts; before that it and provenance.json tell of the
+    # previous attempt.
+    started = any(_ATTEMPT_START.search(line) for line in lines)
+    if started and FAILED in last:
         status.state, status.detail = FAILED, lines[-1]
         return
-    if any(_holder_alive(f) is False for f in folds) or INTERRUPTED in last:
+    if started and (any(_holder_alive(f) is False for f in folds) or INTERRUPTED in last):
         status.state = NOT_RUNNING
         last_line = lines[-1] if lines else "(empty log)"
         status.detail = f"the job ended without a word (killed?); last line: {last_line}"
         return
-    for record in attempts:
+    for record in attempts if started else []:
         if len(record) > 1 and record[-1].get("status") == RUNNING:
             before = record[-2]
             status.state = CONTINUING
             status.detail = (
                 f"attempt {len(record)}, after attempt {len(record) - 1} "
-                f"{before.get('status')} at epoch {before.get('end_epoch')}"
+                f"{before.get('status')} after {before.get('end_epoch')} epoch(s)"
             )
+    if not started:
+        status.detail = "starting"
     status.detail = "; ".join(p for p in (status.detail, _age(status.log)) if p)
 
 

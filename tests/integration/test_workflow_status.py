@@ -86,7 +86,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict:
     config = tiny_config(work)
     config["planning"]["configurations"] = ["3d_fullres"]
     config["training"].update(
-        folds=[0, 1], epochs=3, iterations_per_epoch=4, val_iterations_per_epoch=1, retries=0
+        folds=[0, 1], epochs=3, iterations_per_epoch=2, val_iterations_per_epoch=1, retries=0
     )
     config["training"]["threads"] = None  # the default: all of --cores for a CPU job
     (root / "config.yaml").write_text(yaml.safe_dump(config))
@@ -162,7 +162,7 @@ def test_a_failed_fold_shows_the_logs_last_line(runs: dict) -> None:
 def test_the_retry_of_a_stopped_fold_shows_continuing(runs: dict) -> None:
     lines = runs["seen_second"]["train 3d_fullres fold 0"]
     assert any(
-        re.search(r"  continuing  .*attempt 2, after attempt 1 stopped at epoch \d", line)
+        re.search(r"  continuing  .*attempt 2, after attempt 1 stopped after \d epoch", line)
         for line in lines
     ), lines
 
