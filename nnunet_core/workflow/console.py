@@ -8,6 +8,8 @@ same line goes to ``.snakemake/log/*.snakemake.log``, which ``report.runtimes`` 
 
 from __future__ import annotations
 
+import logging
+
 _LOGGED = "{rule}, log: {log}"
 _LOGGED_WITH_WILDCARDS = "{rule} {wildcards}, log: {log}"
 _TARGET = "{rule}"
@@ -23,3 +25,33 @@ def job_message(dry_run: bool, *, wildcards: bool = False, log: bool = True) -> 
     if not log:
         return _TARGET
     return _LOGGED_WITH_WILDCARDS if wildcards else _LOGGED
+
+
+CONSOLE_HANDLER = "DefaultStreamHandler"
+
+
+def calm_console(logger: logging.Logger) -> int:
+    """Leave each job's shell command and reason out of a live run's console, not out of its log.
+
+    The profile's ``printshellcmds`` is right for dry runs (a preview shows the commands and why
+    each job runs) and for ``.snakemake/log`` (a step can be rerun by hand), but a live console
+    would print a command of several hundred characters and a reason naming every missing output
+    under each job's one line. Snakemake has no setting for the console alone, so its console
+    handler is told: its filter's ``printshellcmds`` and its formatter's ``quiet``. Returns how
+    many it changed (0 where a logger plugin owns the console).
+    """
+    from snakemake.settings.enums import Quietness
+
+    changed = 0
+    for handler in logger.handlers:
+        if handler.name != CONSOLE_HANDLER:
+            continue
+        for log_filter in handler.filters:
+            if getattr(log_filter, "printshellcmds", None) is True:
+                log_filter.printshellcmds = False
+                changed += 1
+        quiet = getattr(handler.formatter, "quiet", None)
+        if quiet is not None and Quietness.REASON not in quiet:
+            handler.formatter.quiet = {*quiet, Quietness.REASON}
+            changed += 1
+    return changed

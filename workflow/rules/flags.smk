@@ -7,7 +7,8 @@ from nnunet_core.workflow import flags
 from nnunet_core.cluster import gpu_slots, launch, lsf
 from nnunet_core.runtime.cpus import default_num_workers
 from nnunet_core.workflow import threads as job_threads
-from nnunet_core.workflow.console import job_message
+from nnunet_core.workflow.console import calm_console, job_message
+from snakemake.logging import logger as snakemake_logger
 
 FOLDS_ARGS = flags.folds_argument(FOLDS)
 MODEL_FLAGS = flags.model_flags(PLANS_NAME, TRAINER)
@@ -24,6 +25,8 @@ _DRY_RUN = workflow.output_settings.dryrun
 JOB = job_message(_DRY_RUN)
 JOB_WITH_WILDCARDS = job_message(_DRY_RUN, wildcards=True)
 TARGET_JOB = job_message(_DRY_RUN, log=False)
+if not _DRY_RUN and workflow.is_main_process:
+    calm_console(snakemake_logger)
 # `threads` of the fold and prediction jobs, also their torch threads (OMP_NUM_THREADS):
 # training.threads, else all of --cores for CPU jobs (Snakemake scales them down to --cores)
 # and what the augmentation workers leave on GPU jobs (nnunet_core.workflow.threads).
