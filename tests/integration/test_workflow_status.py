@@ -5,7 +5,7 @@ after, and torch threads that follow `--cores`.
 One tiny run (3d_fullres, folds 0 and 1, the default `training.threads`), in two invocations:
 the first is stopped in fold 0 by SIGUSR1 (retries 0: the fold stays "stopped") while fold 1
 fails on a corrupt checkpoint of its own; the second, after the user deleted it, continues
-fold 0 from its checkpoint and runs to the report.
+fold 0 from its checkpoint and runs to the test prediction.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from nnunet_core.layout.predictions import configuration_predictions_dir
 from nnunet_core.workflow.status import work_status
 from tests.helpers.workflow import DATASET, REPO, processes, tiny_config, trainer_of_fold
 
@@ -114,7 +115,9 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict:
     first_logs = {f: (fold0_log.parent / f"train_3d_fullres_fold{f}.log").read_text() for f in "01"}
 
     corrupt.unlink()  # what the failed fold's one line tells the user to do
-    second, second_console = start(root)
+    # up to the test prediction (postprocessing, evaluation and the report add nothing here)
+    prediction = configuration_predictions_dir(work / "predictions" / DATASET, "3d_fullres")
+    second, second_console = start(root, str(prediction))
     seen_second: SEEN = {}
     watch(second, work, seen_second, lambda: True)
     assert second.returncode == 0, second_console.read_text()[-3000:]
@@ -128,6 +131,9 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict:
         "after_second": status(work),
         "predict_log": (fold0_log.parent / "predict_3d_fullres.log").read_text(),
         "fold1_log": (fold0_log.parent / "train_3d_fullres_fold1.log").read_text(),
+        "snakemake_logs": "".join(
+            log.read_text() for log in (root / ".snakemake" / "log").glob("*.snakemake.log")
+        ),
     }
 
 
@@ -190,6 +196,8 @@ def test_the_console_prints_one_short_line_per_job(runs: dict) -> None:
         console,
         re.M,
     ), console
-    assert re.search(r"^Job \d+: report, log: ", console, re.M), console
+    assert re.search(r"^Job \d+: select, log: ", console, re.M), console
     assert "    input: " not in console and "Shell command" not in console
     assert max(len(line) for line in console.splitlines()) < 300, console
+    # the blocks, reasons and commands stay in Snakemake's own log, to rerun a step by hand
+    assert re.search(r"^Shell command: .*nnunet-core predict ", runs["snakemake_logs"], re.M)
