@@ -30,6 +30,9 @@ if not _DRY_RUN and workflow.is_main_process:
 # `threads` of the fold and prediction jobs, also their torch threads (OMP_NUM_THREADS):
 # training.threads, else all of --cores for CPU jobs (Snakemake scales them down to --cores)
 # and what the augmentation workers leave on GPU jobs (nnunet_core.workflow.threads).
+# The rules also set OMP_WAIT_POLICY=PASSIVE (unless set): torch's threads then sleep instead of
+# spinning while they wait, which on a busy machine (load 12 on 2 cores) kept a 2-thread
+# prediction at the CPU time of 1 thread instead of 3.3 times it (config/README.md).
 _CPU_JOBS = GPUS_PER_JOB == 0 or DEVICE == "cpu"
 _GPU_JOBS_AT_ONCE = job_threads.parallel_gpu_jobs(
     workflow_devices.requested_gpus(workflow.global_resources),

@@ -38,7 +38,8 @@ rule predict:
         JOB_WITH_WILDCARDS
     shell:
         "rm -rf {params.staging}\n"
-        "OMP_NUM_THREADS={threads} nnunet-core predict -i {params.images} "
+        "OMP_NUM_THREADS={threads} OMP_WAIT_POLICY=${{OMP_WAIT_POLICY:-PASSIVE}} "
+        "nnunet-core predict -i {params.images} "
         "-o {params.staging} -d {params.dataset} -c {wildcards.configuration} {params.model} "
         "{params.previous_stage}"
         "-f {params.folds} --save_probabilities -device {params.device} -npp 0 -nps 0 "
