@@ -200,4 +200,5 @@ def test_the_console_prints_one_short_line_per_job(runs: dict) -> None:
     assert "    input: " not in console and "Shell command" not in console
     assert max(len(line) for line in console.splitlines()) < 300, console
     # the blocks, reasons and commands stay in Snakemake's own log, to rerun a step by hand
-    assert re.search(r"^Shell command: .*nnunet-core predict ", runs["snakemake_logs"], re.M)
+    logs = runs["snakemake_logs"]
+    assert re.search(r"^Shell command: (.*\n){0,3}.*nnunet-core predict -i ", logs, re.M), logs
