@@ -56,6 +56,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "evaluate": ("evaluate", "evaluate predictions against references -> summary.json"),
     "evaluate-simple": ("evaluate_simple", "evaluate given labels, no dataset.json (-l 1 2)"),
     "train": ("train", "train one fold, then predict and evaluate its validation cases"),
+    "status": ("status", "where a workflow run stands: epochs, ETAs, states, cases predicted"),
     "predict": ("predict", "predict raw images with a trained model (folds averaged, TTA)"),
     "predict-from-modelfolder": (
         "predict_from_modelfolder",

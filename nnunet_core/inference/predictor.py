@@ -222,6 +222,9 @@ def predict_cases(
     if not todo:
         return []
     show_bar = wants_bar(settings.progress)
+    # the job's threads (the workflow sets OMP_NUM_THREADS): a slow CPU job shows its cores
+    threads = torch.get_num_threads()
+    print(f"predict: {len(todo)} case(s) on {settings.device}, {threads} torch threads", flush=True)
     preprocessing = _Stage(max(0, settings.num_processes_preprocessing))
     exporting = _Stage(max(0, settings.num_processes_export))
     cancel = True

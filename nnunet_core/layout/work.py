@@ -38,6 +38,10 @@ METHODS_COMPARISON = "methods_comparison"
 METHODS_FIGURE = "methods_dice"
 # A rule's folder output is written under <folder>.partial and renamed when complete.
 STAGING_SUFFIX = ".partial"
+# Logs of the fold and prediction jobs in work_dir/logs/<Dataset>/ (the rules' `log:`, read by
+# `nnunet-core status`); the braces are the rules' wildcards.
+TRAIN_LOG = "train_{configuration}_fold{fold}.log"
+PREDICT_LOG = "predict_{configuration}.log"
 # The work_dir a config names when it names none (and the rerun's, inside its folder).
 DEFAULT_WORK_DIR = "work"
 

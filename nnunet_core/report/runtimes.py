@@ -7,8 +7,9 @@ URL-safe base64, split into folders when long): its ``rule``, ``log`` files, ``s
 ``endtime`` (epoch seconds). The records of one run's jobs are found by their log files, which
 lie in that run's log folders; the ``train`` rule's are left out (its attempts come from
 provenance). Snakemake's own logs (``.snakemake/log/*.snakemake.log``) can be parsed too, best
-effort: a job starts at the timestamp above its ``rule NAME:`` block and ends at the timestamp
-above ``Finished jobid: N``. Jobs without an end (failed, still running) are left out.
+effort: a job starts at the timestamp above its ``rule NAME:`` block (or its one ``Job N: NAME
+...`` line, from the rule's message) and ends at the timestamp above ``Finished jobid: N``. Jobs
+without an end (failed, still running) are left out.
 """
 
 from __future__ import annotations
@@ -43,6 +44,9 @@ PROVENANCE_RULES = ("train",)  # their run times come from provenance.json
 
 _STAMP = re.compile(r"^\[(\w{3} \w{3} +\d{1,2} \d{2}:\d{2}:\d{2} \d{4})\]$")
 _RULE = re.compile(r"^(?:local)?(?:rule|checkpoint) (\S+):$")
+# A rule with a `message` (the workflow's one line per job, nnunet_core.workflow.console):
+# "Job 12: train configuration=2d,fold=0, log: ..."
+_MESSAGE = re.compile(r"^Job (\d+): (\w+)(?: (\S+=[^ ]*?))?(?:, log: .*)?$")
 _JOBID = re.compile(r"^\s+jobid: (\d+)$")
 _WILDCARDS = re.compile(r"^\s+wildcards: (.*)$")
 _FINISHED = re.compile(r"^Finished (?:jobid: (\d+)|job (\d+)\.)")
@@ -112,6 +116,14 @@ def snakemake_log_rows(log_file: Path) -> list[dict]:
             current = None
         elif match := _RULE.match(line):
             current = {"rule": match.group(1), "start": stamp, "wildcards": ""}
+        elif match := _MESSAGE.match(line):
+            wildcards = (match.group(3) or "").replace(",", ", ")
+            started[match.group(1)] = {
+                "rule": match.group(2),
+                "start": stamp,
+                "wildcards": wildcards,
+            }
+            current = None
         elif current is not None and (match := _JOBID.match(line)):
             started[match.group(1)] = current
         elif current is not None and (match := _WILDCARDS.match(line)):

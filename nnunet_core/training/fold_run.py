@@ -265,6 +265,7 @@ def train_and_finish(
     failing = True  # until the fit (and, once finished, validation) returned
     summary = None
     stop = stop_conditions(request.flags)
+    trainer.log(device_line(request.device))
     trainer.log(stop.describe())
     try:
         stop.start()
@@ -287,6 +288,12 @@ def train_and_finish(
                     raise  # the fit's error is the one to report
     write_summary(trainer, summary)
     return status
+
+
+def device_line(device: torch.device) -> str:
+    """Where this fold computes and with how many torch threads (the job's ``threads``: the
+    workflow sets ``OMP_NUM_THREADS``), so a slow CPU fold shows whether it had its cores."""
+    return f"device {device}, {torch.get_num_threads()} torch threads"
 
 
 def validate(trainer: Trainer, flags: FoldFlags) -> dict[str, Any] | None:

@@ -29,6 +29,7 @@ from nnunet_core.extension.trainer_code import trainer_class_name
 from nnunet_core.io.plans_configuration import Configuration
 from nnunet_core.model import build_network as nnunet_network
 from nnunet_core.model import checkpoint as ckpt
+from nnunet_core.runtime.cpus import default_num_workers
 from nnunet_core.training.augmentation import TrainingTransforms, configure_augmentation
 from nnunet_core.training.data_loader import PatchLoader
 from nnunet_core.training.deep_supervision import deep_supervision_scales
@@ -63,7 +64,7 @@ from nnunet_core.training.progress import (
 from nnunet_core.training.trainer_log import log_start
 from nnunet_core.training.trainer_settings import TrainerSettings
 from nnunet_core.training.trainer_variants import DEFAULT_EPOCHS, TrainerVariant, parse_trainer_name
-from nnunet_core.training.workers import BatchStream, default_num_workers
+from nnunet_core.training.workers import BatchStream
 
 FINISHED = "finished"
 STOPPED = "stopped"

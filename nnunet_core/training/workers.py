@@ -29,7 +29,6 @@ from nnunet_core.cluster import stop_signal
 from nnunet_core.errors import NnunetCoreError
 
 MakeBatch = Callable[[int, int], Any]
-MAX_DEFAULT_WORKERS = 12
 POLL_S = 0.5
 JOIN_S = 5.0
 Item = tuple[str, int, Any]  # ("ok" | "error", stream index, batch | message)
@@ -48,22 +47,6 @@ class Schedule:
 
     def __call__(self, t: int) -> tuple[int, int]:
         return self.start_epoch + t // self.iterations_per_epoch, t % self.iterations_per_epoch
-
-
-def default_num_workers() -> int:
-    """``$nnUNet_n_proc_DA`` if set, else ``min(usable CPUs, 12)`` (upstream's rule)."""
-    value = os.environ.get("nnUNet_n_proc_DA")
-    if value is not None and value.strip():
-        try:
-            return max(0, int(value))
-        except ValueError:
-            msg = f"nnUNet_n_proc_DA must be an integer, got {value!r}"
-            raise WorkerError(msg) from None
-    if hasattr(os, "sched_getaffinity"):
-        cpus = len(os.sched_getaffinity(0))
-    else:  # pragma: no cover - macOS, Windows
-        cpus = os.cpu_count() or 1
-    return min(cpus, MAX_DEFAULT_WORKERS)
 
 
 def limit_threads() -> None:

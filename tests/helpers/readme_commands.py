@@ -20,6 +20,7 @@ from tests.helpers.paths import REPO
 DEMO = "make demo"
 DEMO_TARGETS_FIRST = ".venv/bin/snakemake --cores 2 preprocessed"
 CLI_FIRST = "source .venv/bin/activate"
+STATUS = ".venv/bin/nnunet-core status"
 
 DOCUMENTS = (REPO / "README.md", REPO / "config" / "README.md")
 _FENCE = re.compile(r"^```bash\n(.*?)^```", re.S | re.M)

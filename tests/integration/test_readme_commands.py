@@ -26,6 +26,7 @@ from tests.helpers.readme_commands import (
     CLI_FIRST,
     DEMO,
     DEMO_TARGETS_FIRST,
+    STATUS,
     block_starting_with,
     documented_commands,
     mirror_checkout,
@@ -148,6 +149,7 @@ def test_every_documented_command_is_tested() -> None:
         INSTALL_PROFILE,
         LINT,
         TEST_FAST,
+        STATUS,
         *block_starting_with(CLI_FIRST),
         *block_starting_with(DEMO_TARGETS_FIRST),
     }
@@ -170,7 +172,7 @@ def test_make_test_and_install_slurm_run_what_they_say(checkout, user_env) -> No
     assert make_installs(TEST, checkout, user_env) == [], "venv out of date: run make install"
     planned = run(with_flags(TEST, "-n"), checkout, user_env).stdout.splitlines()
     recipe = "\n".join(planned)
-    assert '.venv/bin/python -m pytest -q -m cluster --durations 25 >.cluster-tests.log' in recipe
+    assert ".venv/bin/python -m pytest -q -m cluster --durations 25 >.cluster-tests.log" in recipe
     assert (
         '.venv/bin/python -m pytest -q -n 3 --dist loadfile -m "not cluster" --durations 25'
         in recipe

@@ -5,12 +5,14 @@ files to its workers; the other README commands are in test_readme_commands.py).
 from __future__ import annotations
 
 import csv
+import re
 
 import pytest
 
 from tests.helpers.readme_commands import (
     DEMO,
     DEMO_TARGETS_FIRST,
+    STATUS,
     block_starting_with,
     mirror_checkout,
     run,
@@ -50,3 +52,8 @@ def test_make_demo_runs_the_demo_workflow_and_the_stage_targets(tmp_path) -> Non
     assert waits and "waiting for data" in waits[0], waits
     page = (report / "report.md").read_text()
     assert (report / "data_wait.png").is_file() and "## Data loading" in page
+    # README's status line as printed, after the run: every fold and prediction job done
+    jobs = run(STATUS, checkout, env).stdout.splitlines()[1:]
+    folds = [job for job in jobs if job.lstrip().startswith("train ")]
+    assert len(folds) == 10 and len(jobs) > 10, jobs  # and the selected model's prediction(s)
+    assert all(re.search(r"  (epoch 3/3|case \d+/\d+)  done", job) for job in jobs), jobs

@@ -11,6 +11,8 @@ if SYNTHETIC:
         params:
             raw=RAW,
             options=synthetic_options(),
+        message:
+            JOB
         shell:
             "nnunet-core synthesize --output {params.raw} --force {params.options} > {log} 2>&1"
 
@@ -26,6 +28,8 @@ rule verify_dataset:
     params:
         dataset=DATASET,
         roots=ROOT_FLAGS,
+    message:
+        JOB
     shell:
         "nnunet-core verify -d {params.dataset} {params.roots} -np {threads} "
         "--output {output} > {log} 2>&1"

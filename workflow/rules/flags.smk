@@ -5,6 +5,10 @@ import sys
 from nnunet_core.workflow import devices as workflow_devices
 from nnunet_core.workflow import flags
 from nnunet_core.cluster import gpu_slots, launch, lsf
+from nnunet_core.runtime.cpus import default_num_workers
+from nnunet_core.workflow import threads as job_threads
+from nnunet_core.workflow.console import calm_console, job_message
+from snakemake.logging import logger as snakemake_logger
 
 FOLDS_ARGS = flags.folds_argument(FOLDS)
 MODEL_FLAGS = flags.model_flags(PLANS_NAME, TRAINER)
@@ -16,6 +20,46 @@ FOLDS_PER_GPU = gpu_slots.folds_per_gpu_of_run(
     config["training"]["folds_per_gpu"], cluster=ON_CLUSTER, gpus_per_job=GPUS_PER_JOB
 )
 SURFACE_FLAGS = flags.surface_metric_flags(config["evaluation"])
+# Each job's one console line in a live run (nnunet_core.workflow.console); dry runs: blocks.
+_DRY_RUN = workflow.output_settings.dryrun
+JOB = job_message(_DRY_RUN)
+JOB_WITH_WILDCARDS = job_message(_DRY_RUN, wildcards=True)
+TARGET_JOB = job_message(_DRY_RUN, log=False)
+if not _DRY_RUN and workflow.is_main_process:
+    calm_console(snakemake_logger)
+# `threads` of the fold and prediction jobs, also their torch threads (OMP_NUM_THREADS):
+# training.threads, else all of --cores for CPU jobs (Snakemake scales them down to --cores)
+# and what the augmentation workers leave on GPU jobs (nnunet_core.workflow.threads).
+# The rules also set OMP_WAIT_POLICY=PASSIVE (unless set): torch's threads then sleep instead of
+# spinning while they wait, which on a busy machine (load 12 on 2 cores) kept a 2-thread
+# prediction at the CPU time of 1 thread instead of 3.3 times it (config/README.md).
+_CPU_JOBS = GPUS_PER_JOB == 0 or DEVICE == "cpu"
+_GPU_JOBS_AT_ONCE = job_threads.parallel_gpu_jobs(
+    workflow_devices.requested_gpus(workflow.global_resources),
+    workflow_devices.visible_gpu_count(),
+    GPUS_PER_JOB,
+    FOLDS_PER_GPU,
+)
+_RUN_CORES = workflow.resource_settings.cores
+TRAIN_THREADS = job_threads.job_threads(
+    config["training"]["threads"],
+    cpu_jobs=_CPU_JOBS,
+    cores=_RUN_CORES,
+    cluster=ON_CLUSTER,
+    parallel_gpu_jobs=_GPU_JOBS_AT_ONCE,
+    workers=(
+        default_num_workers()
+        if config["training"]["num_workers"] is None
+        else config["training"]["num_workers"]
+    ),
+)
+PREDICT_THREADS = job_threads.job_threads(
+    config["training"]["threads"],
+    cpu_jobs=_CPU_JOBS,
+    cores=_RUN_CORES,
+    cluster=ON_CLUSTER,
+    parallel_gpu_jobs=_GPU_JOBS_AT_ONCE // max(1, FOLDS_PER_GPU) or 1,
+)
 
 
 def synthetic_options():

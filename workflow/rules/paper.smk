@@ -20,6 +20,7 @@ from nnunet_core.layout.work import (
     WORK_LOGS,
 )
 from nnunet_core.workflow import paper_rules, work_lock
+from nnunet_core.workflow.console import job_message
 from nnunet_core.workflow.runs import (
     methods_table_flags,
     paper_table_flags,
@@ -31,6 +32,9 @@ PAPER_RUNS = run_instances(config)
 # With methods, the results table across datasets and seeds is the baseline's.
 TABLE_RUNS = [run for run in PAPER_RUNS if run.baseline]
 WITH_METHODS = bool(config.get("methods"))
+# Each job's one console line in a live run (nnunet_core.workflow.console); dry runs: blocks.
+PAPER_JOB = job_message(workflow.output_settings.dryrun)
+PAPER_TARGET_JOB = job_message(workflow.output_settings.dryrun, log=False)
 RUN_SNAKEFILE = Path(workflow.basedir) / "workflow" / "rules" / "run.smk"
 # Rule names of each run's module, to order the rules that make the same files.
 RULES_OF_RUN = {}
@@ -100,26 +104,36 @@ rule all:
         STAGE_OF_EVERY_RUN["all"],
         PAPER / "results_table.csv",
         [PAPER / f"{METHODS_COMPARISON}.csv"] if WITH_METHODS else [],
+    message:
+        PAPER_TARGET_JOB
 
 
 rule planned:
     input:
         STAGE_OF_EVERY_RUN["planned"],
+    message:
+        PAPER_TARGET_JOB
 
 
 rule preprocessed:
     input:
         STAGE_OF_EVERY_RUN["preprocessed"],
+    message:
+        PAPER_TARGET_JOB
 
 
 rule trained:
     input:
         STAGE_OF_EVERY_RUN["trained"],
+    message:
+        PAPER_TARGET_JOB
 
 
 rule selected:
     input:
         STAGE_OF_EVERY_RUN["selected"],
+    message:
+        PAPER_TARGET_JOB
 
 
 # The results table over every dataset and seed (mean and sd over seeds, bootstrap intervals
@@ -146,6 +160,8 @@ rule paper_tables:
     params:
         runs=paper_table_flags(TABLE_RUNS),
         output=PAPER,
+    message:
+        PAPER_JOB
     shell:
         "nnunet-core paper-table {params.runs} -o {params.output:q} > {log:q} 2>&1"
 
@@ -199,6 +215,8 @@ rule reproduce:
         runs=reproduce_run_flags(PAPER_RUNS),
         methods="--methods" if WITH_METHODS else "",
         command=shlex.join(sys.argv),
+    message:
+        PAPER_JOB
     shell:
         "nnunet-core reproduce pack --config-json {params.config:q} --work {params.work:q} "
         "{params.runs} --paper {params.methods} --snakemake-command {params.command:q} -o {output:q} "

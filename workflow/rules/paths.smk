@@ -43,7 +43,12 @@ from nnunet_core.layout.roots import (
     raw_dataset_dir,
     results_dataset_dir,
 )
-from nnunet_core.layout.work import REPRODUCE_ARCHIVE, staging_folder_of
+from nnunet_core.layout.work import (
+    PREDICT_LOG,
+    REPRODUCE_ARCHIVE,
+    TRAIN_LOG,
+    staging_folder_of,
+)
 from nnunet_core.planning.planner import get_preset
 from nnunet_core.workflow.pretrained import resolve_pretrained_weights
 from nnunet_core.workflow.runs import RunTree

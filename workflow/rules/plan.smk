@@ -12,6 +12,8 @@ rule fingerprint:
     params:
         dataset=DATASET,
         roots=ROOT_FLAGS,
+    message:
+        JOB
     shell:
         "nnunet-core fingerprint -d {params.dataset} {params.roots} -np {threads} > {log} 2>&1"
 
@@ -33,6 +35,8 @@ checkpoint plan:
         roots=ROOT_FLAGS,
         options=planning_options(),
         overrides=plan_overrides(),
+    message:
+        JOB
     shell:
         "nnunet-core plan -d {params.dataset} {params.roots} {params.options} "
         "--overrides {params.overrides:q} > {log} 2>&1"
@@ -51,6 +55,8 @@ rule splits:
         roots=ROOT_FLAGS,
         folds=config["splits"]["num_folds"],
         seed=config["splits"]["seed"],
+    message:
+        JOB
     shell:
         "nnunet-core splits -d {params.dataset} {params.roots} --folds {params.folds} "
         "--seed {params.seed} > {log} 2>&1"

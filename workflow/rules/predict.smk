@@ -20,8 +20,8 @@ rule predict:
     output:
         directory(CONFIGURATION_PREDICTIONS),
     log:
-        LOGS / "predict_{configuration}.log",
-    threads: config["training"]["threads"]
+        LOGS / PREDICT_LOG,
+    threads: PREDICT_THREADS
     resources:
         gpu=prediction_gpu_resource(),
         lsf_extra=lsf_options(resumable=False),
@@ -34,9 +34,12 @@ rule predict:
         folds=FOLDS_ARGS,
         device=DEVICE,
         previous_stage=previous_stage_flag,
+    message:
+        JOB_WITH_WILDCARDS
     shell:
         "rm -rf {params.staging}\n"
-        "OMP_NUM_THREADS={threads} nnunet-core predict -i {params.images} "
+        "OMP_NUM_THREADS={threads} OMP_WAIT_POLICY=${{OMP_WAIT_POLICY:-PASSIVE}} "
+        "nnunet-core predict -i {params.images} "
         "-o {params.staging} -d {params.dataset} -c {wildcards.configuration} {params.model} "
         "{params.previous_stage}"
         "-f {params.folds} --save_probabilities -device {params.device} -npp 0 -nps 0 "
@@ -54,6 +57,8 @@ rule ensemble_predictions:
     params:
         staging=staging_folder,
         processes=NUM_PROCESSES,
+    message:
+        JOB
     shell:
         "rm -rf {params.staging}\n"
         "nnunet-core ensemble -i {input} -o {params.staging} -np {params.processes} "
@@ -74,6 +79,8 @@ rule postprocess:
         steps=postprocessing_file,
         dataset_json=PRE_DATASET_JSON,
         processes=NUM_PROCESSES,
+    message:
+        JOB
     shell:
         "rm -rf {params.staging}\n"
         "nnunet-core apply-postprocessing -i {input.predictions} -o {params.staging} "
@@ -96,6 +103,8 @@ rule evaluate_test:
         labels=TEST_LABELS,
         processes=NUM_PROCESSES,
         surface=SURFACE_FLAGS,
+    message:
+        JOB
     shell:
         "nnunet-core evaluate {params.labels} {input.predictions} -djfile {input.dataset_json} "
         "-o {output} -np {params.processes} {params.surface} > {log} 2>&1"

@@ -18,6 +18,8 @@ rule preprocess:
         roots=ROOT_FLAGS,
         plans_name=PLANS_NAME,
         configuration=configuration_of_identifier,
+    message:
+        JOB_WITH_WILDCARDS
     shell:
         "nnunet-core preprocess -d {params.dataset} {params.roots} -c {params.configuration} "
         "--plans-name {params.plans_name} -np {threads} > {log} 2>&1"

@@ -72,6 +72,8 @@ rule report:
             ["--snakemake-records", ".snakemake/metadata", "--job-logs"]
             + sorted({str(LOGS), str(DATASET_LOGS)})
         ),
+    message:
+        JOB
     shell:
         "nnunet-core report -d {params.dataset} {params.test_summary} {params.test_set_note} "
         "--seed {params.seed} {params.records} {params.roots} > {log} 2>&1"
@@ -94,6 +96,8 @@ rule reproduce:
         work=WORK,
         run=shlex.join([str(RAW), PLANS_NAME, str(RESULTS)]),
         command=shlex.join(sys.argv),
+    message:
+        JOB
     shell:
         "nnunet-core reproduce pack --config-json {params.config:q} --work {params.work:q} "
         "--run {params.run} --snakemake-command {params.command:q} -o {output:q} > {log:q} 2>&1"

@@ -18,24 +18,34 @@ rule all:
     default_target: True
     input:
         stage_targets("all"),
+    message:
+        TARGET_JOB
 
 
 # Stage targets: `snakemake preprocessed` (or planned, trained, selected) stops after that stage.
 rule planned:
     input:
         stage_targets("planned"),
+    message:
+        TARGET_JOB
 
 
 rule preprocessed:
     input:
         stage_targets("preprocessed"),
+    message:
+        TARGET_JOB
 
 
 rule trained:
     input:
         stage_targets("trained"),
+    message:
+        TARGET_JOB
 
 
 rule selected:
     input:
         stage_targets("selected"),
+    message:
+        TARGET_JOB

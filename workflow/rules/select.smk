@@ -14,6 +14,8 @@ rule crossval:
         model=MODEL_FLAGS,
         folds=FOLDS_ARGS,
         surface=SURFACE_FLAGS,
+    message:
+        JOB_WITH_WILDCARDS
     shell:
         "nnunet-core crossval -d {params.dataset} -c {wildcards.configuration} {params.model} "
         "-f {params.folds} {params.surface} {params.roots} > {log} 2>&1"
@@ -32,6 +34,8 @@ rule ensemble_cv:
         model=MODEL_FLAGS,
         folds=FOLDS_ARGS,
         surface=SURFACE_FLAGS,
+    message:
+        JOB_WITH_WILDCARDS
     shell:
         "nnunet-core ensemble-cv -d {params.dataset} -c {wildcards.first} {wildcards.second} "
         "{params.model} -f {params.folds} {params.surface} {params.roots} > {log} 2>&1"
@@ -51,6 +55,8 @@ checkpoint select:
         model=MODEL_FLAGS,
         configurations=chosen_configurations_argument,
         folds=FOLDS_ARGS,
+    message:
+        JOB
     shell:
         "nnunet-core find-best-config -d {params.dataset} -c {params.configurations} "
         "{params.model} -f {params.folds} {params.roots} > {log} 2>&1"

@@ -30,6 +30,8 @@ if PRETRAINED is not None and PRETRAINED.archive is not None:
         params:
             python=sys.executable,
             member=PRETRAINED.member,
+        message:
+            JOB
         shell:
             "{params.python:q} -m nnunet_core.workflow.pretrained {input:q} {params.member:q} "
             "{output:q} > {log:q} 2>&1"
@@ -46,11 +48,11 @@ rule train:
         final=FINAL_CHECKPOINT,
         summary=FOLD_SUMMARY,
     log:
-        LOGS / "train_{configuration}_fold{fold}.log",
+        LOGS / TRAIN_LOG,
     # On a cluster each attempt is a new job (the main Snakemake resubmits); the Snakemake inside
     # the job must not retry in the same allocation, whose walltime is nearly spent.
     retries: 0 if workflow.remote_exec else config["training"]["retries"]
-    threads: config["training"]["threads"]
+    threads: TRAIN_THREADS
     resources:
         **training_job_resources(),
         mem_mb=config["training"]["mem_mb"],
@@ -64,6 +66,8 @@ rule train:
         launcher=training_launcher,
         guard=launch.multi_node_guard(config["training"]["nodes"]),
         sharing=folds_per_gpu_variable(),
+    message:
+        JOB_WITH_WILDCARDS
     shell:
-        "{params.guard}{params.sharing}OMP_NUM_THREADS={threads} {params.launcher} {params.dataset} {wildcards.configuration} {wildcards.fold} "
+        "{params.guard}{params.sharing}OMP_NUM_THREADS={threads} OMP_WAIT_POLICY=${{OMP_WAIT_POLICY:-PASSIVE}} {params.launcher} {params.dataset} {wildcards.configuration} {wildcards.fold} "
         "{params.options} --c{params.pretrained} {params.roots} >> {log} 2>&1"

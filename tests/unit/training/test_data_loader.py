@@ -17,6 +17,7 @@ from nnunet_core.errors import ConfigurationError
 from nnunet_core.io.blosc2_store import save_array
 from nnunet_core.io.dataset_json import load_dataset_json
 from nnunet_core.io.plans import resolve_configuration
+from nnunet_core.runtime.cpus import default_num_workers
 from nnunet_core.training.augmentation.pipeline import (
     ValidationTransforms,
     configure_augmentation,
@@ -32,7 +33,7 @@ from nnunet_core.training.sampling import (
     forced_mask,
     sample_rng,
 )
-from nnunet_core.training.workers import BatchStream, WorkerError, default_num_workers
+from nnunet_core.training.workers import BatchStream, WorkerError
 
 DATASET = "Dataset901_Loader"
 

@@ -1,0 +1,221 @@
+"""Where a workflow run stands, read from its files: each fold's epoch, ETA, pseudo Dice and
+state, each prediction job's case i/N.
+
+Only files in ``work_dir`` are read (the jobs' logs under ``logs/``, each fold's
+``provenance.json`` and ``.training.lock``), so it answers the same while the workflow runs or
+after, locally or for jobs on cluster nodes. A log line this module does not know is skipped, so
+lines with more fields (e.g. an epoch line with its data-wait seconds) still parse.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from nnunet_core.layout.results import FOLD_LOCK_NAME, fold_dir
+from nnunet_core.layout.work import PREDICT_LOG, TRAIN_LOG, WORK_LOGS, WORK_RESULTS
+
+# provenance.json and its attempt states (nnunet_core.training.provenance, which loads torch).
+PROVENANCE_NAME = "provenance.json"
+RUNNING, DONE, STOPPED, CONTINUING = "running", "done", "stopped", "continuing"
+FAILED, INTERRUPTED, NOT_RUNNING = "failed", "interrupted", "not running"
+
+_TRAIN_LOG = re.compile(
+    "^"
+    + re.escape(TRAIN_LOG).replace(r"\{configuration\}", "(.+)").replace(r"\{fold\}", "(.+)")
+    + "$"
+)
+_PREDICT_LOG = re.compile("^" + re.escape(PREDICT_LOG).replace(r"\{configuration\}", "(.+)") + "$")
+_EPOCH = re.compile(r"\bepoch (\d+)/(\d+): ")
+_ETA = re.compile(r"; ETA (\d+:\d\d:\d\d(?: \(about [^)]*\))?)")
+_PSEUDO_DICE = re.compile(r": Pseudo dice (\[.*\])")
+_STOPPED = re.compile(r"fold \S+: (stopped at epoch \d+ by [^;]+)")
+_CONTINUED = re.compile(r": continuing from ")
+_ATTEMPT_START = re.compile(r"starting fresh|starting from the pretrained|continuing from ")
+_FOLD_DONE = re.compile(r": Mean Validation Dice: ")
+_ERROR = re.compile(r"^nnunet-core \S+: error: |^\w*(Error|Exception)\b.*: ")
+_INTERRUPTED = re.compile(r"^nnunet-core \S+: interrupted")
+_CASE = re.compile(r"^predict: case (\d+)/(\d+) ")
+_PREDICT_DONE = re.compile(r"^wrote \d+ prediction\(s\) to ")
+
+
+@dataclass
+class JobStatus:
+    """One job's line: what it is, how far it got, its state and a detail (reason, last line)."""
+
+    job: str
+    log: Path
+    progress: str = ""
+    eta: str = ""
+    pseudo_dice: str = ""
+    state: str = RUNNING
+    detail: str = ""
+
+    def line(self) -> str:
+        parts = [self.job, self.progress, self.state]
+        if self.eta and self.state in (RUNNING, CONTINUING):
+            parts.append(f"ETA {self.eta}")
+        if self.pseudo_dice:
+            parts.append(f"pseudo Dice {self.pseudo_dice}")
+        if self.detail:
+            parts.append(self.detail)
+        return "  ".join(p for p in parts if p)
+
+
+def _lines(log: Path) -> list[str]:
+    return [line.rstrip() for line in log.read_text(errors="replace").splitlines() if line.strip()]
+
+
+def _age(path: Path) -> str:
+    seconds = max(0, int(time.time() - path.stat().st_mtime))
+    return f"log written {seconds // 60} min {seconds % 60} s ago"
+
+
+def fold_state(lines: list[str]) -> tuple[str, str]:
+    """(state, detail) from a fold job's log (every attempt appends to it)."""
+    state, detail, stop = RUNNING, "", ""
+    for line in lines:
+        if _ATTEMPT_START.search(line):
+            state = CONTINUING if stop or _CONTINUED.search(line) else RUNNING
+            detail = f"after {stop}" if stop else ""
+        elif match := _STOPPED.search(line):
+            stop = match.group(1)
+            state, detail = (
+                STOPPED,
+                f"{stop}; its retry (or the next run) continues from its checkpoint",
+            )
+        elif _FOLD_DONE.search(line):
+            state, detail = DONE, ""
+        elif _INTERRUPTED.search(line):
+            state, detail = INTERRUPTED, line
+        elif _ERROR.search(line):
+            state, detail = FAILED, line
+    return state, detail
+
+
+def _holder_alive(fold: Path) -> bool | None:
+    """Whether the process in the fold's lock file lives: None when it cannot be told here
+    (no lock file, or held from another host)."""
+    try:
+        holder = (fold / FOLD_LOCK_NAME).read_text().split()
+    except OSError:
+        return None
+    if len(holder) != 4 or holder[0] != "pid" or holder[2] != "on":
+        return None
+    if holder[3] != socket.gethostname():
+        return None
+    try:
+        os.kill(int(holder[1]), 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, ValueError):
+        return True
+    return True
+
+
+def _attempts(fold: Path) -> list[dict]:
+    """The attempts recorded in the fold's provenance.json ([] when none)."""
+    try:
+        attempts = json.loads((fold / PROVENANCE_NAME).read_text()).get("attempts") or []
+    except (OSError, ValueError, AttributeError):
+        return []
+    return [a for a in attempts if isinstance(a, dict)]
+
+
+def _recorded_state(status: JobStatus, lines: list[str], folds: list[Path]) -> None:
+    """A job whose log says it runs: what its fold folder says (a retry after a stop continues;
+    an attempt recorded as failed failed; a holder process gone ended without a word)."""
+    attempts = [_attempts(f) for f in folds]
+    last = [a[-1].get("status") for a in attempts if a]
+    # The lock names this job's process only once the job has taken it, which it does before
+    # its first line about where it starts; before that it and provenance.json tell of the
+    # previous attempt.
+    started = any(_ATTEMPT_START.search(line) for line in lines)
+    if started and FAILED in last:
+        status.state, status.detail = FAILED, lines[-1]
+        return
+    if started and (any(_holder_alive(f) is False for f in folds) or INTERRUPTED in last):
+        status.state = NOT_RUNNING
+        last_line = lines[-1] if lines else "(empty log)"
+        status.detail = f"the job ended without a word (killed?); last line: {last_line}"
+        return
+    for record in attempts if started else []:
+        if len(record) > 1 and record[-1].get("status") == RUNNING:
+            before = record[-2]
+            status.state = CONTINUING
+            status.detail = (
+                f"attempt {len(record)}, after attempt {len(record) - 1} "
+                f"{before.get('status')} after {before.get('end_epoch')} epoch(s)"
+            )
+    if not started:
+        status.detail = "starting"
+    status.detail = "; ".join(p for p in (status.detail, _age(status.log)) if p)
+
+
+def fold_status(log: Path, configuration: str, fold: str, results: Path) -> JobStatus:
+    """A fold job's status from its log, and its fold folder(s) under ``results``."""
+    lines = _lines(log)
+    status = JobStatus(f"train {configuration} fold {fold}", log=log)
+    for line in lines:
+        if match := _EPOCH.search(line):
+            status.progress = f"epoch {match.group(1)}/{match.group(2)}"
+            eta = _ETA.search(line)
+            status.eta = eta.group(1) if eta else ""
+        elif match := _PSEUDO_DICE.search(line):
+            status.pseudo_dice = match.group(1)
+    status.state, status.detail = fold_state(lines)
+    if status.state in (RUNNING, CONTINUING):
+        folders = [f for f in results.glob(f"*__{configuration}") if f.is_dir()]
+        folds = [fold_dir(f, fold) for f in folders if fold_dir(f, fold).is_dir()]
+        _recorded_state(status, lines, folds)
+    return status
+
+
+def prediction_status(log: Path, configuration: str) -> JobStatus:
+    """A prediction job's status from its log: case i/N, ETA, done or failed."""
+    lines = _lines(log)
+    status = JobStatus(f"predict {configuration}", log=log)
+    for line in lines:
+        if match := _CASE.search(line):
+            status.progress = f"case {match.group(1)}/{match.group(2)}"
+            eta = _ETA.search(line)
+            status.eta = eta.group(1) if eta else ""
+        elif _PREDICT_DONE.search(line):
+            status.state, status.detail = DONE, ""
+        elif _ERROR.search(line) or _INTERRUPTED.search(line):
+            status.state = FAILED if _ERROR.search(line) else INTERRUPTED
+            status.detail = line
+    if status.state == RUNNING:
+        status.detail = _age(log)
+    return status
+
+
+def run_status(logs: Path, results: Path) -> list[JobStatus]:
+    """Every fold and prediction job that has a log in ``logs`` (one dataset, one seed)."""
+    found: list[JobStatus] = []
+    for log in sorted(logs.iterdir()):
+        if match := _TRAIN_LOG.match(log.name):
+            found.append(fold_status(log, match.group(1), match.group(2), results))
+    for log in sorted(logs.iterdir()):
+        if match := _PREDICT_LOG.match(log.name):
+            found.append(prediction_status(log, match.group(1)))
+    return found
+
+
+def work_status(work_dir: str | os.PathLike) -> dict[str, list[JobStatus]]:
+    """``{run: jobs}`` for every run under ``work_dir/logs`` (``Dataset`` or
+    ``seed_<n>/Dataset``), runs without fold or prediction logs left out."""
+    work = Path(work_dir)
+    logs_root = work / WORK_LOGS
+    runs: dict[str, list[JobStatus]] = {}
+    for logs in sorted({p.parent for p in logs_root.rglob("*.log")}):
+        relative = logs.relative_to(logs_root)
+        jobs = run_status(logs, work / WORK_RESULTS / relative)
+        if jobs:
+            runs[str(relative)] = jobs
+    return runs
