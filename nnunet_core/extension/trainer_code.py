@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import importlib
+import importlib.machinery
 import importlib.util
 import os
 import re
@@ -82,6 +83,48 @@ def parse_trainer_code(name: str) -> TrainerCode:
         msg = f"trainer {name!r}: {location!r} is neither a module (a.b.c) nor a .py file"
         raise ConfigurationError(msg)
     return TrainerCode(name, class_name, FOUND_BY_MODULE, module=location)
+
+
+def trainer_source_path(code: TrainerCode) -> Path:
+    """The ``.py`` file that holds the trainer's class (a module's file found without running
+    it); a one-line ConfigurationError when there is none."""
+    if code.file is not None:
+        return code.file
+    assert code.module is not None
+    file = module_file(code.module)
+    if file is None:
+        msg = f"trainer {code.name!r}: no .py file of module {code.module!r} found on sys.path"
+        raise ConfigurationError(msg)
+    return file
+
+
+def module_file(module: str) -> Path | None:
+    """The source file of a dotted module (a package's: its ``__init__.py``), asked level by level
+    of the import system's finders, which locate code without executing any of it."""
+    spec, path = None, None
+    for depth, _ in enumerate(parts := module.split(".")):
+        name = ".".join(parts[: depth + 1])
+        spec = _find_spec(name, path)
+        if spec is None:
+            return None
+        locations = spec.submodule_search_locations
+        path = list(locations) if locations is not None else None
+        if path is None and depth < len(parts) - 1:
+            return None  # a plain module has no submodules
+    origin = spec.origin if spec is not None and spec.has_location else None
+    return Path(origin).absolute() if origin and origin.endswith(".py") else None
+
+
+def _find_spec(name: str, path: list[str] | None) -> importlib.machinery.ModuleSpec | None:
+    loaded = sys.modules.get(name)
+    if loaded is not None:
+        return getattr(loaded, "__spec__", None)
+    for finder in sys.meta_path:
+        find = getattr(finder, "find_spec", None)
+        spec = find(name, path) if find is not None else None
+        if spec is not None:
+            return spec
+    return None
 
 
 def ext_folders() -> list[Path]:

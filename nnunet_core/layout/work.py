@@ -6,6 +6,7 @@
     work_dir/pretrained/                           checkpoints extracted from model archives
     work_dir/paper/                                results tables across datasets and seeds
     work_dir/reproduce.tar.gz                      what a reader needs to rerun the run
+                                                   (trainers/<file>.py: each user trainer's code)
     results/seed_<n>/, predictions/seed_<n>/, logs/seed_<n>/   with several seeds
     results/<method>/[seed_<n>/], ...             with methods (config ``methods``)
     work_dir/paper/methods_comparison.csv|.tex     the methods against the baseline
@@ -32,6 +33,8 @@ SEED_FOLDER_PREFIX = "seed_"
 # The results tables across every dataset and seed.
 PAPER_FOLDER = "paper"
 REPRODUCE_ARCHIVE = "reproduce.tar.gz"
+# In that archive, and in the folder it is unpacked into: the source file of each user trainer.
+REPRODUCE_TRAINERS = "trainers"
 # With methods: the comparison table (.csv, .tex) under paper/, a figure (.png, .pdf, .svg)
 # under paper/<Dataset>/.
 METHODS_COMPARISON = "methods_comparison"

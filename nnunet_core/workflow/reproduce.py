@@ -12,9 +12,12 @@
   methods paragraph of every dataset and seed, the plans, the splits, the preprocessed
   dataset.json, and with several datasets or seeds the tables across them under ``paper/``;
   with methods every method's runs and plans, and ``paper/methods_comparison.csv/.tex``),
-  and the selection record and each fold's ``provenance.json`` for reference.
+  and the selection record and each fold's ``provenance.json`` for reference;
+- ``trainers/<file>.py``: the source file of each user trainer the config names, which the
+  packed config names instead (``nnunet_core.workflow.reproduce_trainers``).
 
-``unpack`` writes ``config.yaml`` into a new folder with ``work_dir`` there; ``check`` compares
+``unpack`` writes ``config.yaml`` into a new folder with ``work_dir`` there (and the trainer
+files under ``trainers/``, named by absolute path in the config); ``check`` compares
 a rerun's files with ``expected/`` and names each that differs. Bitwise equality needs the same
 code, the CPU and ``deterministic: true`` (the check says so when the config lacks it).
 """
@@ -43,6 +46,7 @@ from nnunet_core.layout.work import (
     REPRODUCE_ARCHIVE,
     WORK_PREPROCESSED,
 )
+from nnunet_core.workflow.reproduce_trainers import pack_trainers, unpack_trainers
 
 ARCHIVE_NAME = REPRODUCE_ARCHIVE
 EXPECTED = "expected"
@@ -162,17 +166,19 @@ def pack(
     """Write the archive (atomically); a file the rerun must reproduce that is missing is an
     error naming it. ``paper``: a run of several datasets or seeds, with its tables across them;
     ``methods``: also the comparison of the methods."""
-    portable = {**config, "work_dir": DEFAULT_WORK_DIR}
+    portable, trainer_files, trainers = pack_trainers({**config, "work_dir": DEFAULT_WORK_DIR})
     checksums = {}
     for run in {r.dataset: r for r in runs}.values():
         for name, digest in raw_checksums(run.raw_dataset).items():
             checksums[f"{run.dataset}/{name}"] = digest
     manifest = {**manifest, "raw_sha256": checksums, "datasets": [r.dataset for r in runs]}
+    manifest["trainers"] = trainers
     provenance = [path for run in runs for path in fold_provenance_files(run.results_dataset)]
     members: dict[str, bytes] = {
         "config.yaml": yaml.safe_dump(portable, sort_keys=True).encode(),
         "manifest.json": json.dumps(manifest, indent=1, sort_keys=True).encode(),
         "commands.sh": commands_text(manifest, training_commands(provenance)).encode(),
+        **trainer_files,
     }
     reproduced, reference = expected_files(work_dir, runs, paper, methods)
     for source in reproduced + reference:
@@ -206,14 +212,19 @@ def _open(path: Path) -> tarfile.TarFile:
 
 def unpack(archive_path: Path, into: Path, raw_root: str | None = None) -> Path:
     """``into/config.yaml`` with ``work_dir`` set to ``into/work`` (and ``dataset.raw_root`` to
-    ``raw_root`` when given); returns the config file."""
-    with _open(archive_path) as archive:
+    ``raw_root`` when given) and each user trainer's file under ``into/trainers``; returns the
+    config file."""
+
+    def read(name: str) -> bytes:
         try:
-            config = yaml.safe_load(_read_member(archive, "config.yaml"))
+            return _read_member(archive, name)
         except KeyError:
-            msg = f"{archive_path}: no config.yaml inside"
+            msg = f"{archive_path}: no {name} inside"
             raise ConfigurationError(msg) from None
+
     into.mkdir(parents=True, exist_ok=True)
+    with _open(archive_path) as archive:
+        config = unpack_trainers(yaml.safe_load(read("config.yaml")), read, into)
     config["work_dir"] = str((into / DEFAULT_WORK_DIR).resolve())
     if raw_root is not None:
         for dataset in config["datasets"] if "datasets" in config else [config["dataset"]]:

@@ -4,7 +4,8 @@ A trainer defined in a file outside the repository (a copy of examples/focal_dic
 its path in ``training.trainer``, trains 2 folds of the demo data (1 epoch of 2 iterations), is
 cross-validated, selected and predicts the test set; its zip, exported after the file was
 deleted, installs into an empty results folder and predicts there exactly what the original
-folder predicts.
+folder predicts. ``snakemake reproduce`` packs the trainer's file, which a reader's unpack
+writes and names in the rerun's config.
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import SimpleITK as sitk
+import yaml
 
+from nnunet_core.workflow.reproduce import unpack
 from tests.helpers.paths import REPO
 from tests.helpers.training import check, cli
 from tests.helpers.workflow import DATASET, snakemake, tiny_config
@@ -51,6 +54,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> dict:
         "root": root,
         "work": work,
         "file": trainer_file,
+        "config": config,
         "output": result.stdout + result.stderr,
     }
 
@@ -100,6 +104,15 @@ def test_two_folds_train_are_selected_and_predict_the_test_set(run: dict) -> Non
     assert predicted, run["output"]
     report = next((run["work"] / "results").rglob("report.md")).read_text()
     assert "by the trainer FocalDiceTrainer, which overrides build_loss." in report
+
+
+def test_the_reproduce_archive_carries_the_trainer_file(run: dict, tmp_path: Path) -> None:
+    snakemake(run["root"], run["config"], "reproduce")
+    rerun = tmp_path / "rerun"
+    config = yaml.safe_load(unpack(run["work"] / "reproduce.tar.gz", rerun).read_text())
+    copy = (rerun / "trainers" / run["file"].name).resolve()
+    assert config["training"]["trainer"] == f"{copy}:{TRAINER}"
+    assert copy.read_bytes() == run["file"].read_bytes()
 
 
 def test_its_zip_predicts_the_same_after_the_trainer_file_is_gone(

@@ -198,8 +198,9 @@ if WITH_METHODS:
 
 
 # A reader's rerun of every dataset and seed (work_dir/reproduce.tar.gz): the config as given,
-# each run's plans, splits, tables and provenance, and the tables across them
-# (nnunet_core.workflow.reproduce; `nnunet-core reproduce unpack` and `check` as for one dataset).
+# each run's plans, splits, tables and provenance, the tables across them and every method's
+# user trainer file (nnunet_core.workflow.reproduce; `nnunet-core reproduce unpack` and `check`
+# as for one dataset).
 rule reproduce:
     input:
         rules.paper_tables.output,

@@ -80,7 +80,8 @@ rule report:
 
 
 # A reader's rerun: `snakemake reproduce` packs the config (defaults filled in), plans, splits,
-# provenance, raw-data checksums and the commands into work_dir/reproduce.tar.gz; `nnunet-core
+# provenance, raw-data checksums, the commands and each user trainer's source file into
+# work_dir/reproduce.tar.gz; `nnunet-core
 # reproduce unpack` and `check` rerun it and compare the tables byte for byte.
 rule reproduce:
     input:
