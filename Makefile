@@ -49,13 +49,14 @@ demo: install
 	$(BIN)/snakemake --cores $(CORES)
 
 # Test workers (pytest-xdist): most of the suite waits on subprocesses (Snakemake, training
-# jobs), so 3 workers fit 2 cores. --dist loadfile keeps each test file on one worker, in its
+# jobs), so 4 workers fit 2 cores (a measured run used 2,055 CPU seconds in 70 minutes of
+# worker time). --dist loadfile keeps each test file on one worker, in its
 # order: module fixtures (whole workflow runs) are built once, and some tests read what an earlier
 # test of their file left (tests/unit/test_make_test_workers.py checks this). The SLURM tests
 # (marker cluster) run at the same time in a pytest of their own, one after the other: one test
 # cluster, jobs timed against walltimes; they mostly wait on the scheduler. Their output follows
 # the others' (kept in $(CLUSTER_LOG) meanwhile); make test fails if either part fails.
-TEST_JOBS ?= 3
+TEST_JOBS ?= 4
 CLUSTER_LOG ?= .cluster-tests.log
 # The slowest tests are printed at the end of each part, so that a run (CI's included) shows
 # where the suite's time goes.

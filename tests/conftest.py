@@ -13,6 +13,11 @@ per test run and copied per module, for the training tests of tests/integration 
 from __future__ import annotations
 
 import os
+
+# Idle OpenMP threads sleep instead of spinning: four test workers share two cores, and torch's
+# spinning threads cost about three times the CPU there (the workflow's train and predict jobs
+# get the same setting: workflow/rules/train.smk, predict.smk). Set before anything loads torch.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import shutil
 from collections.abc import Callable
 from pathlib import Path
