@@ -16,6 +16,7 @@ from typing import Any
 
 from nnunet_core.cluster import gpu_slots, launch
 from nnunet_core.layout.roots import Roots
+from nnunet_core.runtime.cpus import MAX_DEFAULT_WORKERS
 from nnunet_core.workflow.pretrained import PretrainedWeights
 
 # Where a rule writing a folder writes it before the rename onto its output (predict.smk).
@@ -147,11 +148,6 @@ def training_launcher(
     )
 
 
-# training.workers.MAX_DEFAULT_WORKERS (not imported: that would load torch into every Snakefile
-# parse; tests/unit/workflow/test_fold_job_cpus.py keeps the two equal)
-DEFAULT_DATA_WORKERS = 12
-
-
 def fold_data_workers(training: Mapping[str, Any], environ: Mapping[str, str] = os.environ) -> int:
     """Augmentation workers each rank of a fold starts: ``training.num_workers``, else
     ``$nnUNet_n_proc_DA`` (sbatch passes the submitting shell's environment on), else the
@@ -161,7 +157,7 @@ def fold_data_workers(training: Mapping[str, Any], environ: Mapping[str, str] = 
     value = environ.get("nnUNet_n_proc_DA", "").strip()
     if value.isdigit():
         return int(value)
-    return DEFAULT_DATA_WORKERS
+    return MAX_DEFAULT_WORKERS
 
 
 def fold_cpus_per_gpu(training: Mapping[str, Any], environ: Mapping[str, str] = os.environ) -> int:

@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-from nnunet_core.training.workers import MAX_DEFAULT_WORKERS
-from nnunet_core.workflow.flags import (
-    DEFAULT_DATA_WORKERS,
-    fold_cpus_per_gpu,
-    fold_data_workers,
-)
+from nnunet_core.runtime.cpus import MAX_DEFAULT_WORKERS
+from nnunet_core.workflow.flags import fold_cpus_per_gpu, fold_data_workers
 
 
 def test_the_config_wins_then_the_environment_then_the_trainers_default() -> None:
@@ -18,7 +14,3 @@ def test_the_config_wins_then_the_environment_then_the_trainers_default() -> Non
     assert fold_cpus_per_gpu({"num_workers": None}, {}) == MAX_DEFAULT_WORKERS + 1
     assert fold_data_workers({}, {"nnUNet_n_proc_DA": " "}) == MAX_DEFAULT_WORKERS
 
-
-def test_the_workflows_default_is_the_trainers() -> None:
-    """The trainer starts min(CPUs, MAX_DEFAULT_WORKERS) workers: with the CPUs asked for, all."""
-    assert DEFAULT_DATA_WORKERS == MAX_DEFAULT_WORKERS
