@@ -297,6 +297,8 @@ def test_own_data_killed_then_unlocked_runs_to_the_report(planned_user_run, user
 
 
 def test_make_lint_is_clean(checkout, user_env) -> None:
+    # an out-of-date venv would be reinstalled from this throwaway checkout, under the suite
+    assert make_installs(LINT, checkout, user_env) == [], "venv out of date: run make install"
     result = run(LINT, checkout, user_env, check=False)
     assert result.returncode == 0, result.stdout + result.stderr  # snakefmt --check included
     # the one deliberate lint (no conda env per rule) is there and is the only kind
