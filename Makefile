@@ -52,7 +52,9 @@ demo: install
 # jobs), so 4 workers fit 2 cores (a measured run used 2,055 CPU seconds in 70 minutes of
 # worker time). --dist loadfile keeps each test file on one worker, in its
 # order: module fixtures (whole workflow runs) are built once, and some tests read what an earlier
-# test of their file left (tests/unit/test_make_test_workers.py checks this). The SLURM tests
+# test of their file left (tests/unit/test_make_test_workers.py checks this). Files are handed
+# out in collection order (--no-loadscope-reorder; xdist would sort them by their number of
+# tests), which tests/conftest.py makes longest first, so the long runs start at once. The SLURM tests
 # (marker cluster) run at the same time in a pytest of their own, one after the other: one test
 # cluster, jobs timed against walltimes; they mostly wait on the scheduler. Their output follows
 # the others' (kept in $(CLUSTER_LOG) meanwhile); make test fails if either part fails.
@@ -65,7 +67,7 @@ DURATIONS ?= 25
 test: install
 	@$(BIN)/python -m pytest -q -m cluster --durations $(DURATIONS) >$(CLUSTER_LOG) 2>&1 & \
 	cluster=$$!; \
-	$(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist loadfile -m "not cluster" --durations $(DURATIONS); \
+	$(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist loadfile --no-loadscope-reorder -m "not cluster" --durations $(DURATIONS); \
 	rest=$$?; wait $$cluster; slurm=$$?; \
 	echo "== the SLURM tests (marker cluster), run beside the others: exit $$slurm =="; \
 	cat $(CLUSTER_LOG); test $$rest = 0 && test $$slurm = 0
@@ -73,7 +75,7 @@ test: install
 # The edit-test loop: everything but the end-to-end runs (marker slow) and the SLURM tests
 # (marker cluster); a few minutes instead of make test's half hour. Not a replacement.
 test-fast: install
-	$(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist loadfile -m "not slow and not cluster"
+	$(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist loadfile --no-loadscope-reorder -m "not slow and not cluster"
 
 # ruff; the package layers (.importlinter: no two packages import each other); snakefmt; and
 # snakemake --lint, less its one deliberate remark (no per-rule conda env: see config/README.md).

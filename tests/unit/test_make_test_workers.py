@@ -41,7 +41,8 @@ def _make_test_worker_options() -> list[str]:
     recipe = re.search(r"^test: .*\n((?:\t.*\n)+)", makefile, re.M).group(1)
     workers = re.search(r"^.*-n \$\(TEST_JOBS\).*$", recipe, re.M).group(0)
     dist = re.search(r"--dist (\S+)", workers).group(1)
-    return ["-n", jobs, "--dist", dist]
+    keep_order = ["--no-loadscope-reorder"] if "--no-loadscope-reorder" in workers else []
+    return ["-n", jobs, "--dist", dist, *keep_order]
 
 
 def _repository_addopts() -> str:
@@ -73,3 +74,36 @@ def test_a_files_module_fixture_is_built_once_and_its_tests_run_in_order_on_one_
     steps = [line.split() for line in lines if line.startswith("step")]
     assert [int(step) for _, step, _ in steps] == list(range(6))
     assert len({worker for _, _, worker in steps}) == 1, steps
+
+
+ORDERING_CONFTEST = """
+def pytest_collection_modifyitems(items):
+    items.sort(key=lambda item: item.path.name != "test_long.py")  # as tests/conftest.py does
+"""
+
+
+def test_files_start_in_collection_order_not_by_their_number_of_tests(tmp_path: Path) -> None:
+    """tests/conftest.py puts the longest files first so that they start at once; xdist's
+    loadfile would instead hand out the files with the most tests first (its default reorder),
+    and the suite's longest test, a file of one test, started last."""
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "pytest.ini").write_text(f"[pytest]\naddopts = {_repository_addopts()}\n")
+    (suite / "conftest.py").write_text(ORDERING_CONFTEST)
+    log = tmp_path / "log.txt"
+    body = (
+        "import os\n\ndef test_{i}():\n    open(os.environ['WORKER_LOG'], 'a').write('{name}\\n')\n"
+    )
+    (suite / "test_long.py").write_text(body.format(i=0, name="long"))
+    (suite / "test_many.py").write_text(
+        "\n\n".join(body.format(i=i, name="many") for i in range(8))
+    )
+    options = _make_test_worker_options()
+    options[1] = "1"  # one worker: it runs the files in the order they are handed out
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *options, str(suite)],
+        cwd=suite, env={"WORKER_LOG": str(log), "PATH": "/usr/bin:/bin"},
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert log.read_text().splitlines()[0] == "long"

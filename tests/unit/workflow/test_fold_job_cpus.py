@@ -13,4 +13,3 @@ def test_the_config_wins_then_the_environment_then_the_trainers_default() -> Non
     assert fold_cpus_per_gpu({"num_workers": None}, env) == 7
     assert fold_cpus_per_gpu({"num_workers": None}, {}) == MAX_DEFAULT_WORKERS + 1
     assert fold_data_workers({}, {"nnUNet_n_proc_DA": " "}) == MAX_DEFAULT_WORKERS
-
