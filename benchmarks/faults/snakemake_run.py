@@ -23,6 +23,8 @@ from benchmarks.faults.stages import BETWEEN_JOBS, JOB_PHASES, Anchor, Job
 _JOB_LINE = re.compile(r"^(?:local)?(?:rule|checkpoint) (\w+):\s*$")
 _JOBID = re.compile(r"^\s+jobid: (\d+)\s*$")
 _LOG = re.compile(r"^\s+log: (.+?)\s*$")
+# a live run's one line per job (the rules' messages, nnunet_core.workflow.console)
+_JOB_MESSAGE = re.compile(r"^Job (\d+): (\w+)(?: \S+)?(?:, log: (.+?))?\s*$")
 _FINISHED = re.compile(r"Finished jobid: (\d+) \(Rule: (\w+)\)")
 _ERROR = re.compile(r"^Error in rule (\w+):")
 LOCKED = "Directory cannot be locked"
@@ -93,6 +95,11 @@ class Watcher:
         t = self.now()
         with self.lock:
             self.lines.append(line)
+            if message := _JOB_MESSAGE.match(line):
+                job = Job(rule=message.group(2), jobid=message.group(1), log="", start=t)
+                job.log = self._relative(message.group(3) or "")
+                self._register(job)
+                return
             match = _JOB_LINE.match(line)
             if match:
                 self._pending = Job(rule=match.group(1), jobid="", log="", start=t)
@@ -100,11 +107,7 @@ class Watcher:
             pending = self._pending
             if pending is not None:
                 if m := _LOG.match(line):
-                    log = m.group(1).split(", ")[0]
-                    try:
-                        pending.log = str(Path(log).resolve().relative_to(self.rundir))
-                    except ValueError:
-                        pending.log = log
+                    pending.log = self._relative(m.group(1))
                     return
                 if m := _JOBID.match(line):
                     pending.jobid = m.group(1)
@@ -122,6 +125,16 @@ class Watcher:
                 for job in self.running.values():
                     if job.rule == m.group(1):
                         job.failed = True
+
+    def _relative(self, logs: str) -> str:
+        """A job's (first) log, relative to the run's folder where it lies inside."""
+        log = logs.split(", ")[0]
+        if not log:
+            return ""
+        try:
+            return str(Path(log).resolve().relative_to(self.rundir))
+        except ValueError:
+            return log
 
     def _register(self, job: Job) -> None:
         self.jobs.append(job)

@@ -59,6 +59,22 @@ def snakemake(
     result = subprocess.run(command, capture_output=True, text=True, cwd=workdir, env=env)
     if check and result.returncode != 0:
         pytest.fail(f"snakemake failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
+    return with_shell_commands(result)
+
+
+_COMPLETE_LOG = re.compile(r"^Complete log\(s\): (\S+)$", re.M)
+
+
+def with_shell_commands(result: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
+    """A live run's console shows one line per job (nnunet_core.workflow.console); the shell
+    commands the tests read are in the run's own Snakemake log, whose "Shell command:" lines are
+    appended to ``result.stdout`` (only those: the job counts stay the console's)."""
+    match = _COMPLETE_LOG.search(result.stdout + result.stderr)
+    if match is None or not Path(match.group(1)).is_file():
+        return result
+    lines = Path(match.group(1)).read_text().splitlines()
+    commands = [line for line in lines if line.startswith("Shell command: ")]
+    result.stdout += "".join(f"{line}\n" for line in commands)
     return result
 
 

@@ -141,7 +141,7 @@ def test_two_folds_run_on_one_gpu_and_the_third_waits(tmp_path: Path) -> None:
     for log in logs:
         text = log.read_text()
         assert f"using GPU slot(s) 0 (locks in {tmp_path / 'gpu_locks'}; 2 folds per GPU)" in text
-        assert "waiting for" not in text  # the count matched the shares: no job waited
+        assert "free GPU slot" not in text  # the count matched the shares: no job waited
     first, second, third = sorted(held_interval(log) for log in logs)
     assert second[0] < first[1]  # the first two trained at the same time on GPU 0
     assert third[0] >= min(first[1], second[1])  # never three at once

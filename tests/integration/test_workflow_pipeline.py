@@ -222,7 +222,10 @@ def test_multi_gpu_and_multi_node_commands(pipeline) -> None:
     dry = snakemake(workdir, nodes, "all", "-n", "-p", "--forcerun", "train")
     torchrun = [line for line in dry.stdout.splitlines() if "torchrun_launch --nnodes 2" in line]
     assert torchrun and all(
-        line.startswith("OMP_NUM_THREADS=1 srun --nodes 2 --ntasks-per-node 1 ")
+        line.startswith(
+            "OMP_NUM_THREADS=1 OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE} "
+            "srun --nodes 2 --ntasks-per-node 1 "
+        )
         and "nnunet_core.cluster.stop_relay python -m nnunet_core.training.torchrun_launch "
         "--nnodes 2 --nproc_per_node 2"
         in line
