@@ -29,7 +29,13 @@ import yaml
 
 from nnunet_core.cluster.stop_signal import EXIT_STOPPED
 from nnunet_core.io.atomic import read_json, write_json
-from tests.helpers.workflow import REPO, snakemake, tiny_config, trainer_of_fold
+from tests.helpers.workflow import (
+    REPO,
+    logged_shell_commands,
+    snakemake,
+    tiny_config,
+    trainer_of_fold,
+)
 
 SOURCE, TARGET = "Dataset901_Two", "Dataset902_Three"
 MODEL = "nnUNetTrainer__nnUNetPlans__3d_fullres"
@@ -120,7 +126,7 @@ def fine_tuned(tmp_path_factory: pytest.TempPathFactory, source_model: Path) -> 
     return {
         "root": root,
         "config": config,
-        "output": out.read_text(),
+        "output": "\n".join([out.read_text(), *logged_shell_commands(out.read_text())]),
         "model": root / "work" / "results" / TARGET / MODEL,
         "logs": root / "work" / "logs" / TARGET,
         "pretrained": source_model / "fold_0" / "checkpoint_final.pth",
