@@ -48,16 +48,16 @@ install-profile:
 demo: install
 	$(BIN)/snakemake --cores $(CORES)
 
-# Test workers (pytest-xdist): most of the suite waits on subprocesses (Snakemake, training
-# jobs), so 4 workers fit 2 cores (a measured run used 2,055 CPU seconds in 70 minutes of
-# worker time). --dist loadfile keeps each test file on one worker, in its
-# order: module fixtures (whole workflow runs) are built once, and some tests read what an earlier
-# test of their file left (tests/unit/test_make_test_workers.py checks this). Files are handed
-# out in collection order (--no-loadscope-reorder; xdist would sort them by their number of
-# tests), which tests/conftest.py makes longest first, so the long runs start at once. The SLURM tests
-# (marker cluster) run at the same time in a pytest of their own, one after the other: one test
-# cluster, jobs timed against walltimes; they mostly wait on the scheduler. Their output follows
-# the others' (kept in $(CLUSTER_LOG) meanwhile); make test fails if either part fails.
+# Test workers (pytest-xdist): the suite waits on subprocesses more than it computes (about
+# 2,000 CPU seconds against 1,100 s of wall time with 3 workers), so 4 workers share 2 cores.
+# --dist loadfile keeps each test file on one worker, in its order: module fixtures (whole
+# workflow runs) are built once, and some tests read what an earlier test of their file left.
+# Files are handed out in collection order (--no-loadscope-reorder: xdist would sort them by
+# their number of tests), which tests/conftest.py makes longest first, so the long runs start at
+# once (tests/unit/test_make_test_workers.py checks both). The SLURM tests (marker cluster) run
+# at the same time in a pytest of their own, one after the other: one test cluster, jobs timed
+# against walltimes, mostly waiting on the scheduler. Their output follows the others' (kept in
+# $(CLUSTER_LOG) meanwhile); make test fails if either part fails.
 TEST_JOBS ?= 4
 CLUSTER_LOG ?= .cluster-tests.log
 # The slowest tests are printed at the end of each part, so that a run (CI's included) shows
@@ -73,7 +73,7 @@ test: install
 	cat $(CLUSTER_LOG); test $$rest = 0 && test $$slurm = 0
 
 # The edit-test loop: everything but the end-to-end runs (marker slow) and the SLURM tests
-# (marker cluster); a few minutes instead of make test's half hour. Not a replacement.
+# (marker cluster); a few minutes instead of make test's twenty. Not a replacement.
 test-fast: install
 	$(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist loadfile --no-loadscope-reorder -m "not slow and not cluster"
 
