@@ -82,3 +82,83 @@ def with_shell_commands(result: subprocess.CompletedProcess) -> subprocess.Compl
     commands = logged_shell_commands(result.stdout + result.stderr)
     result.stdout += "".join(f"{line}\n" for line in commands)
     return result
+
+
+def job_counts(output: str) -> dict[str, int]:
+    """Jobs per rule: those that finished in a real run, else the dry run's 'Job stats' table.
+
+    (A real run prints the table before checkpoints add jobs, so it is counted from the
+    "Finished jobid: N (Rule: X)" lines instead.)
+    """
+    counts: dict[str, int] = {}
+    for rule in re.findall(r"Finished jobid: \d+ \(Rule: (\w+)\)", output):
+        counts[rule] = counts.get(rule, 0) + 1
+    if counts:
+        return counts
+    for block in output.split("Job stats:")[1:]:
+        for line in block.splitlines()[3:]:
+            match = re.match(r"^(\w+)\s+(\d+)$", line.strip())
+            if not match:
+                break
+            if match.group(1) != "total":
+                counts[match.group(1)] = int(match.group(2))
+    return counts
+
+
+def processes() -> dict[int, tuple[int, list[str]]]:
+    """pid -> (parent pid, argv) of every process we can read (Linux: /proc)."""
+    table = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        table[int(entry.name)] = (ppid, [a.decode() for a in argv if a])
+    return table
+
+
+def trainer_of_fold(dataset: str, fold: str, root: int) -> int | None:
+    """The pid of ``nnunet-core train <dataset> <configuration> <fold>`` below ``root``."""
+    table = processes()
+    for pid, (_, argv) in table.items():
+        if "train" in argv and dataset in argv:
+            i = argv.index(dataset)
+            if argv[i + 2 : i + 3] == [fold] and "nnunet-core" in " ".join(argv[:2]):
+                ancestor = pid
+                while ancestor > 1 and ancestor != root:
+                    ancestor = table.get(ancestor, (1, []))[0]
+                if ancestor == root:
+                    return pid
+    return None
+
+
+def rerun_from_archive(archive: Path, tmp_path: Path) -> tuple[Path, list[str]]:
+    """What a reader does with a reproduce archive: a fresh clone of the committed code, unpack,
+    the whole workflow, and the check (which must pass); returns the rerun's work_dir and the
+    ``nnunet-core reproduce`` command of that checkout."""
+    import os
+
+    checkout = tmp_path / "checkout"
+    subprocess.run(["git", "clone", "-q", str(REPO), str(checkout)], check=True)
+    nnunet_core = [sys.executable, "-m", "nnunet_core", "reproduce"]
+    env = {**os.environ, "PYTHONPATH": str(checkout)}  # the fresh checkout's code, not ours
+    rerun = tmp_path / "rerun"
+    subprocess.run(
+        [*nnunet_core, "unpack", str(archive), "--into", str(rerun)], check=True, env=env
+    )
+    command = [
+        str(Path(sys.executable).parent / "snakemake"),
+        "--snakefile", str(checkout / "Snakefile"), "--directory", str(rerun),
+        "--configfile", str(rerun / "config.yaml"), "--cores", "2", "all",
+    ]  # fmt: skip
+    result = subprocess.run(command, capture_output=True, text=True, env=env, cwd=rerun)
+    assert result.returncode == 0, result.stderr[-3000:]
+    checked = subprocess.run(
+        [*nnunet_core, "check", str(archive), str(rerun / "work")], capture_output=True, text=True
+    )
+    assert checked.returncode == 0, checked.stderr
+    return rerun / "work", nnunet_core
