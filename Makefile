@@ -73,7 +73,7 @@ test: install
 	cat $(CLUSTER_LOG); test $$rest = 0 && test $$slurm = 0
 
 # The edit-test loop: everything but the end-to-end runs (marker slow) and the SLURM tests
-# (marker cluster); a few minutes instead of make test's twenty. Not a replacement.
+# (marker cluster); a few minutes instead of make test's full run. Not a replacement.
 test-fast: install
 	$(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist loadfile --no-loadscope-reorder -m "not slow and not cluster"
 
