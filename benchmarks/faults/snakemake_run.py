@@ -19,12 +19,11 @@ from pathlib import Path
 
 from benchmarks.faults.scenario import REPO, demo_config
 from benchmarks.faults.stages import BETWEEN_JOBS, JOB_PHASES, Anchor, Job
+from nnunet_core.report.runtimes import JOB_MESSAGE
 
 _JOB_LINE = re.compile(r"^(?:local)?(?:rule|checkpoint) (\w+):\s*$")
 _JOBID = re.compile(r"^\s+jobid: (\d+)\s*$")
 _LOG = re.compile(r"^\s+log: (.+?)\s*$")
-# a live run's one line per job (the rules' messages, nnunet_core.workflow.console)
-_JOB_MESSAGE = re.compile(r"^Job (\d+): (\w+)(?: \S+)?(?:, log: (.+?))?\s*$")
 _FINISHED = re.compile(r"Finished jobid: (\d+) \(Rule: (\w+)\)")
 _ERROR = re.compile(r"^Error in rule (\w+):")
 LOCKED = "Directory cannot be locked"
@@ -95,9 +94,9 @@ class Watcher:
         t = self.now()
         with self.lock:
             self.lines.append(line)
-            if message := _JOB_MESSAGE.match(line):
+            if message := JOB_MESSAGE.match(line):  # a live run's one line per job
                 job = Job(rule=message.group(2), jobid=message.group(1), log="", start=t)
-                job.log = self._relative(message.group(3) or "")
+                job.log = self._relative(message.group(4) or "")
                 self._register(job)
                 return
             match = _JOB_LINE.match(line)

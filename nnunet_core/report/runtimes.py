@@ -45,8 +45,9 @@ PROVENANCE_RULES = ("train",)  # their run times come from provenance.json
 _STAMP = re.compile(r"^\[(\w{3} \w{3} +\d{1,2} \d{2}:\d{2}:\d{2} \d{4})\]$")
 _RULE = re.compile(r"^(?:local)?(?:rule|checkpoint) (\S+):$")
 # A rule with a `message` (the workflow's one line per job, nnunet_core.workflow.console):
-# "Job 12: train configuration=2d,fold=0, log: ..."
-_MESSAGE = re.compile(r"^Job (\d+): (\w+)(?: (\S+=[^ ]*?))?(?:, log: .*)?$")
+# "Job 12: train configuration=2d,fold=0, log: ..." (groups: jobid, rule, wildcards, logs); the
+# fault campaign's watcher (benchmarks/faults) reads live runs with it too
+JOB_MESSAGE = re.compile(r"^Job (\d+): (\w+)(?: (\S+=[^ ]*?))?(?:, log: (.*?))?\s*$")
 _JOBID = re.compile(r"^\s+jobid: (\d+)$")
 _WILDCARDS = re.compile(r"^\s+wildcards: (.*)$")
 _FINISHED = re.compile(r"^Finished (?:jobid: (\d+)|job (\d+)\.)")
@@ -116,7 +117,7 @@ def snakemake_log_rows(log_file: Path) -> list[dict]:
             current = None
         elif match := _RULE.match(line):
             current = {"rule": match.group(1), "start": stamp, "wildcards": ""}
-        elif match := _MESSAGE.match(line):
+        elif match := JOB_MESSAGE.match(line):
             wildcards = (match.group(3) or "").replace(",", ", ")
             started[match.group(1)] = {
                 "rule": match.group(2),
