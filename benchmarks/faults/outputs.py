@@ -25,16 +25,17 @@ _PLOTS_OF_TIMES = ("progress.png", "run_times.png", "run_times.pdf", "run_times.
 _PLOTS_OF_TIMES += ("data_wait.png", "data_wait.pdf", "data_wait.svg")
 _TIME_KEYS = ("epoch_start_timestamps", "epoch_end_timestamps")
 _TIME_KEYS += ("data_wait_seconds", "compute_seconds", "peak_gpu_memory_mb")
-# report.md's section of measured data-wait shares (nnunet_core.report.bottleneck)
-_TIMED_SECTION = "## Data loading"
+# report.md's sections of measured times: data-wait shares (nnunet_core.report.bottleneck) and
+# the run times, whose job list is the latest attempt of each job (a killed run's rerun differs)
+_TIMED_SECTIONS = ("## Data loading", "## Run times")
 
 
 def _without_timed_section(page: str) -> str:
-    """``report.md`` without its data-loading section (up to the next ``## `` heading)."""
+    """``report.md`` without its sections of measured times (each up to the next ``## ``)."""
     kept, skipping = [], False
     for line in page.splitlines():
         if line.startswith("## "):
-            skipping = line.strip() == _TIMED_SECTION
+            skipping = line.strip() in _TIMED_SECTIONS
         if not skipping:
             kept.append(line)
     return "\n".join(kept)
