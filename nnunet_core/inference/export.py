@@ -20,7 +20,8 @@ import numpy as np
 from scipy.special import expit
 
 from nnunet_core.errors import ConfigurationError
-from nnunet_core.io.atomic import atomic_path, write_json
+from nnunet_core.inference.npz_stream import ProbabilityFile
+from nnunet_core.io.atomic import write_json
 from nnunet_core.io.dataset_json import LabelSpec
 from nnunet_core.io.plans import Plans
 from nnunet_core.io.plans_configuration import Configuration
@@ -28,6 +29,7 @@ from nnunet_core.io.readers import reader_for_plans
 from nnunet_core.preprocessing.cropping import slicer
 from nnunet_core.preprocessing.resampling import (
     ANISO_THRESHOLD,
+    ResamplePlan,
     plan_resampling,
     resample,
     resampling_kwargs,
@@ -204,9 +206,79 @@ def revert_cropping(
     return full
 
 
-def _write_npz(path: Path, probabilities: np.ndarray) -> None:
-    with atomic_path(path, suffix=".npz") as tmp, open(tmp, "wb") as handle:
-        np.savez_compressed(handle, probabilities=probabilities)
+def _probability_plan(
+    shape: Sequence[int],
+    properties: dict[str, Any],
+    plans: Plans,
+    configuration: Configuration,
+    where: str,
+) -> tuple[ResamplePlan, dict[str, Any]]:
+    """The resampling of ``(C, *shape)`` logits back to the cropped original spacing, and the
+    configuration's probability kwargs (what ``resample_logits_to_original`` does)."""
+    target_shape = [int(s) for s in properties["shape_after_cropping_and_before_resampling"]]
+    if len(shape) != len(target_shape) + 1:
+        msg = f"{where}: logits of shape {tuple(shape)} do not match a {len(target_shape)}-D case"
+        raise ConfigurationError(msg)
+    original_spacing = [float(properties["spacing"][a]) for a in plans.transpose_forward]
+    network_spacing = list(configuration.spacing)
+    if len(network_spacing) < len(target_shape):
+        network_spacing = [original_spacing[0], *network_spacing]
+    kwargs = probability_resampling_kwargs(configuration, where)
+    plan = plan_resampling(
+        target_shape,
+        network_spacing,
+        original_spacing,
+        kwargs.get("force_separate_z"),
+        kwargs.get("separate_z_anisotropy_threshold", ANISO_THRESHOLD),
+    )
+    return plan, kwargs
+
+
+def _check_bbox(bbox: Sequence[Sequence[int]], shape_before: Sequence[int], cropped: Sequence[int]):
+    fits = len(bbox) == len(shape_before) and all(
+        0 <= lo <= hi <= n and hi - lo == c
+        for (lo, hi), n, c in zip(bbox, shape_before, cropped, strict=False)
+    )
+    if not fits:
+        msg = (
+            f"cropped prediction {list(cropped)} does not fit bbox {list(bbox)} of "
+            f"{list(shape_before)}"
+        )
+        raise ConfigurationError(msg)
+
+
+def _slab_segmentation(
+    scores: torch.Tensor, label_spec: LabelSpec, values: np.ndarray | None, dtype: type
+) -> np.ndarray:
+    """Argmax of logits or probabilities, or regions painted where p > 0.5, of one slab."""
+    if label_spec.has_regions:
+        segmentation = np.zeros(scores.shape[1:], dtype=dtype)
+        for channel, label in zip(
+            scores.numpy(), label_spec.regions_class_order or (), strict=True
+        ):
+            segmentation[channel > 0.5] = label
+        return segmentation
+    index = scores.argmax(0).numpy()
+    return (index if values is None else values[index]).astype(dtype)
+
+
+def _write_probability_rows(
+    spill: ProbabilityFile,
+    probabilities: np.ndarray,
+    first_row: int,
+    bbox: Sequence[Sequence[int]],
+    fill: float | None,
+) -> None:
+    """One slab's probabilities into the uncropped rows (background 1 outside the box)."""
+    full_width = [tuple(b) == (0, n) for b, n in zip(bbox[1:], spill.shape[2:], strict=True)]
+    if not all(full_width):
+        rows = np.zeros((probabilities.shape[0], probabilities.shape[1], *spill.shape[2:]),
+                        dtype=np.float32)  # fmt: skip
+        if fill is not None:
+            rows[0] = fill
+        rows[(slice(None), slice(None), *(slice(lo, hi) for lo, hi in bbox[1:]))] = probabilities
+        probabilities = rows
+    spill.write_rows(first_row, probabilities)
 
 
 def export_prediction(
@@ -222,35 +294,64 @@ def export_prediction(
     """Write ``{output}{file_ending}`` (and with probabilities ``{output}.npz`` + ``.json``).
 
     ``logits`` are ``(C, *preprocessed spatial)``; ``configuration`` is the one that predicted
-    them. Returns the segmentation's path.
+    them. Returns the segmentation's path. The case is resampled in slabs of rows of the output
+    (``resample_slabs``), already in the input image's axis order, so no class is ever held at
+    full size: the segmentation fills in row by row, the probabilities go through a spill file.
     """
+    # torch loads here, not with the module: ensembling imports this module for numpy only
+    from nnunet_core.inference.resample_slabs import resampled_slabs
+
     output = Path(output_path_without_ending)
     where = f"export {output.name}"
-    resampled = resample_logits_to_original(logits, properties, plans, configuration, where)
-    del logits
-    bbox = properties["bbox_used_for_cropping"]
+    plan, kwargs = _probability_plan(tuple(logits.shape), properties, plans, configuration, where)
+    bbox = [[int(v) for v in b] for b in properties["bbox_used_for_cropping"]]
     shape_before = [int(s) for s in properties["shape_before_cropping"]]
+    _check_bbox(bbox, shape_before, plan.new_shape)
     backward = list(plans.transpose_backward)
-    probabilities = None
+    final_shape = [shape_before[a] for a in backward]
+    final_bbox = [bbox[a] for a in backward]
+    half = _dtype_of(logits) == np.float16
+    dtype = _segmentation_dtype(label_spec)
+    num_classes = int(logits.shape[0])
+    values = None if label_spec.has_regions else _label_values(label_spec, num_classes)
+    segmentation = np.zeros(final_shape, dtype=dtype)
+    fill = None if label_spec.has_regions else 1.0
+    spill = None
     if save_probabilities:
-        probabilities = apply_inference_nonlin(resampled, label_spec, inplace=True)
-        segmentation = probabilities_to_segmentation(probabilities, label_spec)
-    else:
-        segmentation = logits_to_segmentation(resampled, label_spec)
-    del resampled
-    segmentation = revert_cropping(segmentation, bbox, shape_before).transpose(backward)
-    seg_path = output.with_name(output.name + file_ending)
-    # the plans' reader writes the result back (atomically), in the input's own geometry
-    writer = reader_for_plans(plans, where)
-    writer.write_seg(np.ascontiguousarray(segmentation), seg_path, properties)
-    del segmentation
-    if probabilities is not None:
-        fill = None if label_spec.has_regions else 1.0
-        full = revert_cropping(probabilities, bbox, shape_before, fill)
-        del probabilities
-        _write_npz(
-            output.with_name(output.name + ".npz"), full.transpose([0, *(a + 1 for a in backward)])
-        )
-        del full
-        write_json(output.with_name(output.name + ".json"), properties)
+        output.parent.mkdir(parents=True, exist_ok=True)
+        spill = ProbabilityFile(output.parent, (num_classes, *final_shape))
+    try:
+        slabs = resampled_slabs(logits, plan, kwargs["order"], kwargs["order_z"], backward)
+        for first, slab in slabs:
+            if half:  # upstream keeps float16 logits float16 after resampling
+                slab = slab.half().float()
+            scores = slab
+            if save_probabilities or label_spec.has_regions:
+                scores = torch_nonlin(slab, label_spec)
+            row = final_bbox[0][0] + first
+            inside = (
+                slice(row, row + slab.shape[1]),
+                *(slice(lo, hi) for lo, hi in final_bbox[1:]),
+            )
+            segmentation[inside] = _slab_segmentation(scores, label_spec, values, dtype)
+            if spill is not None:
+                _write_probability_rows(spill, scores.numpy(), row, final_bbox, fill)
+        del logits
+        seg_path = output.with_name(output.name + file_ending)
+        # the plans' reader writes the result back (atomically), in the input's own geometry
+        reader_for_plans(plans, where).write_seg(segmentation, seg_path, properties)
+        if spill is not None:
+            if fill is not None:  # background 1 in the rows outside the box
+                spill.fill_rows(0, 0, final_bbox[0][0], fill)
+                spill.fill_rows(0, final_bbox[0][1], final_shape[0], fill)
+            spill.save_npz(output.with_name(output.name + ".npz"))
+            write_json(output.with_name(output.name + ".json"), properties)
+    finally:
+        if spill is not None:
+            spill.close()
     return seg_path
+
+
+def torch_nonlin(logits: torch.Tensor, label_spec: LabelSpec) -> torch.Tensor:
+    """Softmax over channels (labels) or sigmoid per channel (regions), float32, in torch."""
+    return logits.sigmoid() if label_spec.has_regions else logits.softmax(0)

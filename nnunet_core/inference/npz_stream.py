@@ -1,0 +1,79 @@
+"""``{case}.npz`` written from slabs, without the whole (C, ...) array in memory.
+
+The archive is what ``np.savez_compressed(f, probabilities=...)`` writes (one deflated
+``probabilities.npy`` member, zip64), so ``np.load`` and upstream read it as before. Its array is
+class-major (C order), while export produces all classes of a few rows at a time: the rows go to
+an uncompressed spill file first (the page cache, not this process, holds it), and the member is
+then deflated from that file class by class.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import zipfile
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from nnunet_core.io.atomic import atomic_path
+
+CHUNK_BYTES = 2**24
+MEMBER = "probabilities.npy"
+
+
+class ProbabilityFile:
+    """Rows of a float32 ``(C, *shape)`` array written in any order, then one ``.npz``."""
+
+    def __init__(self, folder: Path, shape: Sequence[int]) -> None:
+        self.shape = tuple(int(s) for s in shape)
+        self.class_bytes = int(np.prod(self.shape[1:])) * 4
+        self.row_bytes = int(np.prod(self.shape[2:])) * 4
+        handle, name = tempfile.mkstemp(prefix=".probabilities.", suffix=".spill", dir=folder)
+        self.path = Path(name)
+        self.fd = handle
+        os.ftruncate(self.fd, self.class_bytes * self.shape[0])  # zeros, without writing them
+
+    def write_rows(self, first_row: int, rows: np.ndarray) -> None:
+        """``rows`` ``(C, k, ...)`` float32 become rows ``first_row:first_row + k`` of each
+        class."""
+        rows = np.ascontiguousarray(rows, dtype=np.float32)
+        for channel, block in enumerate(rows):
+            offset = channel * self.class_bytes + first_row * self.row_bytes
+            os.pwrite(self.fd, memoryview(block).cast("B"), offset)
+
+    def fill_rows(self, channel: int, first_row: int, stop_row: int, value: float) -> None:
+        """Rows of one class set to ``value`` (background outside the crop box)."""
+        row = np.full(self.shape[2:], value, dtype=np.float32)
+        step = max(1, CHUNK_BYTES // max(1, self.row_bytes))
+        for start in range(first_row, stop_row, step):
+            count = min(step, stop_row - start)
+            block = np.broadcast_to(row, (count, *row.shape))
+            self.write_rows_of(channel, start, np.ascontiguousarray(block))
+
+    def write_rows_of(self, channel: int, first_row: int, rows: np.ndarray) -> None:
+        offset = channel * self.class_bytes + first_row * self.row_bytes
+        os.pwrite(self.fd, memoryview(np.ascontiguousarray(rows)).cast("B"), offset)
+
+    def save_npz(self, target: Path) -> None:
+        """Deflate the spill file into ``target`` (atomically) as ``probabilities``."""
+        header = {"descr": np.lib.format.dtype_to_descr(np.dtype("<f4")),
+                  "fortran_order": False, "shape": self.shape}  # fmt: skip
+        total = self.class_bytes * self.shape[0]
+        with atomic_path(target, suffix=".npz") as tmp, open(tmp, "wb") as handle:
+            with zipfile.ZipFile(handle, "w", zipfile.ZIP_DEFLATED, allowZip64=True) as archive:
+                with archive.open(MEMBER, "w", force_zip64=True) as member:
+                    np.lib.format.write_array_header_1_0(member, header)
+                    for offset in range(0, total, CHUNK_BYTES):
+                        member.write(os.pread(self.fd, min(CHUNK_BYTES, total - offset), offset))
+
+    def close(self) -> None:
+        os.close(self.fd)
+        self.path.unlink(missing_ok=True)
+
+    def __enter__(self) -> ProbabilityFile:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
