@@ -258,7 +258,7 @@ def _slab_segmentation(
         ):
             segmentation[channel > 0.5] = label
         return segmentation
-    index = scores.argmax(0).numpy()
+    index = scores.numpy().argmax(0)  # numpy: torch's argmax over a short first axis is slow
     return (index if values is None else values[index]).astype(dtype)
 
 

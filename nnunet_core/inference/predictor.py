@@ -9,7 +9,8 @@ image's geometry.
 The three stages overlap with bounded memory: preprocessing runs at most one case per worker
 ahead of prediction, and at most ``workers + 1`` cases of logits wait for an export worker before
 prediction blocks (upstream's backpressure). A stage with 0 processes runs inline. Workers are
-forked before the networks move to the device, and they never touch torch.
+forked before the networks move to the device; export workers use torch on the CPU with one
+thread each, the others never touch torch.
 """
 
 from __future__ import annotations
@@ -131,17 +132,23 @@ def prediction_exists(output_dir: Path, identifier: str, ending: str, probabilit
     return seg and (not probabilities or base.with_name(base.name + ".npz").is_file())
 
 
+def _one_torch_thread() -> None:
+    """An export worker resamples with torch on one thread: a forked child that enters the
+    parent's OpenMP thread pool hangs, and the workers share the cores anyway."""
+    torch.set_num_threads(1)
+
+
 class _Stage:
     """One pipeline stage: ``processes`` forked workers, or inline calls when 0."""
 
-    def __init__(self, processes: int) -> None:
+    def __init__(self, processes: int, initializer: Callable[[], None] | None = None) -> None:
         self.pool: ProcessPoolExecutor | None = None
         if processes > 0:
             methods = mp.get_all_start_methods()
             context = mp.get_context("fork" if "fork" in methods else "spawn")
-            self.pool = ProcessPoolExecutor(processes, mp_context=context)
+            self.pool = ProcessPoolExecutor(processes, mp_context=context, initializer=initializer)
             # fork every worker now: before CUDA starts in this process (a forked CUDA context
-            # breaks); the workers run numpy/scipy only, never torch
+            # breaks); the workers never touch CUDA (export uses torch on the CPU only)
             self.pool.submit(os.getpid).result()
 
     def submit(self, function: Callable[..., Any], *args: Any) -> Future:
@@ -226,7 +233,7 @@ def predict_cases(
     threads = torch.get_num_threads()
     print(f"predict: {len(todo)} case(s) on {settings.device}, {threads} torch threads", flush=True)
     preprocessing = _Stage(max(0, settings.num_processes_preprocessing))
-    exporting = _Stage(max(0, settings.num_processes_export))
+    exporting = _Stage(max(0, settings.num_processes_export), _one_torch_thread)
     cancel = True
     try:
         written = _run(model, todo, output_dir, settings, preprocessing, exporting, show_bar)

@@ -9,7 +9,8 @@ cover the training set. As upstream's ``resample_and_save`` (called by its final
   ``.b2nd`` when it exists, else computed from the case's properties as preprocessing does);
 - the logits are resampled with *this* configuration's probability resampling, with its spacing
   as both the current and the target spacing (that only decides the separate-z path);
-  float16 logits (upstream's sliding window) are resampled in float64 and stored as float16;
+  float16 logits (upstream's sliding window) are stored as float16 after resampling; the
+  resampling runs in slabs (``inference.resample_slabs``), so no class is held at full size;
 - argmax (labels) or regions, stored 3-D (no channel axis) as uint8 (uint16 from 255 foreground
   labels on), chunked for the producing configuration's patch size, written atomically.
 
@@ -26,14 +27,21 @@ from typing import Any
 import numpy as np
 import torch
 
-from nnunet_core.inference.export import logits_to_segmentation, resample_probabilities
+from nnunet_core.inference.export import (
+    logits_to_segmentation,
+    probability_resampling_kwargs,
+    resample_probabilities,
+)
+from nnunet_core.inference.resample_slabs import resampled_slabs
 from nnunet_core.io.blosc2_store import DATA_SUFFIX, comp_blosc2_params, open_array, save_array
 from nnunet_core.io.dataset_json import LabelSpec
 from nnunet_core.io.plans import Plans
 from nnunet_core.io.plans_configuration import Configuration
 from nnunet_core.layout.results import next_stage_file
 from nnunet_core.preprocessing.resampling import (
+    ANISO_THRESHOLD,
     compute_new_shape,
+    plan_resampling,
 )
 
 NOT_A_SOURCE_FOLD = "all"
@@ -111,12 +119,24 @@ def next_stage_segmentation(
     where: str = "next stage",
 ) -> np.ndarray:
     """The 3-D segmentation (uint8/uint16) the next stage reads, from this stage's logits."""
-    resampled = resample_logits_to_shape(
-        logits, properties, plans, configuration, target_shape, where
+    half = str(logits.dtype).endswith("float16")  # a torch or a numpy array
+    spacing = _spacing_in_network_order(properties, plans, configuration.spacing)
+    kwargs = probability_resampling_kwargs(configuration, where)
+    plan = plan_resampling(
+        target_shape,
+        spacing,
+        spacing,
+        kwargs.get("force_separate_z"),
+        kwargs.get("separate_z_anisotropy_threshold", ANISO_THRESHOLD),
     )
-    # float16 -> float32 is exact, so argmax (and its ties) are those of the float16 values
-    segmentation = logits_to_segmentation(resampled.astype(np.float32, copy=False), label_spec)
-    return segmentation.astype(segmentation_dtype(label_spec), copy=False)
+    segmentation = np.zeros(plan.new_shape, dtype=segmentation_dtype(label_spec))
+    # slab by slab: no class is held at the next stage's (full) size
+    for first, slab in resampled_slabs(logits, plan, kwargs["order"], kwargs["order_z"]):
+        if half:  # upstream stores the resampled float16 logits as float16 before the argmax
+            slab = slab.half().float()
+        rows = logits_to_segmentation(slab.numpy(), label_spec)
+        segmentation[first : first + slab.shape[1]] = rows
+    return segmentation
 
 
 def save_next_stage(
