@@ -313,6 +313,10 @@ def export_prediction(
     half = _dtype_of(logits) == np.float16
     dtype = _segmentation_dtype(label_spec)
     num_classes = int(logits.shape[0])
+    if label_spec.has_regions and len(label_spec.regions_class_order or ()) != num_classes:
+        order = label_spec.regions_class_order or ()
+        msg = f"{num_classes} output channels but {len(order)} regions"
+        raise ConfigurationError(msg)
     values = None if label_spec.has_regions else _label_values(label_spec, num_classes)
     segmentation = np.zeros(final_shape, dtype=dtype)
     fill = None if label_spec.has_regions else 1.0

@@ -3,8 +3,9 @@
 The archive is what ``np.savez_compressed(f, probabilities=...)`` writes (one deflated
 ``probabilities.npy`` member, zip64), so ``np.load`` and upstream read it as before. Its array is
 class-major (C order), while export produces all classes of a few rows at a time: the rows go to
-an uncompressed spill file first (the page cache, not this process, holds it), and the member is
-then deflated from that file class by class.
+an uncompressed spill file first (the page cache, not this process, holds it; the file has no
+name from the start, so nothing is left behind), and the member is then deflated from that file
+class by class.
 """
 
 from __future__ import annotations
@@ -31,17 +32,15 @@ class ProbabilityFile:
         self.class_bytes = int(np.prod(self.shape[1:])) * 4
         self.row_bytes = int(np.prod(self.shape[2:])) * 4
         handle, name = tempfile.mkstemp(prefix=".probabilities.", suffix=".spill", dir=folder)
-        self.path = Path(name)
+        os.unlink(name)  # only the descriptor keeps it: a killed export leaves no file behind
         self.fd = handle
         os.ftruncate(self.fd, self.class_bytes * self.shape[0])  # zeros, without writing them
 
     def write_rows(self, first_row: int, rows: np.ndarray) -> None:
         """``rows`` ``(C, k, ...)`` float32 become rows ``first_row:first_row + k`` of each
         class."""
-        rows = np.ascontiguousarray(rows, dtype=np.float32)
         for channel, block in enumerate(rows):
-            offset = channel * self.class_bytes + first_row * self.row_bytes
-            os.pwrite(self.fd, memoryview(block).cast("B"), offset)
+            self.write_rows_of(channel, first_row, block)
 
     def fill_rows(self, channel: int, first_row: int, stop_row: int, value: float) -> None:
         """Rows of one class set to ``value`` (background outside the crop box)."""
@@ -53,8 +52,12 @@ class ProbabilityFile:
             self.write_rows_of(channel, start, np.ascontiguousarray(block))
 
     def write_rows_of(self, channel: int, first_row: int, rows: np.ndarray) -> None:
+        """Rows ``(k, ...)`` of one class, from ``first_row`` on."""
+        data = memoryview(np.ascontiguousarray(rows, dtype=np.float32)).cast("B")
         offset = channel * self.class_bytes + first_row * self.row_bytes
-        os.pwrite(self.fd, memoryview(np.ascontiguousarray(rows)).cast("B"), offset)
+        while data:  # pwrite may write less than asked
+            written = os.pwrite(self.fd, data, offset)
+            data, offset = data[written:], offset + written
 
     def save_npz(self, target: Path) -> None:
         """Deflate the spill file into ``target`` (atomically) as ``probabilities``."""
@@ -70,7 +73,6 @@ class ProbabilityFile:
 
     def close(self) -> None:
         os.close(self.fd)
-        self.path.unlink(missing_ok=True)
 
     def __enter__(self) -> ProbabilityFile:
         return self

@@ -8,7 +8,8 @@ image's geometry.
 
 The three stages overlap with bounded memory: preprocessing runs at most one case per worker
 ahead of prediction, and at most ``workers + 1`` cases of logits wait for an export worker before
-prediction blocks (upstream's backpressure). A stage with 0 processes runs inline. Workers are
+prediction blocks (upstream's backpressure); the last case is exported in this process, which
+has nothing else to do by then. A stage with 0 processes runs inline. Workers are
 forked before the networks move to the device; export workers use torch on the CPU with one
 thread each, the others never touch torch.
 """
@@ -268,6 +269,7 @@ def _run(
     written: list[Path] = []
     submitted = 0
     pre_args = (model.plans, model.configuration_name, model.dataset_json)
+    inline = _Stage(0)
     with CaseProgress(len(cases), "predict", bar=show_bar) as progress:
         for _ in cases:
             while submitted < len(cases) and len(queue) < ahead:
@@ -302,9 +304,10 @@ def _run(
                 model.dataset_json.file_ending,
                 settings.save_probabilities,
             )
-            exports.append(
-                (case.identifier, exporting.submit(export_prediction, logits, *export_args))
-            )
+            # the last case is exported here: nothing else runs now, so a worker would only add
+            # a pickled copy of its logits, and this process has all of torch's threads
+            stage = inline if case is cases[-1] else exporting
+            exports.append((case.identifier, stage.submit(export_prediction, logits, *export_args)))
             del logits
             progress.done(case.identifier, time.perf_counter() - start)
         while exports:

@@ -1,0 +1,259 @@
+"""What the prediction stages of ``benchmarks.speed.realscale`` need before anything is timed.
+
+A reduced copy of the raw dataset (links to a few of its cases), planned and preprocessed for
+3d_fullres by us and, from the same plans, by upstream; a small fixed network in those plans
+where the planned one would take the CPU too long (features per stage divided by
+``FEATURE_DIVISOR``, the same in both); one fold of random weights written by our trainer and
+loaded into upstream's trainer (the same weights, each side's own checkpoint format for ``--val``,
+ours read by upstream's predictor as it is).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from nnunet_core.layout.preprocessed import FINGERPRINT_JSON, SPLITS_JSON, plans_file
+from nnunet_core.layout.raw import DATASET_JSON
+from nnunet_core.layout.results import (
+    CHECKPOINT_FINAL,
+    DEFAULT_TRAINER,
+    PLANS_JSON,
+    fold_dir,
+    trained_model_dir,
+)
+
+DATASET_ID = 934
+CONFIGURATION = "3d_fullres"
+FEATURE_DIVISOR = 8
+CASE_RE = re.compile(r"^(.+)_0000(\.[A-Za-z.]+)$")
+
+OUR_CHECKPOINT = r"""
+import sys
+from nnunet_core.commands.train import configure_parser, fold_request
+from nnunet_core.training.fold_run import prepare_folder, resolve_fold
+from nnunet_core.training.trainer_lookup import resolve_trainer
+import argparse
+parser = argparse.ArgumentParser()
+configure_parser(parser)
+request = fold_request(parser.parse_args(sys.argv[1:]))
+setup = resolve_fold(request)
+trainer_class, _ = resolve_trainer(request.settings.trainer_name)
+trainer = trainer_class(setup, request.settings, request.device, request.topology)
+prepare_folder(request, setup)
+print(trainer.save_checkpoint("checkpoint_final.pth"))
+"""
+
+PEER_CHECKPOINT = r"""
+import json, os, sys, torch
+from nnunetv2.training.nnUNetTrainer.nnUNetTrainer import nnUNetTrainer
+preprocessed, ours, configuration = sys.argv[1], sys.argv[2], sys.argv[3]
+plans = json.load(open(os.path.join(preprocessed, 'nnUNetPlans.json')))
+dataset_json = json.load(open(os.path.join(preprocessed, 'dataset.json')))
+trainer = nnUNetTrainer(plans, configuration, 0, dataset_json, device=torch.device('cpu'))
+trainer.initialize()
+weights = torch.load(ours, map_location='cpu', weights_only=False)['network_weights']
+trainer.network.load_state_dict(weights)
+trainer.save_checkpoint(os.path.join(trainer.output_folder, 'checkpoint_final.pth'))
+print(trainer.output_folder)
+"""
+
+
+@dataclass(frozen=True)
+class Sides:
+    """Roots and environments of both sides; ``peer`` is None without upstream."""
+
+    work: Path
+    dataset: str  # DatasetXXX_Name
+    cases: tuple[str, ...]  # training cases linked into the reduced dataset
+    ending: str
+    peer: Path | None
+
+    @property
+    def raw(self) -> Path:
+        return self.work / "raw"
+
+    def root(self, side: str, kind: str) -> Path:
+        return self.work / side / kind
+
+    def our_roots(self) -> list[str]:
+        return [
+            "--raw",
+            str(self.raw),
+            "--preprocessed",
+            str(self.root("ours", "pre")),
+            "--results",
+            str(self.root("ours", "results")),
+        ]
+
+    def peer_env(self) -> dict[str, str]:
+        assert self.peer is not None
+        env = dict(os.environ)
+        env.update(
+            nnUNet_raw=str(self.raw),
+            nnUNet_preprocessed=str(self.root("upstream", "pre")),
+            nnUNet_results=str(self.root("upstream", "results")),
+            nnUNet_compile="false",
+            PATH=f"{self.peer / 'bin'}{os.pathsep}{env['PATH']}",
+        )
+        return env
+
+    def peer_bin(self, name: str) -> str:
+        assert self.peer is not None
+        return str(self.peer / "bin" / name)
+
+    def model_dir(self, side: str) -> Path:
+        return trained_model_dir(self.root(side, "results") / self.dataset, CONFIGURATION)
+
+
+def make_ct_dataset(target: Path, num_training: int, slices: int = 100, seed: int = 0) -> Path:
+    """A CT-sized synthetic raw dataset (512x512xN at 0.7x0.7x2.5 mm); the one place to switch
+    to ``nnunet_core.dataset.realscale`` (its "ct" preset) once it is merged."""
+    from nnunet_core.dataset.synthesize import SynthOptions, synthesize_dataset
+
+    options = SynthOptions(
+        num_training=num_training,
+        num_test=0,
+        shape=(slices, 512, 512),
+        spacing=(2.5, 0.7, 0.7),
+        seed=seed,
+    )
+    synthesize_dataset(target, options)
+    return target
+
+
+def run(command: list[str], env: dict[str, str] | None = None) -> str:
+    done = subprocess.run(command, env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        tail = (done.stderr or done.stdout)[-3000:]
+        sys.exit(f"failed ({done.returncode}): {' '.join(command)}\n{tail}")
+    return done.stdout
+
+
+def raw_cases(raw_dataset: Path) -> tuple[list[str], str]:
+    """The training cases (sorted) and the file ending of a raw dataset."""
+    ending = json.loads((raw_dataset / DATASET_JSON).read_text())["file_ending"]
+    cases = sorted(
+        p.name[: -len(f"_0000{ending}")]
+        for p in (raw_dataset / "imagesTr").iterdir()
+        if p.name.endswith(f"_0000{ending}")
+    )
+    if not cases:
+        sys.exit(f"{raw_dataset}/imagesTr: no training images ending _0000{ending}")
+    return cases, ending
+
+
+def link_dataset(raw_dataset: Path, work: Path, count: int, peer: Path | None) -> Sides:
+    """``work/raw/Dataset934_<name>`` with links to the first ``count`` training cases."""
+    match = re.match(r"Dataset\d+_(.+)", raw_dataset.name)
+    name = f"Dataset{DATASET_ID}_{match.group(1) if match else 'RealScale'}"
+    cases, ending = raw_cases(raw_dataset)
+    cases = cases[:count]
+    target = work / "raw" / name
+    content = json.loads((raw_dataset / DATASET_JSON).read_text())
+    content["numTraining"] = len(cases)
+    for folder in ("imagesTr", "labelsTr"):
+        (target / folder).mkdir(parents=True, exist_ok=True)
+    for case in cases:
+        for image in sorted(
+            (raw_dataset / "imagesTr").glob(f"{case}_[0-9][0-9][0-9][0-9]{ending}")
+        ):
+            link = target / "imagesTr" / image.name
+            link.unlink(missing_ok=True)
+            link.symlink_to(image.resolve())
+        link = target / "labelsTr" / f"{case}{ending}"
+        link.unlink(missing_ok=True)
+        link.symlink_to((raw_dataset / "labelsTr" / f"{case}{ending}").resolve())
+    (target / DATASET_JSON).write_text(json.dumps(content, indent=1))
+    return Sides(work, name, tuple(cases), ending, peer)
+
+
+def small_network(plans_path: Path) -> None:
+    """The configuration's features per stage divided by ``FEATURE_DIVISOR`` (in place)."""
+    plans = json.loads(plans_path.read_text())
+    kwargs = plans["configurations"][CONFIGURATION]["architecture"]["arch_kwargs"]
+    kwargs["features_per_stage"] = [
+        max(2, f // FEATURE_DIVISOR) for f in kwargs["features_per_stage"]
+    ]
+    plans_path.write_text(json.dumps(plans, indent=1))
+
+
+def write_splits(preprocessed: Path, cases: tuple[str, ...], validation: int) -> None:
+    """One fold: the first ``validation`` cases validate (the rest train, else all)."""
+    val = list(cases[:validation])
+    train = list(cases[validation:]) or val
+    (preprocessed / SPLITS_JSON).write_text(json.dumps([{"train": train, "val": val}], indent=1))
+
+
+def prepare(
+    raw_dataset: Path, work: Path, peer: Path | None, count: int, small: bool, validation: int, log
+) -> Sides:
+    """Plan and preprocess both sides, make the fold-0 checkpoints; returns the sides."""
+    sides = link_dataset(raw_dataset, work, count, peer)
+    ours_pre = sides.root("ours", "pre") / sides.dataset
+    base = [sys.executable, "-m", "nnunet_core"]
+    log(f"predict stages: planning and preprocessing {count} case(s) of {sides.dataset} (ours)")
+    run(
+        [
+            *base,
+            "plan-and-preprocess",
+            "-d",
+            str(DATASET_ID),
+            "-c",
+            CONFIGURATION,
+            "-np",
+            "2",
+            *sides.our_roots()[:4],
+        ]
+    )
+    if small:
+        small_network(plans_file(ours_pre))
+    write_splits(ours_pre, sides.cases, validation)
+    trainer_args = [str(DATASET_ID), CONFIGURATION, "0", "-device", "cpu", *sides.our_roots()]
+    checkpoint = Path(run([*base[:1], "-c", OUR_CHECKPOINT, *trainer_args]).split()[-1])
+    if peer is not None:
+        peer_pre = sides.root("upstream", "pre") / sides.dataset
+        peer_pre.mkdir(parents=True, exist_ok=True)
+        for name in (DATASET_JSON, FINGERPRINT_JSON, SPLITS_JSON, plans_file(ours_pre).name):
+            (peer_pre / name).write_bytes((ours_pre / name).read_bytes())
+        log("predict stages: preprocessing the same cases from the same plans (upstream)")
+        run(
+            [
+                sides.peer_bin("nnUNetv2_preprocess"),
+                "-d",
+                str(DATASET_ID),
+                "-c",
+                CONFIGURATION,
+                "-np",
+                "2",
+            ],
+            sides.peer_env(),
+        )
+        run(
+            [
+                sides.peer_bin("python"),
+                "-c",
+                PEER_CHECKPOINT,
+                str(peer_pre),
+                str(checkpoint),
+                CONFIGURATION,
+            ],
+            sides.peer_env(),
+        )
+        # upstream's predictor reads our checkpoint as it is: the same weights for predict_case
+        peer_model = sides.model_dir("upstream")
+        for name in (PLANS_JSON, DATASET_JSON):
+            (peer_model / name).write_bytes((sides.model_dir("ours") / name).read_bytes())
+    return sides
+
+
+def our_checkpoint(sides: Sides) -> Path:
+    return fold_dir(sides.model_dir("ours"), 0) / CHECKPOINT_FINAL
+
+
+__all__ = ["DEFAULT_TRAINER", "Sides", "prepare"]
