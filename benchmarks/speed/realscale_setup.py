@@ -195,6 +195,18 @@ def prepare(
 ) -> Sides:
     """Plan and preprocess both sides, make the fold-0 checkpoints; returns the sides."""
     sides = link_dataset(raw_dataset, work, count, peer)
+    ready = work / "ready.json"
+    marker = {
+        "raw": str(raw_dataset.resolve()),
+        "cases": list(sides.cases),
+        "small": small,
+        "peer": str(peer),
+        "validation": validation,
+    }
+    if ready.is_file() and json.loads(ready.read_text()) == marker:
+        log(f"predict stages: reusing the plans, preprocessed cases and weights in {work}")
+        return sides
+    ready.unlink(missing_ok=True)
     ours_pre = sides.root("ours", "pre") / sides.dataset
     base = [sys.executable, "-m", "nnunet_core"]
     log(f"predict stages: planning and preprocessing {count} case(s) of {sides.dataset} (ours)")
@@ -249,6 +261,7 @@ def prepare(
         peer_model = sides.model_dir("upstream")
         for name in (PLANS_JSON, DATASET_JSON):
             (peer_model / name).write_bytes((sides.model_dir("ours") / name).read_bytes())
+    ready.write_text(json.dumps(marker))
     return sides
 
 

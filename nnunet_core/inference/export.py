@@ -49,6 +49,11 @@ def _is_tensor(value: Any) -> bool:
     return torch_module is not None and isinstance(value, torch_module.Tensor)
 
 
+def _torch_threads() -> int:
+    torch_module = sys.modules.get("torch")
+    return torch_module.get_num_threads() if torch_module is not None else 1
+
+
 def _as_float32_numpy(logits: torch.Tensor | np.ndarray) -> np.ndarray:
     if _is_tensor(logits):
         return logits.detach().cpu().float().numpy()
@@ -348,7 +353,8 @@ def export_prediction(
             if fill is not None:  # background 1 in the rows outside the box
                 spill.fill_rows(0, 0, final_bbox[0][0], fill)
                 spill.fill_rows(0, final_bbox[0][1], final_shape[0], fill)
-            spill.save_npz(output.with_name(output.name + ".npz"))
+            threads = _torch_threads()  # export workers: 1; this process: the job's cores
+            spill.save_npz(output.with_name(output.name + ".npz"), threads)
             write_json(output.with_name(output.name + ".json"), properties)
     finally:
         if spill is not None:

@@ -13,7 +13,9 @@ from __future__ import annotations
 import os
 import tempfile
 import zipfile
+import zlib
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +23,34 @@ import numpy as np
 from nnunet_core.io.atomic import atomic_path
 
 CHUNK_BYTES = 2**24
+PIECE_BYTES = 2**22  # deflated on their own by the threads
 MEMBER = "probabilities.npy"
+LEVEL = zlib.Z_DEFAULT_COMPRESSION  # np.savez_compressed's
+
+
+class ParallelDeflate:
+    """zlib's compressor interface, deflating on threads (zlib lets go of the GIL).
+
+    Each piece is raw-deflated on its own and ended with a sync flush (byte-aligned, not final);
+    ``flush`` adds an empty final block. The concatenation is one valid deflate stream (pigz's
+    layout), so any zip reader inflates it as if one compressor had made it.
+    """
+
+    def __init__(self, pool: ThreadPoolExecutor, level: int = LEVEL) -> None:
+        self.pool = pool
+        self.level = level
+
+    def _piece(self, piece: memoryview) -> bytes:
+        compressor = zlib.compressobj(self.level, zlib.DEFLATED, -15)
+        return compressor.compress(piece) + compressor.flush(zlib.Z_SYNC_FLUSH)
+
+    def compress(self, data: bytes | memoryview) -> bytes:
+        view = memoryview(data).cast("B")
+        pieces = [view[i : i + PIECE_BYTES] for i in range(0, len(view), PIECE_BYTES)]
+        return b"".join(self.pool.map(self._piece, pieces))
+
+    def flush(self) -> bytes:
+        return zlib.compressobj(self.level, zlib.DEFLATED, -15).flush(zlib.Z_FINISH)
 
 
 class ProbabilityFile:
@@ -59,14 +88,20 @@ class ProbabilityFile:
             written = os.pwrite(self.fd, data, offset)
             data, offset = data[written:], offset + written
 
-    def save_npz(self, target: Path) -> None:
-        """Deflate the spill file into ``target`` (atomically) as ``probabilities``."""
+    def save_npz(self, target: Path, threads: int = 1) -> None:
+        """Deflate the spill file into ``target`` (atomically) as ``probabilities``, on
+        ``threads`` threads."""
         header = {"descr": np.lib.format.dtype_to_descr(np.dtype("<f4")),
                   "fortran_order": False, "shape": self.shape}  # fmt: skip
         total = self.class_bytes * self.shape[0]
         with atomic_path(target, suffix=".npz") as tmp, open(tmp, "wb") as handle:
             with zipfile.ZipFile(handle, "w", zipfile.ZIP_DEFLATED, allowZip64=True) as archive:
-                with archive.open(MEMBER, "w", force_zip64=True) as member:
+                with (
+                    archive.open(MEMBER, "w", force_zip64=True) as member,
+                    ThreadPoolExecutor(max(1, threads)) as pool,
+                ):
+                    if threads > 1 and hasattr(member, "_compressor"):  # zipfile's deflater
+                        member._compressor = ParallelDeflate(pool)
                     np.lib.format.write_array_header_1_0(member, header)
                     for offset in range(0, total, CHUNK_BYTES):
                         member.write(os.pread(self.fd, min(CHUNK_BYTES, total - offset), offset))
