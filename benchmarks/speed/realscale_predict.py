@@ -32,6 +32,7 @@ from benchmarks.speed.realscale_setup import (
     CONFIGURATION,
     DATASET_ID,
     FEATURE_DIVISOR,
+    TRAINER,
     Sides,
     make_ct_dataset,
     prepare,
@@ -198,6 +199,8 @@ def predict_case(sides: Sides, repeats: int, log: Callable[[str], None]) -> dict
             "nnunet_core",
             "predict",
             *common,
+            "-tr",
+            TRAINER,
             "-o",
             str(out),
             "--results",
@@ -220,11 +223,20 @@ def predict_case(sides: Sides, repeats: int, log: Callable[[str], None]) -> dict
 
 
 def validation_fold(sides: Sides, validation: int, repeats: int, log) -> dict:
-    common = [str(DATASET_ID), CONFIGURATION, "0", "--val", "--npz", "-device", "cpu"]
+    common = [
+        str(DATASET_ID),
+        CONFIGURATION,
+        "0",
+        "--val",
+        "--npz",
+        "-device",
+        "cpu",
+    ]
     runs: dict[str, list[tuple[float, float]]] = {"ours": [], "upstream": []}
     env = dict(__import__("os").environ)
     for _ in range(repeats):
-        command = [sys.executable, "-m", "nnunet_core", "train", *common, *sides.our_roots()]
+        command = [sys.executable, "-m", "nnunet_core", "train", *common, "-tr", TRAINER]
+        command += sides.our_roots()
         wall, peak = timed(command, env)
         runs["ours"].append((wall, peak / 2**20))
         if sides.peer is not None:
@@ -232,7 +244,8 @@ def validation_fold(sides: Sides, validation: int, repeats: int, log) -> dict:
             runs["upstream"].append((wall, peak / 2**20))
         log(f"validation_fold: ours {runs['ours'][-1]}, upstream {runs['upstream'][-1:]}")
     note = (
-        f"fold 0 with {validation} real-size validation case(s), --npz; network with "
+        f"fold 0 with {validation} real-size validation case(s), --npz, no test-time "
+        f"mirroring (ours {TRAINER}, upstream's checkpoint without mirror axes); network with "
         f"features per stage / {FEATURE_DIVISOR}; wall and peak RSS of the process tree"
     )
     return record(best(runs["ours"]), best(runs["upstream"]) if runs["upstream"] else None, note)

@@ -22,7 +22,6 @@ from nnunet_core.layout.preprocessed import FINGERPRINT_JSON, SPLITS_JSON, plans
 from nnunet_core.layout.raw import DATASET_JSON
 from nnunet_core.layout.results import (
     CHECKPOINT_FINAL,
-    DEFAULT_TRAINER,
     PLANS_JSON,
     fold_dir,
     trained_model_dir,
@@ -30,7 +29,13 @@ from nnunet_core.layout.results import (
 
 DATASET_ID = 934
 CONFIGURATION = "3d_fullres"
-FEATURE_DIVISOR = 8
+FEATURE_DIVISOR = 32
+# no test-time mirroring: the final validation would run the network 8 times per tile
+TRAINER = "nnUNetTrainerNoMirroring"
+# upstream looks a variant up by importing every trainer module (its Primus ones need a working
+# torchvision): its default trainer, with no mirror axes stored in the checkpoint, is the same
+PEER_TRAINER = "nnUNetTrainer"
+PLANNED = "nnUNetPlans.planned.json"  # the plans as planned, before the network is shrunk
 CASE_RE = re.compile(r"^(.+)_0000(\.[A-Za-z.]+)$")
 
 OUR_CHECKPOINT = r"""
@@ -54,11 +59,13 @@ import json, os, sys, torch
 from nnunetv2.training.nnUNetTrainer.nnUNetTrainer import nnUNetTrainer
 preprocessed, ours, configuration = sys.argv[1], sys.argv[2], sys.argv[3]
 plans = json.load(open(os.path.join(preprocessed, 'nnUNetPlans.json')))
+plans['continue_training'] = False  # what run_training adds
 dataset_json = json.load(open(os.path.join(preprocessed, 'dataset.json')))
 trainer = nnUNetTrainer(plans, configuration, 0, dataset_json, device=torch.device('cpu'))
 trainer.initialize()
 weights = torch.load(ours, map_location='cpu', weights_only=False)['network_weights']
 trainer.network.load_state_dict(weights)
+trainer.inference_allowed_mirroring_axes = None  # as nnUNetTrainerNoMirroring stores it
 trainer.save_checkpoint(os.path.join(trainer.output_folder, 'checkpoint_final.pth'))
 print(trainer.output_folder)
 """
@@ -108,7 +115,9 @@ class Sides:
         return str(self.peer / "bin" / name)
 
     def model_dir(self, side: str) -> Path:
-        return trained_model_dir(self.root(side, "results") / self.dataset, CONFIGURATION)
+        results = self.root(side, "results") / self.dataset
+        trainer = TRAINER if side == "ours" else PEER_TRAINER
+        return trained_model_dir(results, CONFIGURATION, trainer=trainer)
 
 
 def make_ct_dataset(target: Path, num_training: int, slices: int = 100, seed: int = 0) -> Path:
@@ -173,14 +182,19 @@ def link_dataset(raw_dataset: Path, work: Path, count: int, peer: Path | None) -
     return Sides(work, name, tuple(cases), ending, peer)
 
 
-def small_network(plans_path: Path) -> None:
-    """The configuration's features per stage divided by ``FEATURE_DIVISOR`` (in place)."""
-    plans = json.loads(plans_path.read_text())
+def write_plans(preprocessed: Path, small: bool) -> None:
+    """The planned plans (kept aside as ``PLANNED``), with the configuration's features per
+    stage divided by ``FEATURE_DIVISOR`` when ``small``."""
+    planned = preprocessed / PLANNED
+    if not planned.is_file():
+        planned.write_bytes(plans_file(preprocessed).read_bytes())
+    plans = json.loads(planned.read_text())
     kwargs = plans["configurations"][CONFIGURATION]["architecture"]["arch_kwargs"]
-    kwargs["features_per_stage"] = [
-        max(2, f // FEATURE_DIVISOR) for f in kwargs["features_per_stage"]
-    ]
-    plans_path.write_text(json.dumps(plans, indent=1))
+    if small:
+        kwargs["features_per_stage"] = [
+            max(2, f // FEATURE_DIVISOR) for f in kwargs["features_per_stage"]
+        ]
+    plans_file(preprocessed).write_text(json.dumps(plans, indent=1))
 
 
 def write_splits(preprocessed: Path, cases: tuple[str, ...], validation: int) -> None:
@@ -190,29 +204,22 @@ def write_splits(preprocessed: Path, cases: tuple[str, ...], validation: int) ->
     (preprocessed / SPLITS_JSON).write_text(json.dumps([{"train": train, "val": val}], indent=1))
 
 
-def prepare(
-    raw_dataset: Path, work: Path, peer: Path | None, count: int, small: bool, validation: int, log
-) -> Sides:
-    """Plan and preprocess both sides, make the fold-0 checkpoints; returns the sides."""
-    sides = link_dataset(raw_dataset, work, count, peer)
-    ready = work / "ready.json"
-    marker = {
-        "raw": str(raw_dataset.resolve()),
-        "cases": list(sides.cases),
-        "small": small,
-        "peer": str(peer),
-        "validation": validation,
-    }
-    if ready.is_file() and json.loads(ready.read_text()) == marker:
-        log(f"predict stages: reusing the plans, preprocessed cases and weights in {work}")
-        return sides
-    ready.unlink(missing_ok=True)
+def preprocess_both(sides: Sides, log) -> None:
+    """Plan and preprocess ours, preprocess upstream's from the same plans (skipped when done
+    for the same cases)."""
+    done = sides.work / "preprocessed.json"
+    marker = {"cases": list(sides.cases), "peer": str(sides.peer)}
+    if done.is_file() and json.loads(done.read_text()) == marker:
+        log(f"predict stages: reusing the preprocessed cases in {sides.work}")
+        return
+    done.unlink(missing_ok=True)
     ours_pre = sides.root("ours", "pre") / sides.dataset
-    base = [sys.executable, "-m", "nnunet_core"]
-    log(f"predict stages: planning and preprocessing {count} case(s) of {sides.dataset} (ours)")
+    log(f"predict stages: planning and preprocessing {len(sides.cases)} case(s) (ours)")
     run(
         [
-            *base,
+            sys.executable,
+            "-m",
+            "nnunet_core",
             "plan-and-preprocess",
             "-d",
             str(DATASET_ID),
@@ -223,15 +230,12 @@ def prepare(
             *sides.our_roots()[:4],
         ]
     )
-    if small:
-        small_network(plans_file(ours_pre))
-    write_splits(ours_pre, sides.cases, validation)
-    trainer_args = [str(DATASET_ID), CONFIGURATION, "0", "-device", "cpu", *sides.our_roots()]
-    checkpoint = Path(run([*base[:1], "-c", OUR_CHECKPOINT, *trainer_args]).split()[-1])
-    if peer is not None:
+    (ours_pre / PLANNED).unlink(missing_ok=True)
+    write_plans(ours_pre, False)
+    if sides.peer is not None:
         peer_pre = sides.root("upstream", "pre") / sides.dataset
         peer_pre.mkdir(parents=True, exist_ok=True)
-        for name in (DATASET_JSON, FINGERPRINT_JSON, SPLITS_JSON, plans_file(ours_pre).name):
+        for name in (DATASET_JSON, FINGERPRINT_JSON, plans_file(ours_pre).name):
             (peer_pre / name).write_bytes((ours_pre / name).read_bytes())
         log("predict stages: preprocessing the same cases from the same plans (upstream)")
         run(
@@ -246,6 +250,25 @@ def prepare(
             ],
             sides.peer_env(),
         )
+    done.write_text(json.dumps(marker))
+
+
+def prepare(
+    raw_dataset: Path, work: Path, peer: Path | None, count: int, small: bool, validation: int, log
+) -> Sides:
+    """Plan and preprocess both sides, make the fold-0 checkpoints; returns the sides."""
+    sides = link_dataset(raw_dataset, work, count, peer)
+    preprocess_both(sides, log)
+    ours_pre = sides.root("ours", "pre") / sides.dataset
+    write_plans(ours_pre, small)
+    write_splits(ours_pre, sides.cases, validation)
+    trainer_args = [str(DATASET_ID), CONFIGURATION, "0", "-tr", TRAINER, "-device", "cpu"]
+    trainer_args += sides.our_roots()
+    checkpoint = Path(run([sys.executable, "-c", OUR_CHECKPOINT, *trainer_args]).split()[-1])
+    if peer is not None:
+        peer_pre = sides.root("upstream", "pre") / sides.dataset
+        for name in (SPLITS_JSON, plans_file(ours_pre).name):
+            (peer_pre / name).write_bytes((ours_pre / name).read_bytes())
         run(
             [
                 sides.peer_bin("python"),
@@ -257,11 +280,10 @@ def prepare(
             ],
             sides.peer_env(),
         )
-        # upstream's predictor reads our checkpoint as it is: the same weights for predict_case
+        # upstream's predictor reads the model folder's plans and dataset.json (ours: the same)
         peer_model = sides.model_dir("upstream")
         for name in (PLANS_JSON, DATASET_JSON):
             (peer_model / name).write_bytes((sides.model_dir("ours") / name).read_bytes())
-    ready.write_text(json.dumps(marker))
     return sides
 
 
@@ -269,4 +291,4 @@ def our_checkpoint(sides: Sides) -> Path:
     return fold_dir(sides.model_dir("ours"), 0) / CHECKPOINT_FINAL
 
 
-__all__ = ["DEFAULT_TRAINER", "Sides", "prepare"]
+__all__ = ["Sides", "prepare"]

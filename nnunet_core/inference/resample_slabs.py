@@ -24,8 +24,9 @@ import torch.nn.functional as F
 
 from nnunet_core.preprocessing.resampling import ResamplePlan, _picked_slices, resample
 
-# float32 values per slab at the target size (64 MB): large enough for torch's threads to pay off
-SLAB_VALUES = 2**24
+# float32 values per slab at the target size (16 MB): large enough for torch's threads to pay
+# off, small beside a real-size case (its intermediates are a few times this)
+SLAB_VALUES = 2**22
 LINEAR, PICK, SAME = "linear", "pick", "same"
 
 
