@@ -233,8 +233,10 @@ def predict_cases(
     # the job's threads (the workflow sets OMP_NUM_THREADS): a slow CPU job shows its cores
     threads = torch.get_num_threads()
     print(f"predict: {len(todo)} case(s) on {settings.device}, {threads} torch threads", flush=True)
-    preprocessing = _Stage(max(0, settings.num_processes_preprocessing))
-    exporting = _Stage(max(0, settings.num_processes_export), _one_torch_thread)
+    # never more workers than cases they could serve: the first case is preprocessed while this
+    # process waits anyway and the last is exported here, so one case needs no worker at all
+    preprocessing = _Stage(min(max(0, settings.num_processes_preprocessing), len(todo) - 1))
+    exporting = _Stage(min(max(0, settings.num_processes_export), len(todo) - 1), _one_torch_thread)
     cancel = True
     try:
         written = _run(model, todo, output_dir, settings, preprocessing, exporting, show_bar)
