@@ -67,6 +67,7 @@ print(list(logits.shape))
 EXPORT_OURS = r"""
 import json, resource, sys, time
 import numpy as np
+import torch  # loaded wherever export runs (predictor, validation); upstream's imports it too
 from nnunet_core.inference.export import export_prediction
 from nnunet_core.io.dataset_json import load_dataset_json
 from nnunet_core.io.plans import Plans
