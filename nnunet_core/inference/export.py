@@ -304,7 +304,7 @@ def export_prediction(
     full size: the segmentation fills in row by row, the probabilities go through a spill file.
     """
     # torch loads here, not with the module: ensembling imports this module for numpy only
-    from nnunet_core.inference.resample_slabs import resampled_slabs
+    from nnunet_core.inference.resample_slabs import resampled_slabs, rounded_to_float16
 
     output = Path(output_path_without_ending)
     where = f"export {output.name}"
@@ -333,7 +333,7 @@ def export_prediction(
         slabs = resampled_slabs(logits, plan, kwargs["order"], kwargs["order_z"], backward)
         for first, slab in slabs:
             if half:  # upstream keeps float16 logits float16 after resampling
-                slab = slab.half().float()
+                slab = rounded_to_float16(slab)
             scores = slab
             if save_probabilities or label_spec.has_regions:
                 scores = torch_nonlin(slab, label_spec)

@@ -1,11 +1,11 @@
 """``{case}.npz`` written from slabs, without the whole (C, ...) array in memory.
 
 The archive is what ``np.savez_compressed(f, probabilities=...)`` writes (one deflated
-``probabilities.npy`` member, zip64; deflated faster, see ``LEVEL``), so ``np.load`` and upstream read it as before. Its array is
-class-major (C order), while export produces all classes of a few rows at a time: the rows go to
-an uncompressed spill file first (the page cache, not this process, holds it; the file has no
-name from the start, so nothing is left behind), and the member is then deflated from that file
-class by class.
+``probabilities.npy`` member, zip64; deflated faster, see ``LEVEL``), so ``np.load`` and upstream
+read it as before. Its array is class-major (C order), while export produces all classes of a
+few rows at a time: the rows go to an uncompressed spill file first (the page cache, not this
+process, holds it; the file has no name from the start, so nothing is left behind), and the
+member is then deflated from that file class by class.
 """
 
 from __future__ import annotations

@@ -8,6 +8,9 @@ tensor product can be computed axis by axis in any order and for any block of ou
 the output is produced here slab by slab along its first axis: a slab of C classes and a few
 rows is all that is ever held at the target size. Arithmetic is float32 (upstream: float64);
 the difference is rounding (about 1e-7 relative), which moves an argmax only at exact ties.
+float16 logits (upstream's sliding window: ``--fp16_accumulation``, upstream's own logits) take
+the reference path too: they are rounded to float16 after resampling, and any other arithmetic
+rounds a few values to the neighbouring float16 step (about 1e-3 in probability).
 
 Other orders (a plans file asking for order 3, or order_z 3) take the reference path
 (``preprocessing.resampling.resample``) on the whole array and are then cut into slabs.
@@ -71,29 +74,37 @@ def axis_rules(
     return rules
 
 
-def _along(x: torch.Tensor, dim: int, rule: AxisRule, start: int, stop: int) -> torch.Tensor:
-    """``x`` resampled along ``dim`` (output rows ``start:stop``), float32."""
+def _along(
+    x: torch.Tensor, dim: int, rule: AxisRule, start: int, stop: int, dtype: torch.dtype
+) -> torch.Tensor:
+    """``x`` resampled along ``dim`` (output rows ``start:stop``), in ``dtype``."""
     if rule.kind == SAME:
-        return x.narrow(dim, start, stop - start).float()
+        return x.narrow(dim, start, stop - start).to(dtype)
     lower, upper, weight = rule.sources(start, stop)
-    low = x.index_select(dim, lower).float()
+    low = x.index_select(dim, lower).to(dtype)
     if rule.kind == PICK:
         return low
     shape = [1] * x.dim()
     shape[dim] = len(weight)
-    weight = weight.view(shape)
-    high = x.index_select(dim, upper).float()
+    weight = weight.view(shape).to(dtype)
+    high = x.index_select(dim, upper).to(dtype)
     return low.mul_(1 - weight).add_(high.mul_(weight))
 
 
-def _in_plane(x: torch.Tensor, rules: Sequence[AxisRule]) -> torch.Tensor:
+def _in_plane(x: torch.Tensor, rules: Sequence[AxisRule], dtype: torch.dtype) -> torch.Tensor:
     """Axes 2 and 3 of ``(C, rows, a, b)``: torch's bilinear kernel when both are linear."""
     if rules[1].kind == LINEAR and rules[2].kind == LINEAR:
         size = (rules[1].size_out, rules[2].size_out)
         return F.interpolate(x, size=size, mode="bilinear", align_corners=False)
     for dim, rule in ((2, rules[1]), (3, rules[2])):
-        x = _along(x, dim, rule, 0, rule.size_out)
+        x = _along(x, dim, rule, 0, rule.size_out, dtype)
     return x
+
+
+def rounded_to_float16(slab: torch.Tensor) -> torch.Tensor:
+    """float32 values of ``slab`` stored as float16 first, rounded once from its float64 as
+    numpy (upstream) rounds: torch's float64 -> float16 goes through float32 (rounded twice)."""
+    return torch.from_numpy(slab.numpy().astype(np.float16).astype(np.float32))
 
 
 def _as_tensor(array: torch.Tensor | np.ndarray) -> torch.Tensor:
@@ -112,15 +123,21 @@ def resampled_slabs(
     axes: Sequence[int] = (0, 1, 2),
     slab_values: int | None = None,
 ) -> Iterator[tuple[int, torch.Tensor]]:
-    """``(first row, slab)`` of ``logits`` ``(C, *spatial)`` resampled to ``plan.new_shape``,
-    float32 slabs ``(C, rows, ...)`` in the spatial order ``axes`` (a permutation of the input's
-    axes), along the first of them. float16 input stays float16 until it is resampled."""
+    """``(first row, slab)`` of ``logits`` ``(C, *spatial)`` resampled to ``plan.new_shape``:
+    slabs ``(C, rows, ...)``, float32 (float64 for float16 logits), in the spatial order ``axes``
+    (a permutation of the input's axes), along the first of them. float16 input stays float16
+    until it is resampled."""
     permuted_plan = ResamplePlan(
         tuple(plan.new_shape[a] for a in axes),
         None if plan.separate_axis is None else list(axes).index(plan.separate_axis),
     )
     source = _as_tensor(logits)
+    # float16 logits (upstream's sliding window) are resampled in float64 as upstream does, so
+    # that rounding the result to float16 gives upstream's values; the rest in float32
+    dtype = torch.float64 if source.dtype == torch.float16 else torch.float32
     rules = axis_rules(source.shape[1:], plan, order, order_z)
+    if source.dtype == torch.float16:
+        rules = None  # upstream's float16 numbers exactly (see the module's docstring)
     if rules is None:  # the reference path, then cut
         array = source.numpy()
         reference = resample(array.astype(np.float64) if array.dtype == np.float16 else array,
@@ -133,4 +150,4 @@ def resampled_slabs(
     step = max(1, min(rows, (slab_values or SLAB_VALUES) // max(1, per_row)))
     for start in range(0, rows, step):
         stop = min(rows, start + step)
-        yield start, _in_plane(_along(source, 1, rules[0], start, stop), rules)
+        yield start, _in_plane(_along(source, 1, rules[0], start, stop, dtype), rules, dtype)

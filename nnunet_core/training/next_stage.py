@@ -32,7 +32,7 @@ from nnunet_core.inference.export import (
     probability_resampling_kwargs,
     resample_probabilities,
 )
-from nnunet_core.inference.resample_slabs import resampled_slabs
+from nnunet_core.inference.resample_slabs import resampled_slabs, rounded_to_float16
 from nnunet_core.io.blosc2_store import DATA_SUFFIX, comp_blosc2_params, open_array, save_array
 from nnunet_core.io.dataset_json import LabelSpec
 from nnunet_core.io.plans import Plans
@@ -133,7 +133,7 @@ def next_stage_segmentation(
     # slab by slab: no class is held at the next stage's (full) size
     for first, slab in resampled_slabs(logits, plan, kwargs["order"], kwargs["order_z"]):
         if half:  # upstream stores the resampled float16 logits as float16 before the argmax
-            slab = slab.half().float()
+            slab = rounded_to_float16(slab)
         rows = logits_to_segmentation(slab.numpy(), label_spec)
         segmentation[first : first + slab.shape[1]] = rows
     return segmentation
