@@ -1,10 +1,11 @@
 """The real-size CT preset is planned by upstream nnU-Net 2.8.1 exactly as by us.
 
-Three CT-like cases of ``synthesize --preset ct`` (512 x 512 x 48, short enough to be cheap and
-long enough that both planners add 3d_lowres and the cascade) go through upstream's
-``nnUNetv2_extract_fingerprint`` and ``nnUNetv2_plan_experiment`` in the peer venv and through
-ours; the fingerprints and the nnUNetPlans.json files must be equal, key order and number types
-included. Skipped where the peer venv is absent (a failure under NNUNET_REQUIRE_PEER=1).
+Three CT-like cases of ``synthesize --preset ct`` (512 x 512 x 64: short enough to be cheap, long
+enough that both planners add 3d_lowres and the cascade, which needs 56 slices or more) go
+through upstream's ``nnUNetv2_extract_fingerprint`` and ``nnUNetv2_plan_experiment`` in the peer
+venv and through ours; the fingerprints and the nnUNetPlans.json files must be equal, key order
+and number types included. Skipped where the peer venv is absent (a failure under
+NNUNET_REQUIRE_PEER=1).
 """
 
 from __future__ import annotations
@@ -21,8 +22,11 @@ from nnunet_core.dataset.realscale import synthesize_realscale
 from tests.helpers.peer import HAS_PEER, upstream
 from tests.helpers.training import roots_env
 
-DATASET = "Dataset955_RealCT"
-CASES, SLICES = 3, 48
+# ~40 s on 2 idle cores (upstream's start-up, two fingerprints of 1e7 samples each)
+pytestmark = pytest.mark.slow
+
+DATASET_ID, DATASET = "955", "Dataset955_RealCT"
+CASES, SLICES = 3, 64
 
 
 def _read(path: Path) -> Any:
@@ -45,8 +49,8 @@ def planned(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     root = tmp_path_factory.mktemp("realscale_ct")
     synthesize_realscale(root / "raw" / DATASET, "ct", CASES, 0, seed=0, slices=SLICES)
     theirs = {**roots_env(root), "nnUNet_preprocessed": str(root / "upstream")}
-    upstream(theirs, "nnUNetv2_extract_fingerprint", "-d", DATASET, "-np", "2")
-    upstream(theirs, "nnUNetv2_plan_experiment", "-d", DATASET)
+    upstream(theirs, "nnUNetv2_extract_fingerprint", "-d", DATASET_ID, "-np", "2")
+    upstream(theirs, "nnUNetv2_plan_experiment", "-d", DATASET_ID)
     roots = ["--raw", str(root / "raw"), "--preprocessed", str(root / "ours")]
     assert main(["fingerprint", "-d", DATASET, "-np", "2", *roots]) == 0
     assert main(["plan", "-d", DATASET, *roots]) == 0
