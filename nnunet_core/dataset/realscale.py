@@ -5,7 +5,8 @@ about a 512 x 512 x 100 CT, where the planner adds 3d_lowres and the cascade and
 handles 100 MB per channel. ``ct``: 512 x 512 x N (N 80-120 per case unless ``slices`` fixes it)
 at about 0.7 x 0.7 x 2.5 mm (in-plane spacing 0.68-0.78 mm per case, as scanners' fields of view
 vary), int16 Hounsfield units, channel "CT" so that the CT normalisation is planned. ``mr``:
-256^3 at 1 mm, int16, channel "T1" (z-score). Labels: background 0, organ 1, lesion 2.
+whole T1-like heads of 256^3 at 1 mm with a noisy background, int16, channel "T1" (z-score), planned
+with 128^3 patches and 3d_lowres. Labels: background 0, organ 1 (the MR's ventricles), lesion 2.
 
 Same arguments give identical arrays: each case draws from its own generator seeded with
 ``(seed, split, index)``, so adding cases never changes the existing ones. The dataset is written
@@ -23,7 +24,7 @@ from typing import Any
 import numpy as np
 import SimpleITK as sitk
 
-from nnunet_core.dataset.realscale_volumes import Volume, ct_abdomen, mr_brain
+from nnunet_core.dataset.realscale_volumes import Volume, ct_abdomen, mr_head
 from nnunet_core.dataset.shapes import BACKGROUND, LESION, ORGAN
 from nnunet_core.dataset.synthesize import (
     DIRECTION_3D,
@@ -63,8 +64,8 @@ PRESETS: dict[str, Preset] = {
     "mr": Preset(
         "mr",
         "T1",
-        "MR-like brains (T1-like, skull-stripped), 256^3 at 1 mm, int16",
-        mr_brain,
+        "MR-like heads (T1-like: scalp, skull, brain, ventricles, lesion), 256^3 at 1 mm, int16",
+        mr_head,
     ),
 }
 

@@ -1,4 +1,4 @@
-"""Real-size phantoms: a CT-like abdomen (int16 Hounsfield units) and an MR-like brain (int16).
+"""Real-size phantoms: a CT-like abdomen (int16 Hounsfield units) and an MR-like head (int16).
 
 Every value is drawn from the ``rng`` passed in, so a seed fixes every voxel. Sizes are given in
 millimetres and turned into voxels with the case's spacing, so anatomy keeps its physical size
@@ -80,9 +80,15 @@ def _paint(
     return mask
 
 
-def _noisy_int16(image: np.ndarray, rng: np.random.Generator, sigma: float) -> np.ndarray:
-    """Add Gaussian noise in place (float32, one draw per voxel) and store as int16."""
+def _noisy_int16(
+    image: np.ndarray, rng: np.random.Generator, sigma: float, magnitude: bool = False
+) -> np.ndarray:
+    """Add Gaussian noise in place (float32, one draw per voxel) and store as int16; with
+    ``magnitude``, keep its absolute value, as an MR magnitude image does (a noisy, non-zero
+    background)."""
     image += rng.standard_normal(image.shape, dtype=np.float32) * np.float32(sigma)
+    if magnitude:
+        np.abs(image, out=image)
     np.rint(image, out=image)
     np.clip(image, HU_MIN, HU_MAX, out=image)
     return image.astype(np.int16)
@@ -157,27 +163,37 @@ def ct_abdomen(
     return Volume(_noisy_int16(image, rng, rng.uniform(10, 16)), label)
 
 
-def mr_brain(
+def mr_head(
     rng: np.random.Generator, shape: tuple[int, int, int], spacing: tuple[float, float, float]
 ) -> Volume:
-    """A skull-stripped T1-like brain (zero outside, as registered MR sets ship): white matter
-    (~850), a cortical grey-matter rim (~600), the lateral ventricles (CSF ~150, label 1) and a
-    lesion in the white matter (~450, label 2), under a smooth bias field, with noise."""
+    """A T1-like head filling the field of view as a scanner stores it: magnitude noise in the
+    background (so cropping keeps the whole volume), scalp fat (~800), a dark skull (~120), CSF
+    (~150) around a brain with grey (~600) and white matter (~850), the neck below, the lateral
+    ventricles (label 1) and a lesion in the white matter (~450, label 2), under a smooth bias
+    field."""
     mm = np.asarray(spacing)
     center = np.asarray(shape) / 2 + rng.uniform(-4, 4, 3) / mm
+    center[0] += 12 / mm[0]  # the head sits high; the neck fills the bottom slices
     radii = np.array([rng.uniform(58, 66), rng.uniform(80, 88), rng.uniform(64, 72)]) / mm
-    box, q = _ellipsoid(shape, center, radii, rng.uniform(-0.1, 0.1))
+    angle = rng.uniform(-0.1, 0.1)
     image = np.zeros(shape, np.float32)
     label = np.zeros(shape, np.uint8)
+    # the neck: an elliptic column from the bottom slice up into the head
+    y = np.arange(shape[1], dtype=np.float32)[:, None] - np.float32(center[1] + 15 / mm[1])
+    x = np.arange(shape[2], dtype=np.float32)[None, :] - np.float32(center[2])
+    neck = (y * mm[1] / 48) ** 2 + (x * mm[2] / 55) ** 2 < 1.0
+    image[: int(center[0])][:, neck] = 500.0
+    # scalp, skull and CSF as shells around the brain, then the brain itself
+    for extra_mm, value in ((14, 800.0), (9, 120.0), (3, 150.0)):
+        _paint(image, *_inside(shape, center, radii + extra_mm / mm, angle), value)
+    box, q = _ellipsoid(shape, center, radii, angle)
     _paint(image, box, q < 1.0, 600.0)
     _paint(image, box, q < 0.88**2, 850.0)
     # the interhemispheric fissure (CSF) through the upper half
-    fissure = (
-        slice(int(center[0]), box[0].stop),
-        box[1],
-        slice(int(center[2] - 1.5 / mm[2]), int(center[2] + 1.5 / mm[2]) + 1),
-    )
-    image[fissure][image[fissure] > 0] = 150.0
+    z = np.arange(box[0].start, box[0].stop)[:, None, None]
+    x = np.arange(box[2].start, box[2].stop)[None, None, :]
+    fissure = (q < 1.0) & (z >= center[0]) & (np.abs(x - center[2]) * mm[2] < 1.5)
+    _paint(image, box, fissure, 150.0)
     # two lateral ventricles either side of the midline
     for side in (-1, 1):
         vent_c = center + np.array([8, -6, side * 9]) / mm
@@ -190,19 +206,15 @@ def mr_brain(
     lesion_c = center + np.array([rng.uniform(-5, 20), rng.uniform(-30, 30), side * 38]) / mm
     lesion_r = np.full(3, rng.uniform(8, 16)) / mm
     lbox, lesion = _inside(shape, lesion_c, lesion_r, 0.0, (0.1, 5, rng.uniform(0, 6)))
-    lesion = lesion & (image[lbox] > 0) & (label[lbox] == 0)
+    lesion = lesion & (image[lbox] >= 600) & (label[lbox] == 0)  # in the brain
     _paint(image, lbox, lesion, 450.0)
     label[lbox][lesion] = LESION
-    # a smooth multiplicative bias field (coil sensitivity), then noise inside the brain only
-    grids = [np.linspace(-1, 1, s, dtype=np.float32)[b] for s, b in zip(shape, box, strict=True)]
+    # a smooth multiplicative bias field (coil sensitivity), then magnitude noise everywhere
+    grids = [np.linspace(-1, 1, n, dtype=np.float32) for n in shape]
     gains = rng.uniform(-0.08, 0.08, 3).astype(np.float32)
-    image[box] *= 1.0 + (
+    image *= 1.0 + (
         gains[0] * grids[0][:, None, None]
         + gains[1] * grids[1][None, :, None]
         + gains[2] * grids[2][None, None, :]
     )
-    inside = image > 0
-    result = _noisy_int16(image, rng, rng.uniform(15, 25))
-    result[~inside] = 0
-    np.maximum(result, 1, out=result, where=inside)  # noise never zeroes a brain voxel
-    return Volume(result, label)
+    return Volume(_noisy_int16(image, rng, rng.uniform(15, 25), magnitude=True), label)

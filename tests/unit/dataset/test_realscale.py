@@ -16,10 +16,12 @@ import SimpleITK as sitk
 
 from nnunet_core.cli import main
 from nnunet_core.dataset.realscale import case_volume, synthesize_realscale
+from nnunet_core.dataset.realscale_volumes import Volume
 from nnunet_core.dataset.synthesize import TEST, TRAIN
 from nnunet_core.errors import ConfigurationError
 from nnunet_core.planning.fingerprint import extract_fingerprint
 from nnunet_core.planning.planner import plan_experiment
+from nnunet_core.preprocessing.cropping import bbox_of, nonzero_mask
 
 ORGAN, LESION = 1, 2
 
@@ -80,19 +82,49 @@ def test_ct_geometry_varies_per_case_and_slices_fixes_the_count() -> None:
     assert shapes == {(10, 512, 512)}
 
 
-def test_mr_case_is_a_brain_with_ventricles_and_lesion() -> None:
-    volume, spacing = case_volume("mr", 0, TRAIN, 0)
-    image, label = volume.image, volume.label
+@pytest.fixture(scope="module")
+def mr_case() -> tuple[Volume, tuple[float, float, float]]:
+    return case_volume("mr", 0, TRAIN, 0)
+
+
+def test_mr_case_is_a_head_with_ventricles_and_lesion(mr_case) -> None:
+    (image, label), spacing = (mr_case[0].image, mr_case[0].label), mr_case[1]
     assert image.shape == (256, 256, 256) and spacing == (1.0, 1.0, 1.0)
-    assert image.dtype == np.int16
+    assert image.dtype == np.int16 and image.min() >= 0
     assert set(np.unique(label).tolist()) == {0, ORGAN, LESION}
-    brain = image > 0
-    assert 0.9e6 < brain.sum() < 2.0e6  # 0.9-2 litres at 1 mm
-    assert not brain[0].any() and not brain[:, 0].any() and not brain[:, :, -1].any()
-    assert np.all(image[label > 0] > 0)
+    assert 3 < image[-20:, :20, :20].mean() < 60  # magnitude noise around the head
+    tissue = image[label == 0]
+    white, grey = np.mean(np.abs(tissue - 850) < 80), np.mean(np.abs(tissue - 600) < 60)
+    assert white > 0.03 and grey > 0.01, (white, grey)
     csf, lesion = image[label == ORGAN].mean(), image[label == LESION].mean()
-    white = np.median(image[brain & (label == 0)])
-    assert csf < lesion - 150 and lesion < white - 150, (csf, lesion, white)
+    assert 100 < csf < 200 and 380 < lesion < 520, (csf, lesion)
+    assert 10_000 < np.sum(label == ORGAN) < 60_000  # 10-60 ml of ventricles
+    assert 1_000 < np.sum(label == LESION) < 25_000
+
+
+def test_mr_is_planned_with_128_cubed_patches_and_lowres(mr_case) -> None:
+    """The whole 256^3 survives cropping (a scanner's magnitude image has no zero background),
+    which is what gives upstream's 128^3 patch, batch 2, and a 3d_lowres stage; the planner sees
+    this case's cropped geometry (its intensity statistics do not change the configurations)."""
+    (image, _), spacing = (mr_case[0].image, mr_case[0].label), mr_case[1]
+    bbox = bbox_of(nonzero_mask(image[None]))
+    assert bbox == [[0, 256], [0, 256], [0, 256]]
+    shape = [high - low for low, high in bbox]
+    stats = {"max": 900.0, "mean": 500.0, "median": 600.0, "min": 0.0, "std": 300.0}
+    stats |= {"percentile_00_5": 0.0, "percentile_99_5": 890.0}
+    fingerprint = {
+        "spacings": [list(spacing)] * 4,
+        "shapes_after_crop": [shape] * 4,
+        "foreground_intensity_properties_per_channel": {"0": stats},
+        "median_relative_size_after_cropping": 1.0,
+    }
+    dataset_json = {"channel_names": {"0": "T1"}, "labels": {"a": 0, "b": 1, "c": 2}}
+    plans = plan_experiment(fingerprint, {**dataset_json, "numTraining": 4}, "Dataset960_MR")
+    configurations = plans["configurations"]
+    assert list(configurations) == ["2d", "3d_lowres", "3d_fullres", "3d_cascade_fullres"]
+    fullres = configurations["3d_fullres"]
+    assert (fullres["patch_size"], fullres["batch_size"]) == ([128, 128, 128], 2)
+    assert fullres["normalization_schemes"] == ["ZScoreNormalization"]
 
 
 def test_cli_writes_a_ct_dataset_as_scanners_do(tmp_path: Path, capsys) -> None:
