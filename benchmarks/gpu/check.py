@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""One GPU check: train step, loader vs GPU, folds sharing a GPU, prediction, compile, DDP.
+"""One GPU check: train step, loader vs GPU, folds on one GPU, prediction, compile, DDP, real size.
 
     bash benchmarks/gpu_check.sh                 # on the GPU machine (< 8 minutes)
     bash benchmarks/gpu_check.sh --dry-run       # the same code paths on the CPU, tiny sizes
@@ -9,6 +9,7 @@ one broken section never hides the others. Rows are (section, what, value, unit,
 is printed and written as JSON after every section, so a run killed by the total budget still
 leaves what it measured. Sizes come from the reference plans (tests/data/plans/synth3d_peer900);
 ``--dry-run`` shrinks them to three stages of eight features so that the CPU finishes in seconds.
+The real-size sections (``realscale_sections.py``) plan their own data, made on the machine.
 """
 
 from __future__ import annotations
