@@ -1,29 +1,45 @@
-"""Real-size data for the GPU check, made on the machine (it has no network): an MR-like set
-planned and preprocessed by our CLI, and one CT-like case with its plans.
+#!/usr/bin/env python
+"""Real-size data for the GPU check, made on the machine (it has no network), and its plans.
 
-The plans come from our planner on the fingerprint of these synthetic volumes (nothing is shipped):
-256^3 at 1 mm plans a 3d_fullres patch of 128^3 with batch 2, as upstream plans it. ``--dry-run``
-makes tiny volumes instead and cuts the planned 3d_fullres network to three stages of eight
-features (``check.tiny_configuration``), so that the CPU runs the same steps in seconds.
+The plans are shipped (``tests/data/plans/gpu_realscale/{mr,ct}/``): our planner's, from our
+fingerprint of synthetic real-size volumes, written once by
+
+    python -m benchmarks.gpu.realscale_data --write-plans
+
+since the GPU machine has no image library (SimpleITK does not fit the 64 MiB the device tool
+carries, ``gpu_wheels.sh``) and our planner reads images. 256^3 at 1 mm plans a 3d_fullres patch
+of 128^3 with batch 2, as upstream plans it. On the machine, the MR-like set is drawn in memory
+and stored as our preprocessor stores a case at its target spacing (crop to the body, normalise
+with the plans' scheme, class locations, blosc2), so no image file is read or written; the CT-like
+case to predict is a raw image file, written where SimpleITK is importable (else its rows say
+skipped). ``--dry-run`` draws tiny volumes and cuts the planned 3d_fullres network to three stages
+of eight features (``check.tiny_configuration``), so that the CPU runs the same steps in seconds.
 """
 
 from __future__ import annotations
 
+import argparse
+import importlib.util
 import json
+import multiprocessing
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.gpu.context import Context, cpu_count
-from nnunet_core.layout.preprocessed import DEFAULT_PLANS_NAME, PLANS_SUFFIX
+import numpy as np
+
+from benchmarks.gpu.context import ROOT, Context, cpu_count
+from nnunet_core.layout.preprocessed import DEFAULT_PLANS_NAME, FINGERPRINT_JSON, PLANS_SUFFIX
 from nnunet_core.layout.raw import DATASET_JSON, TRAINING_FOLDERS
 
-MR_DATASET = (981, "Dataset981_GpuRealMR")
-CT_DATASET = (982, "Dataset982_GpuRealCT")
+PLANS_DIR = ROOT / "tests" / "data" / "plans" / "gpu_realscale"
+DATASETS = {"mr": (981, "Dataset981_GpuRealMR"), "ct": (982, "Dataset982_GpuRealCT")}
 CONFIGURATION = "3d_fullres"
 PLANS_FILE = DEFAULT_PLANS_NAME + PLANS_SUFFIX
+FOREGROUND = [1, 2]  # organ, lesion
 
 
 def make_raw(
@@ -32,9 +48,9 @@ def make_raw(
     """The one place that makes raw volumes: ``preset`` "mr" or "ct" of ``shape``/``spacing``.
 
     Until the real-size generator (``nnunet_core.dataset.realscale``) is merged this is the
-    seeded phantom generator at real size (both presets are MR-like z-scored phantoms, one
-    channel, organ + lesion; each case's shape varies by up to 12 %); uncompressed NIfTI, as
-    writing gzip would take longer than everything measured here. Returns each case's shape.
+    seeded phantom generator at real size (both presets are MR-like phantoms, one channel,
+    organ + lesion; each case's shape and spacing vary by up to 12 and 8 %); uncompressed
+    NIfTI, as gzip would take longer than what is measured. Returns each case's shape.
     """
     from nnunet_core.dataset.synthesize import SynthOptions, synthesize_dataset
 
@@ -43,63 +59,96 @@ def make_raw(
     return [list(case["shape"]) for case in synthesize_dataset(target, options, force=True)]
 
 
-def cli(ctx: Context, *args: str) -> None:
-    """``python -m nnunet_core ARGS``, as a user runs it; one line on failure."""
-    command = [sys.executable, "-m", "nnunet_core", *args]
-    done = subprocess.run(command, capture_output=True, text=True,
-                          timeout=max(1.0, ctx.time_left() - 1))  # fmt: skip
-    if done.returncode != 0:
-        msg = f"`nnunet-core {' '.join(args[:1])}` exited {done.returncode}: {done.stderr[-400:]}"
-        raise RuntimeError(msg)
-
-
-def plan(ctx: Context, dataset: tuple[int, str], roots: list[str]) -> dict[str, Any]:
-    """Fingerprint and plan with our CLI; the dry run's 3d_fullres cut to a tiny network."""
+def shipped(preset: str, dry_run: bool) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The preset's plans and dataset.json; the dry run's 3d_fullres cut to a tiny network."""
     from benchmarks.gpu.check import tiny_configuration
 
-    processes = str(min(8, cpu_count()))
-    cli(ctx, "fingerprint", "-d", str(dataset[0]), *roots, "-np", processes)
-    cli(ctx, "plan", "-d", str(dataset[0]), *roots)
-    path = Path(roots[3]) / dataset[1] / PLANS_FILE
-    plans = json.loads(path.read_text())
-    if CONFIGURATION not in plans["configurations"]:
-        msg = f"{path}: no {CONFIGURATION} planned for {dataset[1]}"
-        raise RuntimeError(msg)
-    if ctx.profile.dry_run:
+    plans = json.loads((PLANS_DIR / preset / PLANS_FILE).read_text())
+    if dry_run:
         configurations = plans["configurations"]
         configurations[CONFIGURATION] = tiny_configuration(configurations[CONFIGURATION])
-        path.write_text(json.dumps(plans, indent=1))
-    return plans
+    return plans, json.loads((PLANS_DIR / preset / DATASET_JSON).read_text())
 
 
-def prepared(ctx: Context, preset: str) -> dict[str, Any]:
-    """The preset's data, made once per run: raw and preprocessed roots, plans, seconds taken."""
-    key = f"real_{preset}"
-    if key in ctx.cache:
-        return ctx.cache[key]
-    real = ctx.profile.real
-    dataset = MR_DATASET if preset == "mr" else CT_DATASET
-    raw, pre = ctx.work / "real" / "raw", ctx.work / "real" / "preprocessed"
-    roots = ["--raw", str(raw), "--preprocessed", str(pre)]
-    start = time.perf_counter()
-    if preset == "mr":
-        shapes = make_raw(raw / dataset[1], preset, real.mr_cases, real.mr_shape, real.mr_spacing)
-    else:
-        shapes = make_raw(raw / dataset[1], preset, 1, real.ct_shape, real.ct_spacing)
-    made = time.perf_counter() - start
-    plans = plan(ctx, dataset, roots)
-    if preset == "mr":  # the training sections read it preprocessed
-        processes = str(min(real.mr_cases, cpu_count()))
-        cli(ctx, "preprocess", "-d", str(dataset[0]), *roots, "-c", CONFIGURATION,
-            "-np", processes, "--no-pbar")  # fmt: skip
-    images = sorted((raw / dataset[1] / TRAINING_FOLDERS[0]).iterdir())
-    ctx.cache[key] = {
-        "name": dataset[1], "raw": raw, "preprocessed": pre, "plans": plans,
-        "dataset_json": json.loads((raw / dataset[1] / DATASET_JSON).read_text()),
-        "images": images, "shapes": shapes, "generate_s": made,
-        "plan_s": time.perf_counter() - start - made,
+def image_io_missing() -> str | None:
+    """Why raw image files cannot be read or written here, or None."""
+    if importlib.util.find_spec("SimpleITK") is None:
+        return "skipped: SimpleITK not importable here (reading and writing images needs it)"
+    return None
+
+
+# ------------------------------------------------------------------------------- MR-like set
+def store_mr_case(spec: dict[str, Any]) -> None:
+    """One phantom drawn at the plans' target spacing and stored as our preprocessor stores a
+    case there (nothing to resample)."""
+    from nnunet_core.dataset.shapes import make_phantom
+    from nnunet_core.io.blosc2_store import save_case
+    from nnunet_core.io.plans import Plans
+    from nnunet_core.preprocessing.cropping import crop_to_nonzero
+    from nnunet_core.preprocessing.foreground import locations_to_json, sample_class_locations
+    from nnunet_core.preprocessing.normalization import normalize
+
+    plans = Plans(spec["plans"])
+    conf = plans.configuration(CONFIGURATION)
+    rng = np.random.default_rng(np.random.SeedSequence([0, spec["index"]]))
+    phantom = make_phantom(rng, tuple(spec["shape"]), 1)
+    seg = phantom.label[None].astype(np.int16)
+    data, seg, bbox = crop_to_nonzero(phantom.images.astype(np.float32), seg)
+    del phantom
+    normalize(data, seg, conf.normalization_schemes, conf.use_mask_for_norm,
+              plans.foreground_intensity_properties, spec["case"])  # fmt: skip
+    properties = {
+        "spacing": list(conf.spacing), "shape_before_cropping": list(spec["shape"]),
+        "bbox_used_for_cropping": bbox, "shape_after_cropping_and_before_resampling":
+        list(data.shape[1:]),
+        "class_locations": locations_to_json(sample_class_locations(seg, FOREGROUND)),
     }  # fmt: skip
-    return ctx.cache[key]
+    save_case(Path(spec["folder"]), spec["case"], data, seg, properties, list(conf.patch_size))
+
+
+def mr_dataset(ctx: Context) -> dict[str, Any]:
+    """The preprocessed MR-like set (made once per run): its name, roots, plans, seconds taken."""
+    if "real_mr" in ctx.cache:
+        return ctx.cache["real_mr"]
+    start = time.perf_counter()
+    real = ctx.profile.real
+    plans, dataset_json = shipped("mr", ctx.profile.dry_run)
+    name = DATASETS["mr"][1]
+    pre = ctx.work / "real" / "preprocessed"
+    folder = pre / name / plans["configurations"][CONFIGURATION]["data_identifier"]
+    folder.mkdir(parents=True)
+    (pre / name / PLANS_FILE).write_text(json.dumps(plans, indent=1))
+    (pre / name / DATASET_JSON).write_text(json.dumps(dataset_json, indent=1))
+    specs = [
+        {"plans": plans, "index": i, "shape": real.mr_shape, "case": f"mr_{i:03d}",
+         "folder": str(folder)} for i in range(real.mr_cases)
+    ]  # fmt: skip
+    # forked: each case is drawn by its own process (numpy holds the GIL)
+    with multiprocessing.get_context("fork").Pool(min(len(specs), cpu_count())) as pool:
+        pool.map(store_mr_case, specs)
+    ctx.cache["real_mr"] = {
+        "name": name, "raw": ctx.work / "real" / "raw", "preprocessed": pre, "plans": plans,
+        "dataset_json": dataset_json, "seconds": time.perf_counter() - start,
+    }  # fmt: skip
+    return ctx.cache["real_mr"]
+
+
+# ------------------------------------------------------------------------------- CT-like case
+def ct_case(ctx: Context) -> dict[str, Any]:
+    """The raw CT-like case to predict (made once per run), with the shipped CT plans."""
+    if "real_ct" in ctx.cache:
+        return ctx.cache["real_ct"]
+    start = time.perf_counter()
+    real = ctx.profile.real
+    plans, _ = shipped("ct", ctx.profile.dry_run)
+    raw = ctx.work / "real" / "raw" / DATASETS["ct"][1]
+    shapes = make_raw(raw, "ct", 1, real.ct_shape, real.ct_spacing)
+    ctx.cache["real_ct"] = {
+        "plans": plans, "dataset_json": json.loads((raw / DATASET_JSON).read_text()),
+        "images": sorted((raw / TRAINING_FOLDERS[0]).iterdir()), "shapes": shapes,
+        "seconds": time.perf_counter() - start,
+    }  # fmt: skip
+    return ctx.cache["real_ct"]
 
 
 def describe(configuration: dict[str, Any]) -> str:
@@ -110,3 +159,37 @@ def describe(configuration: dict[str, Any]) -> str:
         f"{kwargs['n_stages']} stages, features {kwargs['features_per_stage'][0]}-"
         f"{kwargs['features_per_stage'][-1]}"
     )
+
+
+# ------------------------------------------------------------------------------- shipped plans
+def write_plans(preset: str, work: Path) -> None:
+    """Real-size raw data of ``preset``, our fingerprint and plan CLI; keep the three files."""
+    from benchmarks.gpu.context import RealScale
+
+    real = RealScale()
+    number, name = DATASETS[preset]
+    if preset == "mr":
+        make_raw(work / "raw" / name, preset, real.mr_cases, real.mr_shape, real.mr_spacing)
+    else:
+        make_raw(work / "raw" / name, preset, 1, real.ct_shape, real.ct_spacing)
+    roots = ["-d", str(number), "--raw", str(work / "raw"), "--preprocessed", str(work / "pre")]
+    for command in (["fingerprint", *roots, "-np", "2"], ["plan", *roots]):
+        subprocess.run([sys.executable, "-m", "nnunet_core", *command], check=True)
+    target = PLANS_DIR / preset
+    target.mkdir(parents=True, exist_ok=True)
+    for file in (DATASET_JSON, FINGERPRINT_JSON, PLANS_FILE):
+        (target / file).write_bytes((work / "pre" / name / file).read_bytes())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--write-plans", action="store_true", required=True)
+    parser.parse_args()
+    for preset in DATASETS:
+        with tempfile.TemporaryDirectory(prefix="gpu_realscale_") as work:
+            write_plans(preset, Path(work))
+    print(f"written: {PLANS_DIR}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,9 +1,9 @@
 """The GPU check's real-size sections (issue 34, item 5): data, step, GPU busy, one case predicted.
 
-- ``real_data``: the MR-like 256^3 set (generated, fingerprinted, planned, preprocessed by our CLI)
-  and one CT-like 512x512xN case (generated, planned); its rows are the seconds each took.
+- ``real_data``: the MR-like 256^3 set (drawn and stored preprocessed) and one CT-like 512x512xN
+  raw case, with the shipped plans (``realscale_data.py``); its rows are the seconds each took.
 - ``real_step``: our trainer's ``train_step`` (AMP: autocast + GradScaler on CUDA) at the planned
-  3d_fullres patch and batch of the MR set, peak GPU memory; upstream's beside it.
+  3d_fullres patch and batch of the MR set (128^3, 2), peak GPU memory; upstream's beside it.
 - ``real_busy``: our real training loader (the fold's patch sampling and augmentation, in 4, 8 and
   12 worker processes) feeding that step for a fixed time; busy = compute / wall, data wait the
   rest (as the trainer's epoch timer counts them); upstream's loader and step the same way.
@@ -27,7 +27,14 @@ import torch
 
 from benchmarks.common.random_training import make_trainer, time_ours
 from benchmarks.gpu.context import Context, Row, cpu_count, guarded
-from benchmarks.gpu.realscale_data import CONFIGURATION, describe, prepared
+from benchmarks.gpu.realscale_data import (
+    CONFIGURATION,
+    ct_case,
+    describe,
+    image_io_missing,
+    mr_dataset,
+    shipped,
+)
 from benchmarks.gpu.realscale_upstream import (
     SKIP_REASON,
     upstream_busy,
@@ -57,34 +64,39 @@ def peak_mib(device: torch.device) -> tuple[float, str]:
 # ------------------------------------------------------------------------------- data
 def real_data_section(ctx: Context) -> list[Row]:
     rows: list[Row] = []
-    for preset, what in (("mr", "MR-like set"), ("ct", "CT-like case")):
+    real = ctx.profile.real
 
-        def measure(preset: str = preset, what: str = what) -> list[Row]:
-            data = prepared(ctx, preset)
-            shape = list(getattr(ctx.profile.real, f"{preset}_shape"))
-            spacing = list(getattr(ctx.profile.real, f"{preset}_spacing"))
-            cases = ctx.profile.real.mr_cases if preset == "mr" else 1
-            planned = describe(data["plans"]["configurations"][CONFIGURATION])
-            steps = "fingerprint + plan" + (" + preprocess 3d_fullres" if preset == "mr" else "")
-            return [
-                Row("real_data", f"{what}: generate", data["generate_s"], "s",
-                    f"{cases} x about {shape} at {spacing} mm; made {data['shapes']}"),
-                Row("real_data", f"{what}: plan", data["plan_s"], "s",
-                    f"our CLI {steps}; 3d_fullres {planned}"),
-            ]  # fmt: skip
+    def mr() -> list[Row]:
+        data = mr_dataset(ctx)
+        planned = describe(data["plans"]["configurations"][CONFIGURATION])
+        note = (f"{real.mr_cases} x {list(real.mr_shape)} at {list(real.mr_spacing)} mm drawn "
+                f"and stored preprocessed (crop, normalise, class locations, blosc2); "
+                f"{planned}")  # fmt: skip
+        return [Row("real_data", "MR-like set: make", data["seconds"], "s", note)]
 
-        guarded(rows, "real_data", f"{what}: generate", measure)
+    def ct() -> list[Row]:
+        missing = image_io_missing()
+        if missing:
+            return [Row("real_data", "CT-like case: make", None, "", missing)]
+        data = ct_case(ctx)
+        planned = describe(data["plans"]["configurations"][CONFIGURATION])
+        note = (f"raw image of {data['shapes'][0]} at about {list(real.ct_spacing)} mm; "
+                f"{planned}")  # fmt: skip
+        return [Row("real_data", "CT-like case: make", data["seconds"], "s", note)]
+
+    guarded(rows, "real_data", "MR-like set: make", mr)
+    guarded(rows, "real_data", "CT-like case: make", ct)
     return rows
 
 
 # ------------------------------------------------------------------------------- step
 def real_step_rows(ctx: Context) -> list[Row]:
-    data = prepared(ctx, "mr")
+    plans, _ = shipped("mr", ctx.profile.dry_run)  # random batches: the plans alone
     device = torch.device(ctx.profile.device)
     if device.type == "cuda":
         torch.backends.cudnn.benchmark = True  # as the trainer
     real = ctx.profile.real
-    trainer = make_trainer(data["plans"], CONFIGURATION, device, ctx.work / "real_step")
+    trainer = make_trainer(plans, CONFIGURATION, device, ctx.work / "real_step")
     reset_peak(device)
     result = time_ours(trainer, real.steps, real.warmup)  # synchronised after every step
     peak, kind = peak_mib(device)
@@ -102,7 +114,7 @@ def upstream_step_rows(ctx: Context) -> list[Row]:
     what = "upstream 3d_fullres real-patch step"
     if ctx.peer_python is None:
         return [Row("real_step", what, None, "", SKIP_REASON)]
-    result = upstream_real_step(ctx, prepared(ctx, "mr")["plans"])
+    result = upstream_real_step(ctx, shipped("mr", ctx.profile.dry_run)[0])
     note = f"nnunetv2 {result['version']}, median of {ctx.profile.real.steps}"
     ours = ctx.step_seconds.get("real")
     if ours:
@@ -171,9 +183,8 @@ def busy_row(side: str, workers: int, result: dict[str, float], extra: str = "")
 
 
 def ours_busy_rows(ctx: Context) -> list[Row]:
-    data = prepared(ctx, "mr")
     real = ctx.profile.real
-    trainer = real_trainer(ctx, data)
+    trainer = real_trainer(ctx, mr_dataset(ctx))
     if trainer.device.type == "cuda":
         torch.backends.cudnn.benchmark = True
     time_ours(trainer, 1, real.warmup)  # cuDNN's algorithm search before any clock
@@ -189,7 +200,7 @@ def upstream_busy_rows(ctx: Context) -> list[Row]:
     if ctx.peer_python is None:
         return [Row("real_busy", f"upstream GPU busy, {w} workers", None, "", SKIP_REASON)
                 for w in workers]  # fmt: skip
-    results = upstream_busy(ctx, prepared(ctx, "mr"))
+    results = upstream_busy(ctx, mr_dataset(ctx))
     extra = f"; nnunetv2 {results['version']}, NonDetMultiThreadedAugmenter, pinned"
     return [busy_row("upstream", w, results[str(w)], extra) for w in workers]
 
@@ -211,6 +222,8 @@ def random_model(ctx: Context, data: dict[str, Any]) -> Path:
     from nnunet_core.model import checkpoint as ckpt
 
     folder = ctx.work / "real" / "model_ours"
+    if (folder / PLANS_JSON).is_file():
+        return folder
     folder.mkdir(parents=True, exist_ok=True)
     (folder / PLANS_JSON).write_text(json.dumps(data["plans"], indent=1))
     (folder / DATASET_JSON).write_text(json.dumps(data["dataset_json"], indent=1))
@@ -231,7 +244,11 @@ def ours_predict_rows(ctx: Context) -> list[Row]:
     from nnunet_core.inference.model_folder import load_trained_model
     from nnunet_core.inference.predictor import PredictionSettings, predict_cases
 
-    data = prepared(ctx, "ct")
+    missing = image_io_missing()
+    if missing:
+        return [Row("real_predict", f"ours case, mirroring {m}", None, "", missing)
+                for m in ("off", "on")]  # fmt: skip
+    data = ct_case(ctx)
     model = load_trained_model(random_model(ctx, data), [0])
     image = data["images"][0]
     case = RawCase(image.name.rsplit("_", 1)[0], (image,), None)
@@ -256,9 +273,10 @@ def ours_predict_rows(ctx: Context) -> list[Row]:
 
 def upstream_predict_rows(ctx: Context) -> list[Row]:
     names = [f"upstream case, mirroring {m}" for m in ("off", "on")]
-    if ctx.peer_python is None:
-        return [Row("real_predict", what, None, "", SKIP_REASON) for what in names]
-    data = prepared(ctx, "ct")
+    missing = image_io_missing() or (SKIP_REASON if ctx.peer_python is None else None)
+    if missing:
+        return [Row("real_predict", what, None, "", missing) for what in names]
+    data = ct_case(ctx)
     result = upstream_predict(ctx, data, ctx.work / "real" / "model_ours")
     rows = []
     for what, label in zip(names, ("off", "on"), strict=True):

@@ -48,9 +48,7 @@ REQUIRED = {
     "predict": ["3d_fullres mirroring off", "3d_fullres mirroring on"],
     "compile": ["3d_fullres step, compile off", "3d_fullres step, compile on"],
     "ddp": ["3d_fullres DDP step"],
-    "real_data": [
-        f"{data}: {k}" for data in ("MR-like set", "CT-like case") for k in ("generate", "plan")
-    ],
+    "real_data": ["MR-like set: make", "CT-like case: make"],
     "real_step": ["ours 3d_fullres real-patch step", "ours real-patch peak memory"],
     "real_busy": [f"ours GPU busy, {w} workers" for w in WORKERS],
     "real_predict": ["ours case, mirroring off", "ours case, mirroring on"],
@@ -132,8 +130,8 @@ def test_rows_are_consistent_and_units_make_sense(dry_run: tuple[str, dict]) -> 
     # the real-size step ran at the plan's patch and batch (here the dry run's cut network)
     step = rows[("real_step", "ours 3d_fullres real-patch step")]
     assert "batch x patch [2, " in step["note"], step
-    planned = rows[("real_data", "MR-like set: plan")]["note"]
-    assert "3d_fullres patch [" in planned and "batch 2" in planned, planned
+    planned = rows[("real_data", "MR-like set: make")]["note"]
+    assert "patch [" in planned and "batch 2" in planned, planned
     assert "export included" in rows[("real_predict", "ours case, mirroring off")]["note"]
 
 

@@ -1,39 +1,32 @@
 """The GPU check's real-size profile is what issue 34 asks for, and fits the script's budget.
 
 The dry run (test_gpu_check.py) runs the real-size sections at tiny sizes; what only the GPU
-machine runs is the profile below. So check here, in milliseconds, that its sizes are the real
-ones, that our planner gives the MR-like set the patch of about 128^3 with batch 2 that the step
-and busy rows claim, and that all sections' budgets fit gpu_check.sh's cut.
+machine runs is the profile and the shipped plans below. So check here, in about a second, that its
+sizes are the real ones, that the shipped plans are what our planner makes of their fingerprint
+(patch 128^3, batch 2 for the MR-like set, as the step and busy rows claim), and that all
+sections' budgets fit gpu_check.sh's cut.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
+import pytest
+
 from benchmarks.gpu.context import make_profile
+from benchmarks.gpu.realscale_data import DATASETS, PLANS_DIR, PLANS_FILE
 from benchmarks.gpu.sections import SECTIONS
+from nnunet_core.layout.preprocessed import FINGERPRINT_JSON
+from nnunet_core.layout.raw import DATASET_JSON
 from nnunet_core.planning.planner import plan_experiment
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def fingerprint(shape: tuple[int, ...], spacing: tuple[float, ...], cases: int) -> dict:
-    """What our fingerprint of ``cases`` synthetic volumes of one shape says (intensities of a
-    z-scored MR channel do not change the plan)."""
-    intensities = {"max": 400.0, "mean": 120.0, "median": 118.0, "min": 1.0,
-                   "percentile_00_5": 20.0, "percentile_99_5": 250.0, "std": 40.0}  # fmt: skip
-    return {
-        "foreground_intensity_properties_per_channel": {"0": intensities},
-        "median_relative_size_after_cropping": 0.8,
-        "shapes_after_crop": [list(shape)] * cases,
-        "spacings": [list(spacing)] * cases,
-    }
-
-
-def dataset_json(channel: str) -> dict:
-    return {"channel_names": {"0": channel}, "labels": {"background": 0, "organ": 1, "lesion": 2},
-            "numTraining": 2, "file_ending": ".nii"}  # fmt: skip
+def shipped(preset: str, name: str) -> dict:
+    return json.loads((PLANS_DIR / preset / name).read_text())
 
 
 def test_gpu_profile_has_the_real_sizes_and_fits_the_budget() -> None:
@@ -51,19 +44,22 @@ def test_gpu_profile_has_the_real_sizes_and_fits_the_budget() -> None:
         assert f"{name} {seconds}" in script, name
 
 
-def test_our_planner_gives_the_mr_like_set_a_128_cubed_patch_of_batch_2() -> None:
+@pytest.mark.parametrize("preset", ["mr", "ct"])
+def test_shipped_plans_are_our_planners_for_their_fingerprint(preset: str) -> None:
+    fingerprint = shipped(preset, FINGERPRINT_JSON)
+    plans = plan_experiment(fingerprint, shipped(preset, DATASET_JSON), DATASETS[preset][1])
+    assert plans == shipped(preset, PLANS_FILE)
     real = make_profile(False, "cuda").real
-    plans = plan_experiment(fingerprint(real.mr_shape, real.mr_spacing, 2), dataset_json("MR"),
-                            "Dataset981_GpuRealMR")  # fmt: skip
-    fullres = plans["configurations"]["3d_fullres"]
+    shape, spacing = (real.mr_shape, real.mr_spacing) if preset == "mr" else (
+        real.ct_shape, real.ct_spacing)  # fmt: skip
+    # the fingerprint is of volumes of the profile's size (the generator varies them a little)
+    for case_spacing in fingerprint["spacings"]:
+        assert case_spacing == pytest.approx(spacing, rel=0.09)
+    for case_shape in fingerprint["shapes_after_crop"]:
+        assert all(0.5 * n <= m <= 1.13 * n for m, n in zip(case_shape, shape, strict=True))
+
+
+def test_the_mr_like_set_plans_a_128_cubed_patch_of_batch_2() -> None:
+    fullres = shipped("mr", PLANS_FILE)["configurations"]["3d_fullres"]
     assert fullres["patch_size"] == [128, 128, 128]
     assert fullres["batch_size"] == 2
-
-
-def test_the_ct_like_case_plans_a_3d_fullres_network() -> None:
-    real = make_profile(False, "cuda").real
-    plans = plan_experiment(fingerprint(real.ct_shape, real.ct_spacing, 1), dataset_json("MR"),
-                            "Dataset982_GpuRealCT")  # fmt: skip
-    fullres = plans["configurations"]["3d_fullres"]
-    assert fullres["spacing"] == list(real.ct_spacing)
-    assert all(p <= s for p, s in zip(fullres["patch_size"], real.ct_shape, strict=True))
