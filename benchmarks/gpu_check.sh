@@ -13,7 +13,7 @@
 # data the script makes on the machine (no network) with plans shipped in
 # tests/data/plans/gpu_realscale/ (our planner's, from our fingerprint of the same synthetic
 # volumes): real_data 40 (an MR-like set of 2 x 256^3 at 1 mm stored preprocessed, 3d_fullres
-# patch 128^3 batch 2, and one CT-like 100x512x512 raw case at 2.5x0.7x0.7 mm), real_step 30
+# patch 112x160x128 batch 2, and one CT-like 100x512x512 raw case at 2.5x0.7x0.7 mm), real_step 30
 # (3d_fullres train step at that patch with AMP, peak GPU memory), real_busy 70 (GPU busy =
 # compute / wall with 4, 8 and 12 augmentation workers of our training loader feeding that step),
 # real_predict 60 (the CT-like case predicted end to end with the planned 3d_fullres network,

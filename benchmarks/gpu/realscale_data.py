@@ -7,8 +7,9 @@ fingerprint of synthetic real-size volumes, written once by
     python -m benchmarks.gpu.realscale_data --write-plans
 
 since the GPU machine has no image library (SimpleITK does not fit the 64 MiB the device tool
-carries, ``gpu_wheels.sh``) and our planner reads images. 256^3 at 1 mm plans a 3d_fullres patch
-of 128^3 with batch 2, as upstream plans it. On the machine, the MR-like set is drawn in memory
+carries, ``gpu_wheels.sh``) and our planner reads images. Two phantoms of 256^3 at 1 mm (the body
+cropped to about 170x228x205) plan a 3d_fullres patch of 112x160x128 (about 128^3) with batch 2;
+the CT-like case 40x256x192, batch 2. On the machine, the MR-like set is drawn in memory
 and stored as our preprocessor stores a case at its target spacing (crop to the body, normalise
 with the plans' scheme, class locations, blosc2), so no image file is read or written; the CT-like
 case to predict is a raw image file, written where SimpleITK is importable (else its rows say

@@ -3,7 +3,7 @@
 - ``real_data``: the MR-like 256^3 set (drawn and stored preprocessed) and one CT-like 512x512xN
   raw case, with the shipped plans (``realscale_data.py``); its rows are the seconds each took.
 - ``real_step``: our trainer's ``train_step`` (AMP: autocast + GradScaler on CUDA) at the planned
-  3d_fullres patch and batch of the MR set (128^3, 2), peak GPU memory; upstream's beside it.
+  3d_fullres patch and batch of the MR set (112x160x128, 2), peak GPU memory; upstream's beside it.
 - ``real_busy``: our real training loader (the fold's patch sampling and augmentation, in 4, 8 and
   12 worker processes) feeding that step for a fixed time; busy = compute / wall, data wait the
   rest (as the trainer's epoch timer counts them); upstream's loader and step the same way.

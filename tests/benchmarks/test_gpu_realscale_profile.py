@@ -3,13 +3,15 @@
 The dry run (test_gpu_check.py) runs the real-size sections at tiny sizes; what only the GPU
 machine runs is the profile and the shipped plans below. So check here, in about a second, that its
 sizes are the real ones, that the shipped plans are what our planner makes of their fingerprint
-(patch 128^3, batch 2 for the MR-like set, as the step and busy rows claim), and that all
+(a patch of about 128^3 voxels and batch 2 for the MR-like set, as the step and busy rows
+claim), and that all
 sections' budgets fit gpu_check.sh's cut.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 from pathlib import Path
 
@@ -59,7 +61,9 @@ def test_shipped_plans_are_our_planners_for_their_fingerprint(preset: str) -> No
         assert all(0.5 * n <= m <= 1.13 * n for m, n in zip(case_shape, shape, strict=True))
 
 
-def test_the_mr_like_set_plans_a_128_cubed_patch_of_batch_2() -> None:
+def test_the_mr_like_set_plans_a_patch_of_about_128_cubed_and_batch_2() -> None:
     fullres = shipped("mr", PLANS_FILE)["configurations"]["3d_fullres"]
-    assert fullres["patch_size"] == [128, 128, 128]
+    patch = fullres["patch_size"]
+    assert len(patch) == 3 and all(96 <= p <= 192 for p in patch), patch
+    assert 0.75 <= math.prod(patch) / 128**3 <= 1.25, patch
     assert fullres["batch_size"] == 2
