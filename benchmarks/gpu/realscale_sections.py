@@ -264,7 +264,8 @@ def ours_predict_rows(ctx: Context) -> list[Row]:
         predict_cases(model, [case], ctx.work / "real" / f"pred_ours_{label}", settings)
         seconds = time.perf_counter() - start
         peak, kind = peak_mib(device)
-        note = f"{image.name} {data['shapes'][0]}, export included; {FIRST[label]}"
+        note = (f"{image.name} {data['shapes'][0]}, export included, {processes} preprocessing "
+                f"and export processes; {FIRST[label]}")  # fmt: skip
         ctx.cache[f"predict_{label}"] = seconds
         rows.append(Row("real_predict", f"ours case, mirroring {label}", seconds, "s",
                         f"{note}; peak {peak:.0f} MiB ({kind})"))  # fmt: skip
@@ -284,7 +285,8 @@ def upstream_predict_rows(ctx: Context) -> list[Row]:
         ours = ctx.cache.get(f"predict_{label}")
         ratio = f"; ours/upstream {ours / run['seconds']:.2f}" if ours else ""
         peak = "" if run["peak_mib"] is None else f", peak {run['peak_mib']:.0f} MiB"
-        note = (f"nnUNetPredictor.predict_from_files, nnunetv2 {result['version']}; "
+        call = "predict_from_files" + ("" if ctx.profile.real.predict_processes else "_sequential")
+        note = (f"nnUNetPredictor.{call}, nnunetv2 {result['version']}; "
                 f"{FIRST[label]}{peak}{ratio}")  # fmt: skip
         rows.append(Row("real_predict", what, run["seconds"], "s", note))
     return rows

@@ -114,8 +114,12 @@ for label, mirror in (('off', False), ('on', True)):  # the first includes cuDNN
         torch.cuda.reset_peak_memory_stats()
     start = time.perf_counter()
     target = os.path.join(spec['out'], label, 'case')
-    predictor.predict_from_files([[spec['image']]], [target], False, True, spec['processes'],
-                                 spec['processes'])
+    os.makedirs(os.path.dirname(target), exist_ok=True)  # the sequential variant needs it
+    if spec['processes']:
+        predictor.predict_from_files([[spec['image']]], [target], False, True,
+                                     spec['processes'], spec['processes'])
+    else:  # no worker processes (as ours with 0): upstream's own sequential variant
+        predictor.predict_from_files_sequential([[spec['image']]], [target], False, True)
     seconds = time.perf_counter() - start
     peak = torch.cuda.max_memory_allocated() / 2**20 if device.type == 'cuda' else None
     out[label] = {'seconds': seconds, 'peak_mib': peak}
