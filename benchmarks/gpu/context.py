@@ -53,7 +53,7 @@ class RealScale:
 
 # the dry run's: the same code paths at sizes a loaded 2-core CI machine does in seconds (the
 # prediction without worker processes: spawning upstream's costs a minute there)
-TINY_REAL = RealScale((20, 28, 28), (1.0, 1.0, 1.0), 2, (10, 40, 40), (2.5, 0.7, 0.7), 2, 1,
+TINY_REAL = RealScale((20, 28, 28), (1.0, 1.0, 1.0), 2, (8, 24, 24), (2.5, 0.7, 0.7), 2, 1,
                       (4, 8, 12), 0.3, 0)  # fmt: skip
 
 
