@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import signal
 import sys
@@ -36,6 +35,7 @@ from benchmarks.gpu.context import (
     Row,
     cpu_count,
     make_profile,
+    tiny_configuration,
 )
 
 TABLE_START = "== gpu_check table =="
@@ -43,22 +43,6 @@ TABLE_END = "== end of table =="
 
 
 # ------------------------------------------------------------------------------- plans
-def tiny_configuration(configuration: dict[str, Any], stages: int = 3) -> dict[str, Any]:
-    """The configuration cut to ``stages`` stages of at most 8 features, its patch four times the
-    total stride and batch 2: the same code paths at a size a CPU trains in milliseconds."""
-    conf = json.loads(json.dumps(configuration))
-    kwargs = conf["architecture"]["arch_kwargs"]
-    kwargs["n_stages"] = stages
-    kwargs["features_per_stage"] = [min(8, f) for f in kwargs["features_per_stage"][:stages]]
-    for key in ("kernel_sizes", "strides", "n_conv_per_stage"):
-        kwargs[key] = kwargs[key][:stages]
-    kwargs["n_conv_per_stage_decoder"] = kwargs["n_conv_per_stage_decoder"][: stages - 1]
-    axes = range(len(conf["patch_size"]))
-    conf["patch_size"] = [4 * math.prod(s[axis] for s in kwargs["strides"]) for axis in axes]
-    conf["batch_size"] = 2
-    return conf
-
-
 def load_plans(dry_run: bool, path: Path = REFERENCE_PLANS) -> dict[str, Any]:
     plans = json.loads(path.read_text())
     if dry_run:

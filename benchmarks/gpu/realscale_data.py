@@ -14,7 +14,7 @@ and stored as our preprocessor stores a case at its target spacing (crop to the 
 with the plans' scheme, class locations, blosc2), so no image file is read or written; the CT-like
 case to predict is a raw image file, written where SimpleITK is importable (else its rows say
 skipped). ``--dry-run`` draws tiny volumes and cuts the planned 3d_fullres network to three stages
-of eight features (``check.tiny_configuration``), so that the CPU runs the same steps in seconds.
+of eight features (``context.tiny_configuration``), so that the CPU runs the same steps in seconds.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.gpu.context import ROOT, Context, cpu_count
+from benchmarks.gpu.context import ROOT, Context, cpu_count, tiny_configuration
 from nnunet_core.layout.preprocessed import DEFAULT_PLANS_NAME, FINGERPRINT_JSON, PLANS_SUFFIX
 from nnunet_core.layout.raw import DATASET_JSON, TRAINING_FOLDERS
 
@@ -62,8 +62,6 @@ def make_raw(
 
 def shipped(preset: str, dry_run: bool) -> tuple[dict[str, Any], dict[str, Any]]:
     """The preset's plans and dataset.json; the dry run's 3d_fullres cut to a tiny network."""
-    from benchmarks.gpu.check import tiny_configuration
-
     plans = json.loads((PLANS_DIR / preset / PLANS_FILE).read_text())
     if dry_run:
         configurations = plans["configurations"]
