@@ -61,6 +61,10 @@ def peak_mib(device: torch.device) -> tuple[float, str]:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "CPU max RSS (no CUDA)"
 
 
+def cudnn_benchmark() -> str:
+    return f"cuDNN benchmark {'on' if torch.backends.cudnn.benchmark else 'off'}"
+
+
 # ------------------------------------------------------------------------------- data
 def real_data_section(ctx: Context) -> list[Row]:
     rows: list[Row] = []
@@ -93,15 +97,15 @@ def real_data_section(ctx: Context) -> list[Row]:
 def real_step_rows(ctx: Context) -> list[Row]:
     plans, _ = shipped("mr", ctx.profile.dry_run)  # random batches: the plans alone
     device = torch.device(ctx.profile.device)
-    if device.type == "cuda":
-        torch.backends.cudnn.benchmark = True  # as the trainer
     real = ctx.profile.real
     trainer = make_trainer(plans, CONFIGURATION, device, ctx.work / "real_step")
     reset_peak(device)
     result = time_ours(trainer, real.steps, real.warmup)  # synchronised after every step
     peak, kind = peak_mib(device)
     ctx.step_seconds["real"] = result["median"]
-    precision = "AMP fp16 (autocast + GradScaler)" if device.type == "cuda" else "fp32 (CPU)"
+    precision = "fp32 (CPU)"
+    if device.type == "cuda":  # cuDNN as our trainer leaves it (upstream's run_training: on)
+        precision = f"AMP fp16 (autocast + GradScaler), {cudnn_benchmark()}"
     shape = [trainer.batch_size, *trainer.patch_size]
     note = f"median of {real.steps}; batch x patch {shape}, {precision}"
     return [
@@ -185,13 +189,14 @@ def busy_row(side: str, workers: int, result: dict[str, float], extra: str = "")
 def ours_busy_rows(ctx: Context) -> list[Row]:
     real = ctx.profile.real
     trainer = real_trainer(ctx, mr_dataset(ctx))
-    if trainer.device.type == "cuda":
-        torch.backends.cudnn.benchmark = True
-    time_ours(trainer, 1, real.warmup)  # cuDNN's algorithm search before any clock
+    time_ours(trainer, 1, real.warmup)  # warm-up (allocator, cuDNN) before any clock
     rows = []
     for workers in real.workers:
         result = busy_of(trainer, workers, real.busy_seconds)
-        rows.append(busy_row("ours", workers, result, "; batches not pinned (as the trainer)"))
+        extra = "; batches not pinned (as the trainer)"
+        if trainer.device.type == "cuda":
+            extra += f", {cudnn_benchmark()}"
+        rows.append(busy_row("ours", workers, result, extra))
     return rows
 
 
@@ -201,7 +206,8 @@ def upstream_busy_rows(ctx: Context) -> list[Row]:
         return [Row("real_busy", f"upstream GPU busy, {w} workers", None, "", SKIP_REASON)
                 for w in workers]  # fmt: skip
     results = upstream_busy(ctx, mr_dataset(ctx))
-    extra = f"; nnunetv2 {results['version']}, NonDetMultiThreadedAugmenter, pinned"
+    extra = (f"; nnunetv2 {results['version']}, NonDetMultiThreadedAugmenter, pinned, "
+             "cuDNN benchmark on (its run_training)")  # fmt: skip
     return [busy_row("upstream", w, results[str(w)], extra) for w in workers]
 
 
