@@ -53,10 +53,11 @@ class RealScale:
     predict_processes: int = 3  # preprocessing and export processes (both CLIs' default; 0: none)
 
 
-# the dry run's: the same code paths at sizes a loaded 2-core CI machine does in seconds (the
-# prediction without worker processes: spawning upstream's costs a minute there)
+# the dry run's: the same code paths at sizes a loaded 2-core CI machine does in seconds (1-3
+# loader workers, not 4-12; the prediction without worker processes: spawning upstream's costs
+# a minute there)
 TINY_REAL = RealScale((20, 28, 28), (1.0, 1.0, 1.0), 2, (8, 24, 24), (2.5, 0.7, 0.7), 2, 1,
-                      (4, 8, 12), 0.3, 0)  # fmt: skip
+                      (1, 2, 3), 0.3, 0)  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.gpu.context import TINY_REAL
 from tests.helpers.peer import HAS_PEER, PEER_BIN
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -30,7 +31,7 @@ pytestmark = pytest.mark.slow
 
 SECTIONS = ("train", "loader", "folds", "predict", "compile", "ddp",
             "real_data", "real_step", "real_busy", "real_predict")  # fmt: skip
-WORKERS = (4, 8, 12)
+WORKERS = TINY_REAL.workers  # the GPU's 4, 8, 12: test_gpu_realscale_profile.py
 # what each section must have measured (a prefix of the row's "what")
 REQUIRED = {
     "train": ["ours 2d step", "ours 3d_fullres step"],
