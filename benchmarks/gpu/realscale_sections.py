@@ -141,12 +141,13 @@ def real_step_section(ctx: Context) -> list[Row]:
 # ------------------------------------------------------------------------------- busy
 def real_trainer(ctx: Context, data: dict[str, Any]) -> Any:
     """Our trainer of fold 'all' of the preprocessed MR set, as ``nnunet-core train`` builds it."""
+    from nnunet_core.layout.preprocessed import DEFAULT_PLANS_NAME
     from nnunet_core.layout.roots import Roots
     from nnunet_core.training.fold_setup import prepare_fold
     from nnunet_core.training.trainer import Trainer, TrainerSettings
 
     roots = Roots(data["raw"], data["preprocessed"], ctx.work / "real" / "results")
-    setup = prepare_fold(roots, data["name"], CONFIGURATION, "all", "nnUNetPlans",
+    setup = prepare_fold(roots, data["name"], CONFIGURATION, "all", DEFAULT_PLANS_NAME,
                          "nnUNetTrainer")  # fmt: skip
     settings = TrainerSettings(disable_checkpointing=True)  # workers: ``busy_of``'s stream
     return Trainer(setup, settings, torch.device(ctx.profile.device))
