@@ -7,9 +7,11 @@ value and fails here. Upstream's rows may instead be skipped with a reason where
 importable; with the peer venv present they are measured too.
 
 The real-size sections (real_data, real_step, real_busy, real_predict) run here at tiny sizes:
-synthetic data made, fingerprinted, planned and preprocessed by our CLI, the planned network cut
-small. Their CUDA-only lines (synchronising, ``torch.cuda`` peak memory, AMP) are exercised only on
-a GPU machine; here the peak-memory rows are the CPU's maximum RSS.
+tiny synthetic volumes, the shipped real-size plans' network cut small, 1-3 loader workers instead
+of 4-12, the prediction without worker processes (test_gpu_realscale_profile.py checks the GPU's
+sizes and plans). Their CUDA-only lines (synchronising, ``torch.cuda`` peak memory, AMP, pinned
+batches on upstream's side) are exercised only on a GPU machine; here the peak-memory rows are the
+CPU's maximum RSS.
 """
 
 from __future__ import annotations
