@@ -61,14 +61,14 @@ class Sizes:
     """How much to run: cases per set, CT slices, loader batches per run, runs, warm-up."""
 
     cases: int
-    ct_slices: int
+    ct_slices: int | None  # None: the generator's 80-120 per case
     batches: int
     repeats: int
     warmup: int
 
 
-FULL = Sizes(cases=4, ct_slices=120, batches=40, repeats=3, warmup=5)
-QUICK = Sizes(cases=2, ct_slices=50, batches=10, repeats=2, warmup=2)
+FULL = Sizes(cases=4, ct_slices=None, batches=40, repeats=3, warmup=5)
+QUICK = Sizes(cases=2, ct_slices=60, batches=10, repeats=2, warmup=2)
 TINY = Sizes(cases=2, ct_slices=12, batches=2, repeats=1, warmup=1)
 
 

@@ -48,22 +48,23 @@ def synthesize_set(
     slices: int | None = None,
     tiny: bool = False,
 ) -> Path:
-    """A real-size synthetic raw dataset in ``target`` (kept when already complete).
-
-    The one place to switch to nnunet_core.dataset.realscale (HU-like CT) once it is merged.
-    """
+    """A real-size synthetic raw dataset in ``target`` (kept when already complete): the
+    ``synthesize --preset`` generator (HU-like CT, T1-like heads); ``tiny``: the demo's phantoms
+    at toy sizes with the same spacings (the test's end-to-end run)."""
+    from nnunet_core.dataset.realscale import synthesize_realscale
     from nnunet_core.dataset.synthesize import SynthOptions, synthesize_dataset
 
     if (target / "dataset.json").is_file():
         return target
-    if preset == "mr":
-        shape, spacing = (TINY_MR_SHAPE if tiny else MR_SHAPE), MR_SPACING
-    elif preset == "ct":
-        shape = TINY_CT_SHAPE if tiny else (slices or 100, CT_SIDE, CT_SIDE)
-        spacing = CT_SPACING
-    else:
+    if preset not in ("mr", "ct"):
         msg = f"unknown preset {preset!r} (mr or ct)"
         raise ValueError(msg)
+    if not tiny:
+        return synthesize_realscale(
+            target, preset, num_training, num_test, slices=slices if preset == "ct" else None,
+            force=True,
+        )  # fmt: skip
+    shape, spacing = (TINY_MR_SHAPE, MR_SPACING) if preset == "mr" else (TINY_CT_SHAPE, CT_SPACING)
     options = SynthOptions(
         num_training=num_training, num_test=num_test, shape=shape, spacing=spacing
     )
@@ -72,7 +73,7 @@ def synthesize_set(
 
 
 def synthetic_sets(
-    work: Path, num_training: int, ct_slices: int, tiny: bool = False
+    work: Path, num_training: int, ct_slices: int | None, tiny: bool = False
 ) -> tuple[DataSet, DataSet]:
     """The isotropic MR-like set and the anisotropic CT-like set, generated under ``work``."""
     mr = DataSet(
@@ -81,12 +82,10 @@ def synthetic_sets(
         f"MR-like {num_training} x {'x'.join(map(str, TINY_MR_SHAPE if tiny else MR_SHAPE))}"
         " at 1 mm",
     )
-    ct_shape = TINY_CT_SHAPE if tiny else (ct_slices, CT_SIDE, CT_SIDE)
-    ct = DataSet(
-        work / "ct",
-        "_aniso",
-        f"CT-like {num_training} x {'x'.join(map(str, ct_shape))} at 2.5x0.7x0.7 mm",
+    ct_shape = "x".join(
+        map(str, TINY_CT_SHAPE if tiny else (ct_slices or "80-120", CT_SIDE, CT_SIDE))
     )
+    ct = DataSet(work / "ct", "_aniso", f"CT-like {num_training} x {ct_shape} at 2.5x0.7x0.7 mm")
     synthesize_set("mr", mr.raw, num_training, 0, tiny=tiny)
     synthesize_set("ct", ct.raw, num_training, 1, slices=ct_slices, tiny=tiny)
     return mr, ct
