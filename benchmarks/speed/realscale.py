@@ -68,7 +68,7 @@ class Sizes:
 
 
 FULL = Sizes(cases=4, ct_slices=None, batches=40, repeats=3, warmup=5)
-QUICK = Sizes(cases=2, ct_slices=60, batches=10, repeats=2, warmup=2)
+QUICK = Sizes(cases=2, ct_slices=60, batches=10, repeats=2, warmup=1)
 TINY = Sizes(cases=2, ct_slices=12, batches=2, repeats=1, warmup=1)
 
 
