@@ -28,6 +28,7 @@ import shutil
 import sys
 import tempfile
 import time
+import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -152,8 +153,13 @@ def prediction_stages(raw: Path, work: Path, peer: Path | None, quick: bool) -> 
         return {
             n: absent_stage(f"{PREDICT_MODULE} is not in this checkout") for n in PREDICT_STAGES
         }
-    module = importlib.import_module(PREDICT_MODULE)
-    return module.run_prediction_stages(raw, work, peer, quick, log)
+    try:
+        module = importlib.import_module(PREDICT_MODULE)
+        return module.run_prediction_stages(raw, work, peer, quick, log)
+    except (Exception, SystemExit) as exc:  # keep the stages measured so far; main exits 1
+        log(traceback.format_exc())
+        first = (str(exc).strip().splitlines() or [""])[0]
+        return {n: absent_stage(f"failed: {type(exc).__name__}: {first}") for n in PREDICT_STAGES}
 
 
 def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
@@ -217,6 +223,13 @@ def main(argv: list[str] | None = None) -> None:
     if args.out is not None:
         write_record(args.out, record)
         print(f"record: {args.out}", flush=True)
+    failed = [
+        n for n, e in record["stages"].items() if e.get("note", "").startswith("absent: failed")
+    ]
+    if failed:
+        sys.exit(
+            f"realscale: {', '.join(failed)} failed (see the log above and the record's notes)"
+        )
 
 
 if __name__ == "__main__":
