@@ -31,8 +31,10 @@ DATASET_ID = 978
 DATASET = f"Dataset{DATASET_ID}_LoaderBench"
 
 PEER_SCRIPT = r"""
-import json, os, sys, time
+import json, os, resource, sys, time
 dataset, config, batches, warmup = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+fold = sys.argv[5] if len(sys.argv) > 5 else '0'  # 'all': every case, no split file needed
+fold = fold if fold == 'all' else int(fold)
 os.environ['nnUNet_n_proc_DA'] = '0'
 import torch
 torch.set_num_threads(1)
@@ -42,7 +44,7 @@ from nnunetv2.training.nnUNetTrainer.nnUNetTrainer import nnUNetTrainer
 plans = load_json(join(nnUNet_preprocessed, dataset, 'nnUNetPlans.json'))
 plans['continue_training'] = False
 dataset_json = load_json(join(nnUNet_preprocessed, dataset, 'dataset.json'))
-trainer = nnUNetTrainer(plans, config, 0, dataset_json, device=torch.device('cpu'))
+trainer = nnUNetTrainer(plans, config, fold, dataset_json, device=torch.device('cpu'))
 trainer._set_batch_size_and_oversample()  # what initialize() does first (no network needed)
 dl_tr, _ = trainer.get_dataloaders()
 for _ in range(warmup):
@@ -51,7 +53,9 @@ start = time.perf_counter()
 for _ in range(batches):
     batch = next(dl_tr)
 seconds = time.perf_counter() - start
-print(json.dumps({'batches_per_s': batches / seconds, 'data': list(batch['data'].shape)}))
+peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+print(json.dumps({'batches_per_s': batches / seconds, 'data': list(batch['data'].shape),
+                  'peak_mb': peak_mb}))
 """
 
 
