@@ -182,8 +182,18 @@ class PatchLoader:
                 start = [a + b for a, b in zip(lower, part_lower, strict=True)]
                 return self.read(case, start, size)
 
+            # the part of the initial patch inside the case (the rest is padding)
+            inside = [
+                (max(-a, 0), min(n, s - a))
+                for a, n, s in zip(lower, self._box, case.shape, strict=True)
+            ]
+            filled = tuple(a for a, _ in inside), tuple(max(b - a, 0) for a, b in inside)
+            if self.is_2d:
+                filled = filled[0][1:], filled[1][1:]
             try:
-                data, seg = self.transform.transform_region(read, self.initial_patch_size, aug_rng)
+                data, seg = self.transform.transform_region(
+                    read, self.initial_patch_size, aug_rng, filled
+                )
             except Exception as exc:
                 raise _sample_error(exc, case_id, epoch, iteration, j) from exc
             return case_id, data, seg

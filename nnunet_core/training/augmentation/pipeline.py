@@ -21,7 +21,7 @@ import torch
 from nnunet_core.training.augmentation import intensity
 from nnunet_core.training.augmentation.cascade import CascadeTraining, CascadeValidation
 from nnunet_core.training.augmentation.mirror import draw_mirror_axes, mirror
-from nnunet_core.training.augmentation.spatial import PAD_SEG, Range, SpatialTransform
+from nnunet_core.training.augmentation.spatial import PAD_SEG, Box, Range, SpatialTransform
 
 # (lower, size) of a box of the initial patch -> (data, seg) of that box
 RegionReader = Callable[[Sequence[int], Sequence[int]], tuple[np.ndarray, np.ndarray]]
@@ -150,13 +150,18 @@ class TrainingTransforms:
         return _output(x, s, as_torch)
 
     def transform_region(
-        self, read: RegionReader, shape: Sequence[int], rng: np.random.Generator
+        self,
+        read: RegionReader,
+        shape: Sequence[int],
+        rng: np.random.Generator,
+        filled: Box | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """The pipeline on an initial patch of spatial ``shape`` that is read lazily:
         ``read(lower, size)`` returns (data, seg) of that box of it (numpy). Only the box the
-        drawn spatial transform needs is read (``SpatialTransform.draw``); the result equals
-        ``self(data, seg, rng)`` on the whole initial patch."""
-        draw = self.spatial.draw(shape, rng)
+        drawn spatial transform needs is read (``SpatialTransform.draw``), within ``filled``
+        (lower, size) where the rest is padding; the result equals ``self(data, seg, rng)`` on
+        the whole initial patch."""
+        draw = self.spatial.draw(shape, rng, filled)
         data, seg = read(*draw.region)
         x, s = self.spatial.apply(_float32(data), _signed(seg), draw)  # fresh, safe to modify
         if rng.random() < P_NOISE:

@@ -91,11 +91,24 @@ class SpatialTransform:
         box = (slice(None), *(slice(a, a + n) for a, n in zip(*draw.region, strict=True)))
         return self.apply(data[box], seg[box], draw)
 
-    def draw(self, shape: Sequence[int], rng: np.random.Generator) -> SpatialDraw:
+    def draw(
+        self, shape: Sequence[int], rng: np.random.Generator, filled: Box | None = None
+    ) -> SpatialDraw:
         """Everything random about one sample whose input has spatial ``shape``, in upstream's
-        order, and the input region it needs."""
+        order, and the input region it needs. ``filled`` (lower, size), where given, is the part
+        of the input that is not padding (data 0, seg -1, which is what the sampling assumes
+        outside the input anyway): the region then stays inside it. A real-size brain is
+        smaller than the initial patch: most of that patch would be padding."""
         shape = tuple(int(s) for s in shape)
         plane = shape[1:] if self.dummy_2d else shape
+        if filled is None:
+            bounds = [(0, s) for s in plane]
+        else:
+            cut = slice(1, None) if self.dummy_2d else slice(None)
+            lows, sizes = filled[0][cut], filled[1][cut]
+            bounds = [
+                (max(a, 0), min(a + n, s)) for a, n, s in zip(lows, sizes, plane, strict=True)
+            ]
         dim = len(plane)
         do_rotation = rng.random() < self.p_rotation
         do_scaling = rng.random() < self.p_scaling
@@ -108,7 +121,7 @@ class SpatialTransform:
         if do_rotation or do_scaling or do_elastic:
             affine = _affine_matrix(angles, scale, dim)
             offsets = _elastic_offsets(self, rng) if do_elastic else None
-        region = _plane_region(affine, offsets, center, self.plane_patch, plane)
+        region = _plane_region(affine, offsets, center, self.plane_patch, bounds)
         if self.dummy_2d:  # every slice (the slice axis is cropped in ``apply``)
             region = ((0, *region[0]), (shape[0], *region[1]))
         return SpatialDraw(affine, do_rotation, float(scale), center, offsets, region)
@@ -172,18 +185,19 @@ def _plane_region(
     offsets: np.ndarray | None,
     center: Sequence[float],
     patch: Sequence[int],
-    shape: Sequence[int],
+    bounds: Sequence[tuple[int, int]],
 ) -> Box:
-    """The box of an input of ``shape`` that the transform reads, clipped to the input.
+    """The box of the input that the transform reads, clipped to ``bounds`` ((lo, hi) per axis:
+    the input, or its part that is not padding).
 
     Crop only: the crop. Affine: the pixels around the patch corners' images (their extremes),
     one voxel of margin for float32 rounding in the samplers; points beyond the box then lie
-    outside the input as well, so sampling the box alone gives the same values and the same
-    padding. Elastic: the whole input.
+    outside the input (or on its padding) as well, so sampling the box alone gives the same
+    values and the same padding. Elastic: all of ``bounds``.
     """
     if offsets is not None:
-        return tuple(0 for _ in shape), tuple(shape)
-    if affine is None:
+        lo, hi = [b[0] for b in bounds], [b[1] for b in bounds]
+    elif affine is None:
         lo = [math.floor(c) - p // 2 for c, p in zip(center, patch, strict=True)]
         hi = [a + p for a, p in zip(lo, patch, strict=True)]
     else:
@@ -194,10 +208,11 @@ def _plane_region(
         pixels = affine @ corners + (np.asarray(center, dtype=np.float64) - 0.5)[:, None]
         lo = [math.floor(v) - 1 for v in pixels.min(1)]
         hi = [math.floor(v) + 3 for v in pixels.max(1)]  # exclusive: floor(max) + 1 and margin
-    lo = [min(max(a, 0), s) for a, s in zip(lo, shape, strict=True)]
-    hi = [min(max(b, 0), s) for b, s in zip(hi, shape, strict=True)]
-    if any(b <= a for a, b in zip(lo, hi, strict=True)):  # the patch misses the input entirely
-        return tuple(0 for _ in shape), tuple(shape)
+    lo = [min(max(a, b0), b1) for a, (b0, b1) in zip(lo, bounds, strict=True)]
+    hi = [min(max(b, b0), b1) for b, (b0, b1) in zip(hi, bounds, strict=True)]
+    if any(b <= a for a, b in zip(lo, hi, strict=True)):  # nothing but padding: one voxel
+        lo = [min(b0, b1 - 1) if b1 > 0 else 0 for b0, b1 in bounds]
+        hi = [a + 1 for a in lo]
     return tuple(lo), tuple(b - a for a, b in zip(lo, hi, strict=True))
 
 
