@@ -95,20 +95,28 @@ def run(command: list[str], env: dict[str, str] | None = None) -> str:
 def prepare_ours(work: Path, args: argparse.Namespace) -> Path:
     """Synthesize a raw dataset and run fingerprint/plan/preprocess; returns the dataset folder.
 
-    A ``--work`` folder that already holds them is reused.
+    A ``--work`` folder that already holds them is reused (configurations it lacks are
+    preprocessed).
     """
     raw, pre = work / "raw", work / "ours"
-    if (pre / DATASET / "nnUNetPlans.json").is_file():
-        return pre / DATASET
-    kind = args.preset or f"toy {args.shape}"
-    print(f"preparing {args.num_training} cases ({kind}) in {work} ...", flush=True)
     base = [sys.executable, "-m", "nnunet_core"]
-    make_raw_dataset(raw / DATASET, args)
     roots = ["-d", str(DATASET_ID), "--raw", str(raw), "--preprocessed", str(pre)]
-    run([*base, "fingerprint", *roots, "-np", "2"])
-    run([*base, "plan", *roots])
-    run([*base, "preprocess", *roots, "-c", *args.configurations, "-np", "2", "--no-pbar"])
+    if not (pre / DATASET / "nnUNetPlans.json").is_file():
+        kind = args.preset or f"toy {args.shape}"
+        print(f"preparing {args.num_training} cases ({kind}) in {work} ...", flush=True)
+        make_raw_dataset(raw / DATASET, args)
+        run([*base, "fingerprint", *roots, "-np", "2"])
+        run([*base, "plan", *roots])
+    missing = unprepared(pre / DATASET, args.configurations)
+    if missing:
+        run([*base, "preprocess", *roots, "-c", *missing, "-np", "2", "--no-pbar"])
     return pre / DATASET
+
+
+def unprepared(folder: Path, configurations: list[str]) -> list[str]:
+    """The configurations whose preprocessed folder is missing (planned or not: the
+    preprocessing names an unplanned one)."""
+    return [c for c in configurations if not (folder / f"nnUNetPlans_{c}").is_dir()]
 
 
 def make_raw_dataset(folder: Path, args: argparse.Namespace) -> None:
@@ -139,13 +147,16 @@ def peer_env(work: Path, venv: Path) -> dict[str, str]:
 def prepare_peer(work: Path, venv: Path, configurations: list[str]) -> dict[str, str]:
     env = peer_env(work, venv)
     (work / "peer").mkdir(exist_ok=True)
-    if (work / "peer" / DATASET / "nnUNetPlans.json").is_file():
-        write_peer_split(work / "peer" / DATASET)
-        return env
-    print("upstream nnUNetv2_plan_and_preprocess ...", flush=True)
-    command = [str(venv / "bin" / "nnUNetv2_plan_and_preprocess"), "-d", str(DATASET_ID)]
-    run([*command, "-c", *configurations, "-np", "2", "--verify_dataset_integrity"], env)
-    write_peer_split(work / "peer" / DATASET)
+    folder = work / "peer" / DATASET
+    if not (folder / "nnUNetPlans.json").is_file():
+        print("upstream nnUNetv2_plan_and_preprocess ...", flush=True)
+        command = [str(venv / "bin" / "nnUNetv2_plan_and_preprocess"), "-d", str(DATASET_ID)]
+        run([*command, "-c", *configurations, "-np", "2", "--verify_dataset_integrity"], env)
+    missing = unprepared(folder, configurations)
+    if missing:
+        command = [str(venv / "bin" / "nnUNetv2_preprocess"), "-d", str(DATASET_ID)]
+        run([*command, "-c", *missing, "-np", "2"], env)
+    write_peer_split(folder)
     return env
 
 
