@@ -8,6 +8,18 @@
 # CPU with tiny sizes (for CI). The whole run is cut at GPU_CHECK_BUDGET_S (default 470 s); every
 # section has its own, smaller budget (benchmarks/gpu/context.py), and the JSON is rewritten
 # after each section, so a cut run still leaves what it measured.
+# Sections (budget on the GPU, s): train 45, loader 30, folds 85, predict 15, compile 80, ddp 15
+# on the reference plans' sizes; then the real-size ones (benchmarks/gpu/realscale_*.py), whose
+# data the script makes on the machine (no network) with plans shipped in
+# tests/data/plans/gpu_realscale/ (our planner's, from our fingerprint of the same synthetic
+# volumes): real_data 30 (an MR-like set of 2 x 256^3 at 1 mm stored preprocessed, 3d_fullres
+# patch 112x160x128 batch 2, and one CT-like 100x512x512 raw case at 2.5x0.7x0.7 mm), real_step 25
+# (3d_fullres train step at that patch with AMP, peak GPU memory), real_busy 60 (GPU busy =
+# compute / wall with 4, 8 and 12 augmentation workers of our training loader feeding that step),
+# real_predict 50 (the CT-like case predicted end to end with the planned 3d_fullres network,
+# mirroring off and on, export included; needs SimpleITK, else its rows say skipped). Upstream's
+# step, loader and nnUNetPredictor run beside ours where nnunetv2 is importable (--peer, or the
+# wheels). --only real_busy (say) runs one section; it makes the data it needs itself.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(dirname "$here")"

@@ -5,7 +5,8 @@
 # Ours: the GPU machine has torch, numpy, scipy, httpx, msgpack, rich, threadpoolctl; our code
 # paths there (trainer, loader, sliding window, blosc2 case store) also need blosc2 and ndindex.
 # SimpleITK and nibabel are not needed: gpu_check writes its cases with our blosc2 store and never
-# reads or writes an image file.
+# reads or writes an image file, except the real_predict section (a raw case predicted and
+# exported), whose rows say skipped where SimpleITK is not importable.
 # --upstream adds nnunetv2 2.8.1 and what it imports that the machine lacks (SimpleITK alone is
 # about 50 MiB); they are kept only when the working tree plus all wheels stay under the 64 MiB
 # the device tool carries, else removed with the sizes that ruled them out.

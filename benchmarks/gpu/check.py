@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""One GPU check: train step, loader vs GPU, folds sharing a GPU, prediction, compile, DDP.
+"""One GPU check: train step, loader vs GPU, folds on one GPU, prediction, compile, DDP, real size.
 
     bash benchmarks/gpu_check.sh                 # on the GPU machine (< 8 minutes)
     bash benchmarks/gpu_check.sh --dry-run       # the same code paths on the CPU, tiny sizes
@@ -9,13 +9,13 @@ one broken section never hides the others. Rows are (section, what, value, unit,
 is printed and written as JSON after every section, so a run killed by the total budget still
 leaves what it measured. Sizes come from the reference plans (tests/data/plans/synth3d_peer900);
 ``--dry-run`` shrinks them to three stages of eight features so that the CPU finishes in seconds.
+The real-size sections (``realscale_sections.py``) plan their own data, made on the machine.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import signal
 import sys
@@ -35,6 +35,7 @@ from benchmarks.gpu.context import (
     Row,
     cpu_count,
     make_profile,
+    tiny_configuration,
 )
 
 TABLE_START = "== gpu_check table =="
@@ -42,22 +43,6 @@ TABLE_END = "== end of table =="
 
 
 # ------------------------------------------------------------------------------- plans
-def tiny_configuration(configuration: dict[str, Any], stages: int = 3) -> dict[str, Any]:
-    """The configuration cut to ``stages`` stages of at most 8 features, its patch four times the
-    total stride and batch 2: the same code paths at a size a CPU trains in milliseconds."""
-    conf = json.loads(json.dumps(configuration))
-    kwargs = conf["architecture"]["arch_kwargs"]
-    kwargs["n_stages"] = stages
-    kwargs["features_per_stage"] = [min(8, f) for f in kwargs["features_per_stage"][:stages]]
-    for key in ("kernel_sizes", "strides", "n_conv_per_stage"):
-        kwargs[key] = kwargs[key][:stages]
-    kwargs["n_conv_per_stage_decoder"] = kwargs["n_conv_per_stage_decoder"][: stages - 1]
-    axes = range(len(conf["patch_size"]))
-    conf["patch_size"] = [4 * math.prod(s[axis] for s in kwargs["strides"]) for axis in axes]
-    conf["batch_size"] = 2
-    return conf
-
-
 def load_plans(dry_run: bool, path: Path = REFERENCE_PLANS) -> dict[str, Any]:
     plans = json.loads(path.read_text())
     if dry_run:

@@ -1,1 +1,2 @@
-"""Raw datasets: discovery, integrity verification and the synthetic demo generator."""
+"""Raw datasets: discovery, integrity verification, the synthetic demo generator and real-size
+synthetic CT-like and MR-like datasets."""

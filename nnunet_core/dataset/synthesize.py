@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -184,13 +185,12 @@ def dataset_name_part(output: Path) -> str:
     return match.group(2) if match else output.name
 
 
-def synthesize_dataset(
-    output: str | os.PathLike, options: SynthOptions, force: bool = False
+def write_folder_atomically(
+    output: Path, force: bool, write: Callable[[Path], list[dict[str, Any]]]
 ) -> list[dict[str, Any]]:
-    """Generate the dataset into ``output`` atomically; refuse a non-empty folder unless
-    ``force``."""
-    output = Path(output)
-    options = replace(options.normalized(), name=options.name or dataset_name_part(output))
+    """Run ``write`` on a fresh sibling of ``output`` and rename it onto ``output`` only when it
+    returns, so a crash or a bad option never leaves a half-written dataset; refuse a non-empty
+    ``output`` unless ``force``."""
     if output.exists() and not output.is_dir():
         msg = f"{output}: exists and is not a folder"
         raise ConfigurationError(msg)
@@ -201,9 +201,19 @@ def synthesize_dataset(
     staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.", suffix=".tmp", dir=output.parent))
     os.chmod(staging, 0o777 & ~current_umask())  # mkdtemp makes 0700; the dataset is shared
     try:
-        cases = write_dataset(staging, options)
+        cases = write(staging)
         replace_folder(staging, output)
     finally:
         if staging.exists():
             shutil.rmtree(staging)
     return cases
+
+
+def synthesize_dataset(
+    output: str | os.PathLike, options: SynthOptions, force: bool = False
+) -> list[dict[str, Any]]:
+    """Generate the dataset into ``output`` atomically; refuse a non-empty folder unless
+    ``force``."""
+    output = Path(output)
+    options = replace(options.normalized(), name=options.name or dataset_name_part(output))
+    return write_folder_atomically(output, force, lambda staging: write_dataset(staging, options))

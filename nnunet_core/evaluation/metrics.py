@@ -22,7 +22,12 @@ import numpy as np
 
 from nnunet_core.dataset.verify_case import geometry_problems, read_checked_label
 from nnunet_core.errors import DatasetError
-from nnunet_core.evaluation.surface import SURFACE_METRIC_NAMES, SurfaceSettings, surface_metrics
+from nnunet_core.evaluation.surface import (
+    SURFACE_METRIC_NAMES,
+    SurfaceSettings,
+    load_surface_metric_libraries,
+    surface_metrics,
+)
 from nnunet_core.io.atomic import write_json
 from nnunet_core.io.dataset_json import IGNORE_KEY, DatasetJson, LabelSpec
 from nnunet_core.io.images import readers_for_file
@@ -262,6 +267,8 @@ def compute_metrics_on_folder(
         (pred.name[: -len(file_ending)], (ref, pred, classes, label_spec.ignore_label, surface))
         for ref, pred in pairs
     ]
+    if surface is not None and num_processes > 1 and len(tasks) > 1:
+        load_surface_metric_libraries()
     results = map_cases(compute_metrics_for_files, tasks, num_processes, "evaluate")
     summary = summarize(list(results.values()), classes)
     if output_file is not None:

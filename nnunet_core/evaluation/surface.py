@@ -104,6 +104,12 @@ def surface_metrics(
     }
 
 
+def load_surface_metric_libraries() -> None:
+    """Import MONAI (and torch) now: several seconds per process, so a parent about to fork its
+    case workers pays them once instead of every worker paying them again."""
+    import monai.metrics  # noqa: F401
+
+
 @contextmanager
 def _monai_quietly() -> Iterator[None]:
     """MONAI warns about its own internal use of a deprecated argument on every call."""

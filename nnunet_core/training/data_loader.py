@@ -16,7 +16,8 @@ import numpy as np
 import torch
 
 from nnunet_core.errors import ConfigurationError
-from nnunet_core.training.case_store import CaseStore
+from nnunet_core.training.augmentation.pipeline import reads_region
+from nnunet_core.training.case_store import Case, CaseStore
 from nnunet_core.training.deep_supervision import downsample_targets
 from nnunet_core.training.sampling import (
     OVERSAMPLE_FOREGROUND_PERCENT,
@@ -117,6 +118,38 @@ class PatchLoader:
         key = (self.seed, self.fold, epoch, iteration, self.sample_offset + j, self.stream)
         return sample_rng(*key), transform_rng(*key)
 
+    def locate(
+        self, epoch: int, iteration: int, j: int
+    ) -> tuple[str, Case, tuple[int, ...], np.random.Generator]:
+        """``(case_id, case, lower, augmentation_rng)`` of position ``j``: the initial-patch box
+        starts at ``lower`` (spatial, 3-D) of the opened case; nothing is read yet."""
+        rng, aug_rng = self.rngs(epoch, iteration, j)
+        case_id = self.store.case_ids[int(rng.integers(len(self.store.case_ids)))]
+        forced = self.forced_positions[j]
+        try:
+            case = self.store.case(case_id)
+            lower = choose_box(
+                case.shape, self._box, self._final_box, forced, case.class_locations, rng
+            )
+        except Exception as exc:
+            raise _sample_error(exc, case_id, epoch, iteration, j) from exc
+        return case_id, case, lower, aug_rng
+
+    def read(
+        self, case: Case, lower: Sequence[int], box: Sequence[int]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``(data, seg)`` of the 3-D ``box`` at ``lower`` in the case, padded outside it: data
+        float32 with 0, seg int16 with -1; a cascade stage's seg gets a second channel, the
+        previous stage cropped and padded alike. 2-D patches drop the (single) slice axis."""
+        data = crop_and_pad(case.data, lower, box, PAD_DATA)
+        seg = crop_and_pad(case.seg, lower, box, PAD_SEG)
+        if case.previous is not None:
+            previous = crop_and_pad_previous_stage(case.previous, lower, box, PAD_SEG)
+            seg = np.concatenate((seg.astype(np.int16, copy=False), previous))
+        if self.is_2d:
+            data, seg = data[:, 0], seg[:, 0]
+        return data, seg
+
     def crop_sample(
         self, epoch: int, iteration: int, j: int
     ) -> tuple[str, np.ndarray, np.ndarray, np.random.Generator]:
@@ -126,27 +159,44 @@ class PatchLoader:
         cascade stage's seg has a second channel, the previous stage cropped and padded alike
         (the transform moves it into the data as one-hot).
         """
-        rng, aug_rng = self.rngs(epoch, iteration, j)
-        case_id = self.store.case_ids[int(rng.integers(len(self.store.case_ids)))]
-        forced = self.forced_positions[j]
+        case_id, case, lower, aug_rng = self.locate(epoch, iteration, j)
         try:
-            case = self.store.case(case_id)
-            lower = choose_box(
-                case.shape, self._box, self._final_box, forced, case.class_locations, rng
-            )
-            data = crop_and_pad(case.data, lower, self._box, PAD_DATA)
-            seg = crop_and_pad(case.seg, lower, self._box, PAD_SEG)
-            if case.previous is not None:
-                previous = crop_and_pad_previous_stage(case.previous, lower, self._box, PAD_SEG)
-                seg = np.concatenate((seg.astype(np.int16, copy=False), previous))
+            data, seg = self.read(case, lower, self._box)
         except Exception as exc:
             raise _sample_error(exc, case_id, epoch, iteration, j) from exc
-        if self.is_2d:
-            data, seg = data[:, 0], seg[:, 0]
         return case_id, data, seg, aug_rng
 
     def sample(self, epoch: int, iteration: int, j: int) -> tuple[str, Any, Any]:
-        """``(case_id, data, seg)`` of position ``j`` after the transform (if any)."""
+        """``(case_id, data, seg)`` of position ``j`` after the transform (if any).
+
+        Our training pipeline reads only the part of the initial patch its drawn spatial
+        transform needs (``TrainingTransforms.transform_region``): the same sample, read 2-4x
+        less of a real-size case.
+        """
+        if self.transform is not None and reads_region(self.transform):
+            case_id, case, lower, aug_rng = self.locate(epoch, iteration, j)
+
+            def read(part_lower: Sequence[int], size: Sequence[int]) -> tuple[Any, Any]:
+                if self.is_2d:  # the box's single slice stays whole
+                    part_lower, size = (0, *part_lower), (1, *size)
+                start = [a + b for a, b in zip(lower, part_lower, strict=True)]
+                return self.read(case, start, size)
+
+            # the part of the initial patch inside the case (the rest is padding)
+            inside = [
+                (max(-a, 0), min(n, s - a))
+                for a, n, s in zip(lower, self._box, case.shape, strict=True)
+            ]
+            filled = tuple(a for a, _ in inside), tuple(max(b - a, 0) for a, b in inside)
+            if self.is_2d:
+                filled = filled[0][1:], filled[1][1:]
+            try:
+                data, seg = self.transform.transform_region(
+                    read, self.initial_patch_size, aug_rng, filled
+                )
+            except Exception as exc:
+                raise _sample_error(exc, case_id, epoch, iteration, j) from exc
+            return case_id, data, seg
         case_id, data, seg, aug_rng = self.crop_sample(epoch, iteration, j)
         if self.transform is not None:
             try:

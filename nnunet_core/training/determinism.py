@@ -20,7 +20,10 @@ def enable_determinism(seed: int) -> None:
     import torch
 
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-    torch.use_deterministic_algorithms(True)
+    # torch.use_deterministic_algorithms also sets the compiler's flag, importing all of
+    # torch._inductor for it (seconds per training process); only a compiled network needs that
+    # flag, and maybe_compile sets it (deterministic_compiler) before compiling.
+    torch._C._set_deterministic_algorithms(True)
     torch.backends.cudnn.deterministic = True
     torch.backends.cudnn.benchmark = False
     random.seed(seed)
@@ -32,3 +35,11 @@ def is_deterministic() -> bool:
     import torch
 
     return torch.are_deterministic_algorithms_enabled()
+
+
+def deterministic_compiler() -> None:
+    """Carry deterministic mode into ``torch.compile``'s code generator, when it is on."""
+    import torch
+
+    if torch.are_deterministic_algorithms_enabled():
+        torch.use_deterministic_algorithms(True)

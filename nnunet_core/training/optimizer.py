@@ -95,6 +95,9 @@ def should_compile(device: torch.device, requested: bool | None = None) -> bool:
 def maybe_compile(network: nn.Module, device: torch.device, requested: bool | None) -> nn.Module:
     """The compiled network where ``should_compile`` says so, else ``network`` itself."""
     if should_compile(device, requested):
+        from nnunet_core.training.determinism import deterministic_compiler
+
+        deterministic_compiler()
         return torch.compile(network)
     return network
 

@@ -5,6 +5,13 @@ there (the shell wrapper, a subprocess) and requires a measured, positive, finit
 section: a section that crashed, was stubbed out or ran past its budget leaves a row without a
 value and fails here. Upstream's rows may instead be skipped with a reason where nnunetv2 is not
 importable; with the peer venv present they are measured too.
+
+The real-size sections (real_data, real_step, real_busy, real_predict) run here at tiny sizes:
+tiny synthetic volumes, the shipped real-size plans' network cut small, 1-3 loader workers instead
+of 4-12, the prediction without worker processes (test_gpu_realscale_profile.py checks the GPU's
+sizes and plans). Their CUDA-only lines (synchronising, ``torch.cuda`` peak memory, AMP, pinned
+batches on upstream's side) are exercised only on a GPU machine; here the peak-memory rows are the
+CPU's maximum RSS.
 """
 
 from __future__ import annotations
@@ -17,13 +24,16 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.gpu.context import TINY_REAL
 from tests.helpers.peer import HAS_PEER, PEER_BIN
 
 ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.slow
 
-SECTIONS = ("train", "loader", "folds", "predict", "compile", "ddp")
+SECTIONS = ("train", "loader", "folds", "predict", "compile", "ddp",
+            "real_data", "real_step", "real_busy", "real_predict")  # fmt: skip
+WORKERS = TINY_REAL.workers  # the GPU's 4, 8, 12: test_gpu_realscale_profile.py
 # what each section must have measured (a prefix of the row's "what")
 REQUIRED = {
     "train": ["ours 2d step", "ours 3d_fullres step"],
@@ -41,8 +51,18 @@ REQUIRED = {
     "predict": ["3d_fullres mirroring off", "3d_fullres mirroring on"],
     "compile": ["3d_fullres step, compile off", "3d_fullres step, compile on"],
     "ddp": ["3d_fullres DDP step"],
+    "real_data": ["MR-like set: make", "CT-like case: make"],
+    "real_step": ["ours 3d_fullres real-patch step", "ours real-patch peak memory"],
+    "real_busy": [f"ours GPU busy, {w} workers" for w in WORKERS],
+    "real_predict": ["ours case, mirroring off", "ours case, mirroring on"],
 }
-UPSTREAM = ["upstream 2d step", "upstream 3d_fullres step"]
+# upstream's rows: measured with the peer, else skipped with a reason
+UPSTREAM = {
+    "train": ["upstream 2d step", "upstream 3d_fullres step"],
+    "real_step": ["upstream 3d_fullres real-patch step"],
+    "real_busy": [f"upstream GPU busy, {w} workers" for w in WORKERS],
+    "real_predict": ["upstream case, mirroring off", "upstream case, mirroring on"],
+}
 
 
 @pytest.fixture(scope="module")
@@ -74,6 +94,8 @@ def test_every_section_measured_a_positive_finite_value(dry_run: tuple[str, dict
             assert math.isfinite(value), row
             if "GPU wait" in what:  # a fraction of the iteration: 0 when the loader keeps up
                 assert 0 <= value <= 1, row
+            elif "GPU busy" in what:  # compute / wall: some compute, never more than the wall
+                assert 0 < value <= 1, row
             else:
                 assert value > 0, row
 
@@ -81,13 +103,19 @@ def test_every_section_measured_a_positive_finite_value(dry_run: tuple[str, dict
 def test_upstream_rows_are_measured_or_skipped_with_a_reason(dry_run: tuple[str, dict]) -> None:
     _, table = dry_run
     rows = rows_of(table)
-    for what in UPSTREAM:
-        row = rows[("train", what)]
-        if HAS_PEER:
-            assert row["value"] is not None and row["value"] > 0, row
-            assert "nnunetv2 2.8" in row["note"], row
-        else:
-            assert row["value"] is None and row["note"].startswith("skipped: "), row
+    for section, names in UPSTREAM.items():
+        for what in names:
+            check_upstream_row(rows[(section, what)])
+
+
+def check_upstream_row(row: dict) -> None:
+    if HAS_PEER:
+        assert row["value"] is not None and row["value"] > 0, row
+        assert "nnunetv2 2.8" in row["note"], row
+        if "GPU busy" in row["what"]:
+            assert row["value"] <= 1, row
+    else:
+        assert row["value"] is None and row["note"].startswith("skipped: "), row
 
 
 def test_rows_are_consistent_and_units_make_sense(dry_run: tuple[str, dict]) -> None:
@@ -102,6 +130,12 @@ def test_rows_are_consistent_and_units_make_sense(dry_run: tuple[str, dict]) -> 
     on = rows[("predict", "3d_fullres mirroring on")]["value"]
     assert on > off, "eight mirrored passes cannot be faster than one"
     assert "backend gloo" in rows[("ddp", "3d_fullres DDP step")]["note"]
+    # the real-size step ran at the plan's patch and batch (here the dry run's cut network)
+    step = rows[("real_step", "ours 3d_fullres real-patch step")]
+    assert "batch x patch [2, " in step["note"], step
+    planned = rows[("real_data", "MR-like set: make")]["note"]
+    assert "patch [" in planned and "batch 2" in planned, planned
+    assert "export included" in rows[("real_predict", "ours case, mirroring off")]["note"]
 
 
 def test_printed_table_matches_the_json(dry_run: tuple[str, dict]) -> None:

@@ -12,6 +12,7 @@ every run, and a rerun from the archive on a fresh checkout gives the same table
 from __future__ import annotations
 
 import json
+import subprocess
 import tarfile
 from pathlib import Path
 
@@ -187,6 +188,13 @@ def test_a_rerun_from_the_reproduce_archive_gives_the_same_tables(paper_run, tmp
             assert f"expected/results/seed_{seed}/{dataset}/report/results_table.csv" in names
     assert "expected/paper/results_table.csv" in names
     assert "expected/preprocessed/Dataset902_Planar/nnUNetResEncUNetMPlans.json" in names
-    rerun_work, _ = rerun_from_archive(archive, tmp_path)
+    rerun_work, nnunet_core = rerun_from_archive(archive, tmp_path)
     table = Path("paper") / "results_table.csv"
     assert (rerun_work / table).read_bytes() == (work / table).read_bytes()
+    # and the check names a table that differs (the pipeline's single run shares this code)
+    produced = rerun_work / table
+    produced.write_text(produced.read_text().replace("0.", "0.9", 1))
+    changed = subprocess.run(
+        [*nnunet_core, "check", str(archive), str(rerun_work)], capture_output=True, text=True
+    )
+    assert changed.returncode == 1 and "paper/results_table.csv: differs" in changed.stderr

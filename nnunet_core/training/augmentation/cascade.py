@@ -27,7 +27,6 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy import ndimage as ndi
-from scipy.signal import fftconvolve
 from skimage.morphology import ball, disk
 
 from nnunet_core.inference.cascade_input import one_hot_foreground
@@ -83,6 +82,8 @@ def dilation(mask: np.ndarray, strel: np.ndarray) -> np.ndarray:
     as fast as float64, and the counts' error (~5e-4 at 128^3, radius 8) is far below 0.5."""
     if not mask.any():
         return np.zeros(mask.shape, dtype=bool)
+    from scipy.signal import fftconvolve  # ~1 s to import; only cascade folds need it
+
     flipped = np.flip(strel).astype(np.float32)
     counts = fftconvolve(mask.astype(np.float32), flipped, mode="full")
     window = tuple(slice(k // 2, k // 2 + n) for k, n in zip(strel.shape, mask.shape, strict=True))

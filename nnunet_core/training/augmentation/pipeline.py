@@ -12,7 +12,7 @@ upstream's cascade steps (``cascade``): seg channel 1, the previous stage, becom
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -21,7 +21,10 @@ import torch
 from nnunet_core.training.augmentation import intensity
 from nnunet_core.training.augmentation.cascade import CascadeTraining, CascadeValidation
 from nnunet_core.training.augmentation.mirror import draw_mirror_axes, mirror
-from nnunet_core.training.augmentation.spatial import PAD_SEG, Range, SpatialTransform
+from nnunet_core.training.augmentation.spatial import PAD_SEG, Box, Range, SpatialTransform
+
+# (lower, size) of a box of the initial patch -> (data, seg) of that box
+RegionReader = Callable[[Sequence[int], Sequence[int]], tuple[np.ndarray, np.ndarray]]
 
 ANISO_THRESHOLD = 3  # upstream: dummy 2D when max(patch) / patch[0] > 3
 INITIAL_PATCH_SCALE_RANGE = (
@@ -137,7 +140,30 @@ class TrainingTransforms:
         rng: np.random.Generator,
     ) -> tuple[np.ndarray, np.ndarray] | tuple[torch.Tensor, torch.Tensor]:
         as_torch = isinstance(data, torch.Tensor)
-        x, s = self.spatial(_float32(data), _signed(seg), rng)  # fresh arrays, safe to modify
+        data_np, seg_np = _numpy(data), _numpy(seg)
+
+        def read(lower: Sequence[int], size: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+            box = (slice(None), *(slice(a, a + n) for a, n in zip(lower, size, strict=True)))
+            return data_np[box], seg_np[box]
+
+        x, s = self.transform_region(read, data_np.shape[1:], rng)
+        return _output(x, s, as_torch)
+
+    def transform_region(
+        self,
+        read: RegionReader,
+        shape: Sequence[int],
+        rng: np.random.Generator,
+        filled: Box | None = None,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The pipeline on an initial patch of spatial ``shape`` that is read lazily:
+        ``read(lower, size)`` returns (data, seg) of that box of it (numpy). Only the box the
+        drawn spatial transform needs is read (``SpatialTransform.draw``), within ``filled``
+        (lower, size) where the rest is padding; the result equals ``self(data, seg, rng)`` on
+        the whole initial patch."""
+        draw = self.spatial.draw(shape, rng, filled)
+        data, seg = read(*draw.region)
+        x, s = self.spatial.apply(_float32(data), _signed(seg), draw)  # fresh, safe to modify
         if rng.random() < P_NOISE:
             intensity.gaussian_noise(x, rng)
         if rng.random() < P_BLUR:
@@ -161,7 +187,16 @@ class TrainingTransforms:
         x, s = mirror(x, s, flips)
         if self.cascade is not None:  # upstream: after RemoveLabel, the cascade's rng draws last
             x, s = self.cascade(x, s, rng)
-        return _output(np.ascontiguousarray(x), np.ascontiguousarray(s), as_torch)
+        return np.ascontiguousarray(x), np.ascontiguousarray(s)
+
+
+def reads_region(transform: object) -> bool:
+    """Whether ``transform`` is our training pipeline whose call goes through
+    ``transform_region`` (a subclass that overrides ``__call__`` is called as a whole)."""
+    return (
+        isinstance(transform, TrainingTransforms)
+        and type(transform).__call__ is TrainingTransforms.__call__
+    )
 
 
 class ValidationTransforms:
@@ -210,14 +245,18 @@ def training_transforms(
     )
 
 
+def _numpy(array: np.ndarray | torch.Tensor) -> np.ndarray:
+    return array.numpy() if isinstance(array, torch.Tensor) else np.asarray(array)
+
+
 def _float32(data: np.ndarray | torch.Tensor) -> np.ndarray:
-    array = data.numpy() if isinstance(data, torch.Tensor) else np.asarray(data)
+    array = _numpy(data)
     return array if array.dtype == np.float32 else array.astype(np.float32)
 
 
 def _signed(seg: np.ndarray | torch.Tensor) -> np.ndarray:
     """Seg as signed integers, so the -1 padding label fits (int16 unless already signed)."""
-    array = seg.numpy() if isinstance(seg, torch.Tensor) else np.asarray(seg)
+    array = _numpy(seg)
     return array if array.dtype.kind == "i" else array.astype(np.int16)
 
 

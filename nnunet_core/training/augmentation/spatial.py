@@ -2,38 +2,49 @@
 
 Matches nnU-Net's ``SpatialTransform`` settings (batchgeneratorsv2): the final patch is cut from the
 centre of the larger initial patch; the image is sampled bilinearly with zero padding; the
-segmentation per label: each label's indicator is sampled bilinearly and the top score wins, the
-nearest neighbour settling ties; outside the input counts as the padding label -1. When no
-rotation, scaling or deformation is drawn the patch is only cropped, without interpolation.
+segmentation per label (``labels``): each label's indicator is sampled bilinearly and the top score
+wins, the nearest neighbour settling ties; outside the input counts as the padding label -1. When
+no rotation, scaling or deformation is drawn the patch is only cropped, without interpolation.
 
 Under dummy 2D (anisotropic 3D patches) the transform runs in-plane, every slice with the same
 2D rotation/scale, slices never mixed (upstream's Convert3DTo2D/Convert2DTo3D).
 
-Speed: image channels and the needed label indicators are sampled together (``sampling``): a 3D
-rotation through torch's vectorized 2D kernel (``TiledSampler``), 3D scaling alone as separable
-1D passes, 2D and deformed grids with torch ``grid_sample``. One label per seg channel needs no
-indicator (its score is the rest of the weight) and the weight falling outside the input is
-computed, not sampled, so a binary segmentation costs one extra channel.
+Speed: the parameters are drawn first (``draw``) and give the box of the input the sampling can
+touch (``SpatialDraw.region``): the crop alone when nothing is drawn (two samples in three), the
+rotated/scaled patch's bounding box otherwise. The loader reads only that box from the case
+store, which is what a real-size initial patch (205^3 for a 128^3 patch) costs most. Image
+channels and the needed label indicators are then sampled together (``sampling``): a 3D rotation
+through torch's vectorized 2D kernel (``TiledSampler``), 3D scaling alone as separable 1D passes,
+2D and deformed grids with torch ``grid_sample``.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 from scipy import ndimage as ndi
 
+from nnunet_core.training.augmentation.labels import PAD_SEG, resample
 from nnunet_core.training.augmentation.sampling import GridSampler, ScalingSampler, TiledSampler
 
-Sampler = GridSampler | ScalingSampler | TiledSampler
-
-PAD_SEG = -1  # upstream padding_value_seg=-1 (border_mode_seg='constant')
-# Scores this close to the top count as tied. Upstream keeps scores as float16 at scale 1000,
-# which cannot tell apart differences below ~2.5e-4 near the 0.5 threshold.
-TIE_TOLERANCE = 2.5e-4
-
 Range = tuple[float, float]
+Box = tuple[tuple[int, ...], tuple[int, ...]]  # (lower corner, size) per spatial axis
+
+
+@dataclass(frozen=True)
+class SpatialDraw:
+    """One sample's spatial parameters; ``region`` is the box of the input (every spatial axis)
+    that applying them reads, ``center`` the patch centre in the (plane of the) whole input."""
+
+    affine: np.ndarray | None  # None: crop only
+    rotated: bool
+    scale: float
+    center: tuple[float, ...]
+    offsets: np.ndarray | None  # elastic displacement (*plane patch, dim), or None
+    region: Box
 
 
 class SpatialTransform:
@@ -76,6 +87,50 @@ class SpatialTransform:
         self, data: np.ndarray, seg: np.ndarray, rng: np.random.Generator
     ) -> tuple[np.ndarray, np.ndarray]:
         """``data`` (c, *spatial) float32, ``seg`` (k, *spatial) signed ints -> new arrays."""
+        draw = self.draw(data.shape[1:], rng)
+        box = (slice(None), *(slice(a, a + n) for a, n in zip(*draw.region, strict=True)))
+        return self.apply(data[box], seg[box], draw)
+
+    def draw(
+        self, shape: Sequence[int], rng: np.random.Generator, filled: Box | None = None
+    ) -> SpatialDraw:
+        """Everything random about one sample whose input has spatial ``shape``, in upstream's
+        order, and the input region it needs. ``filled`` (lower, size), where given, is the part
+        of the input that is not padding (data 0, seg -1, which is what the sampling assumes
+        outside the input anyway): the region then stays inside it. A real-size brain is
+        smaller than the initial patch: most of that patch would be padding."""
+        shape = tuple(int(s) for s in shape)
+        plane = shape[1:] if self.dummy_2d else shape
+        if filled is None:
+            bounds = [(0, s) for s in plane]
+        else:
+            cut = slice(1, None) if self.dummy_2d else slice(None)
+            lows, sizes = filled[0][cut], filled[1][cut]
+            bounds = [
+                (max(a, 0), min(a + n, s)) for a, n, s in zip(lows, sizes, plane, strict=True)
+            ]
+        dim = len(plane)
+        do_rotation = rng.random() < self.p_rotation
+        do_scaling = rng.random() < self.p_scaling
+        do_elastic = rng.random() < self.p_elastic
+        angles = [rng.uniform(*r) for r in self.rotation] if do_rotation else None
+        scale = rng.uniform(*self.scaling) if do_scaling else 1.0
+        center = tuple(self._draw_center(plane, rng))
+        affine = None
+        offsets = None
+        if do_rotation or do_scaling or do_elastic:
+            affine = _affine_matrix(angles, scale, dim)
+            offsets = _elastic_offsets(self, rng) if do_elastic else None
+        region = _plane_region(affine, offsets, center, self.plane_patch, bounds)
+        if self.dummy_2d:  # every slice (the slice axis is cropped in ``apply``)
+            region = ((0, *region[0]), (shape[0], *region[1]))
+        return SpatialDraw(affine, do_rotation, float(scale), center, offsets, region)
+
+    def apply(
+        self, data: np.ndarray, seg: np.ndarray, draw: SpatialDraw
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The drawn transform of the inputs' ``draw.region`` box: ``data`` (c, *box) float32,
+        ``seg`` (k, *box) signed ints -> new arrays (c, *patch), (k, *patch)."""
         if self.dummy_2d:
             # slices become channels, as upstream's Convert3DTo2DTransform does
             n_slices = self.patch_size[0]
@@ -86,39 +141,34 @@ class SpatialTransform:
             seg = seg.reshape(k, n_slices, *seg.shape[2:])
         else:
             seg = seg[:, None]
-        out_data, out_seg = self._apply(data, seg, rng)
+        out_data, out_seg = self._apply(data, seg, draw)
         if self.dummy_2d:
             out_data = out_data.reshape(-1, *self.patch_size)
         return out_data, out_seg.reshape(-1, *self.patch_size)
 
     def _apply(
-        self, data: np.ndarray, seg: np.ndarray, rng: np.random.Generator
+        self, data: np.ndarray, seg: np.ndarray, draw: SpatialDraw
     ) -> tuple[np.ndarray, np.ndarray]:
         """``seg`` is (k, groups, *plane): groups are the slices under dummy 2D, else 1."""
         shape = data.shape[1:]
         dim = len(shape)
-        do_rotation = rng.random() < self.p_rotation
-        do_scaling = rng.random() < self.p_scaling
-        do_elastic = rng.random() < self.p_elastic
-        angles = [rng.uniform(*r) for r in self.rotation] if do_rotation else None
-        scale = rng.uniform(*self.scaling) if do_scaling else 1.0
-        center = self._draw_center(shape, rng)
-        if not (do_rotation or do_scaling or do_elastic):
+        lower = draw.region[0][-dim:]
+        center = [c - a for c, a in zip(draw.center, lower, strict=True)]  # in the region
+        if draw.affine is None:
             k, g = seg.shape[:2]
             cropped = _crop(seg.reshape(k * g, *shape), center, self.plane_patch, PAD_SEG)
             return _crop(data, center, self.plane_patch, 0.0), cropped
-        affine = _affine_matrix(angles, scale, dim)
-        offsets = _elastic_offsets(self, rng) if do_elastic else None
         # fastest measured per case: 2D kernels are vectorized, the 3D one is not
-        if dim == 3 and offsets is None:
-            if do_rotation:
-                sampler = TiledSampler(affine, self.plane_patch, shape, center)
+        sampler: GridSampler | ScalingSampler | TiledSampler
+        if dim == 3 and draw.offsets is None:
+            if draw.rotated:
+                sampler = TiledSampler(draw.affine, self.plane_patch, shape, center)
             else:
-                sampler = ScalingSampler([scale] * dim, self.plane_patch, shape, center)
+                sampler = ScalingSampler([draw.scale] * dim, self.plane_patch, shape, center)
         else:
-            grid = _sampling_grid(affine, self.plane_patch, shape, center, offsets)
-            sampler = GridSampler(grid, shape, affine_only=offsets is None)
-        return _resample(data, seg, sampler)
+            grid = _sampling_grid(draw.affine, self.plane_patch, shape, center, draw.offsets)
+            sampler = GridSampler(grid, shape, affine_only=draw.offsets is None)
+        return resample(data, seg, sampler)
 
     def _draw_center(self, shape: tuple[int, ...], rng: np.random.Generator) -> list[float]:
         """Patch centre in input pixels: the middle, or uniform in the allowed band."""
@@ -128,6 +178,42 @@ class SpatialTransform:
         for s, d in zip(shape, self.center_dist, strict=True):
             center.append(s / 2 if s - d < d else rng.uniform(d, s - d))
         return center
+
+
+def _plane_region(
+    affine: np.ndarray | None,
+    offsets: np.ndarray | None,
+    center: Sequence[float],
+    patch: Sequence[int],
+    bounds: Sequence[tuple[int, int]],
+) -> Box:
+    """The box of the input that the transform reads, clipped to ``bounds`` ((lo, hi) per axis:
+    the input, or its part that is not padding).
+
+    Crop only: the crop. Affine: the pixels around the patch corners' images (their extremes),
+    one voxel of margin for float32 rounding in the samplers; points beyond the box then lie
+    outside the input (or on its padding) as well, so sampling the box alone gives the same
+    values and the same padding. Elastic: all of ``bounds``.
+    """
+    if offsets is not None:
+        lo, hi = [b[0] for b in bounds], [b[1] for b in bounds]
+    elif affine is None:
+        lo = [math.floor(c) - p // 2 for c, p in zip(center, patch, strict=True)]
+        hi = [a + p for a, p in zip(lo, patch, strict=True)]
+    else:
+        half = (np.asarray(patch, dtype=np.float64) - 1) / 2
+        corners = np.array(np.meshgrid(*[[-h, h] for h in half], indexing="ij")).reshape(
+            len(patch), -1
+        )
+        pixels = affine @ corners + (np.asarray(center, dtype=np.float64) - 0.5)[:, None]
+        lo = [math.floor(v) - 1 for v in pixels.min(1)]
+        hi = [math.floor(v) + 3 for v in pixels.max(1)]  # exclusive: floor(max) + 1 and margin
+    lo = [min(max(a, b0), b1) for a, (b0, b1) in zip(lo, bounds, strict=True)]
+    hi = [min(max(b, b0), b1) for b, (b0, b1) in zip(hi, bounds, strict=True)]
+    if any(b <= a for a, b in zip(lo, hi, strict=True)):  # nothing but padding: one voxel
+        lo = [min(b0, b1 - 1) if b1 > 0 else 0 for b0, b1 in bounds]
+        hi = [a + 1 for a in lo]
+    return tuple(lo), tuple(b - a for a, b in zip(lo, hi, strict=True))
 
 
 def _as_ranges(rotation: Range | Sequence[Range], n: int) -> tuple[Range, ...]:
@@ -231,152 +317,4 @@ def _crop(x: np.ndarray, center: Sequence[float], patch: tuple[int, ...], pad: f
         src.append(slice(lo, hi))
         dst.append(slice(lo - start, hi - start))
     out[tuple(dst)] = x[tuple(src)]
-    return out
-
-
-def _resample(data: np.ndarray, seg: np.ndarray, sampler: Sampler) -> tuple[np.ndarray, np.ndarray]:
-    """Sample image channels and label indicators together; argmax the label scores."""
-    groups = seg.shape[1]
-    plans = [_label_plan(channel) for channel in seg]
-    n_data = data.shape[0]
-    parts = [data]
-    for channel, (_, explicit) in zip(seg, plans, strict=True):
-        parts.extend(channel == label for label in explicit)  # (groups, *plane) each
-    sampled = sampler.sample(parts)
-    inside = sampler.inside_weight() if sampler.reaches_outside else None
-    out_shape = sampler.out_shape
-    out_seg = np.empty((seg.shape[0], groups, *out_shape), dtype=seg.dtype)
-    i = n_data
-    for k, (implicit, explicit) in enumerate(plans):
-        n = len(explicit) * groups
-        # explicit point count: a single-valued seg has no explicit labels (size-0 scores)
-        scores = sampled[i : i + n].reshape(len(explicit), groups, int(np.prod(out_shape)))
-        i += n
-        labels = _argmax_labels(
-            scores, implicit, explicit, inside, lambda idx, k=k: _nearest(seg[k], sampler, idx)
-        )
-        out_seg[k] = labels.reshape(groups, *out_shape)
-    return sampled[:n_data], out_seg.reshape(-1, *out_shape)
-
-
-def _label_plan(channel: np.ndarray) -> tuple[int | None, list[int]]:
-    """(implicit label, labels to sample) for one seg channel.
-
-    The sampled indicators of all labels sum to the weight inside the input, so the smallest
-    non-padding label needs no channel of its own: its score is that weight minus the others'.
-    """
-    labels = _present_labels(channel)
-    real = [lab for lab in labels if lab != PAD_SEG]
-    if not real:
-        return None, []
-    return real[0], [lab for lab in labels if lab != real[0]]
-
-
-def _present_labels(seg: np.ndarray) -> list[int]:
-    """Sorted label values; a min/max scan plus one compare per value when the range is small."""
-    lo, hi = int(seg.min()), int(seg.max())
-    if hi - lo > 32:
-        return [int(v) for v in np.unique(seg)]
-    return [v for v in range(lo, hi + 1) if v in (lo, hi) or (seg == v).any()]
-
-
-def _argmax_labels(
-    scores: np.ndarray,
-    implicit: int | None,
-    explicit: list[int],
-    inside: np.ndarray | None,
-    nearest: Callable[[np.ndarray], np.ndarray],
-) -> np.ndarray:
-    """Per-point label with the top score; ties (within TIE_TOLERANCE) go to the nearest label.
-
-    ``scores`` (len(explicit), groups, points); ``inside`` the in-input weight per point (None:
-    all 1). The padding label scores the outside weight plus its own indicator. Points fully
-    inside are settled without the padding label; only border points (inside < 1) need it.
-    """
-    groups, per_group = scores.shape[1:]
-    if implicit is None:
-        return np.full(groups * per_group, PAD_SEG)
-    result = _argmax_inside(scores, implicit, explicit, nearest)
-    if inside is None:
-        return result
-    border = np.flatnonzero(inside.reshape(-1) < 1)
-    if border.size:
-        idx = (np.arange(groups)[:, None] * per_group + border).reshape(-1)
-        # explicit row count, not -1: a single-label seg has no explicit rows (size 0)
-        sub = scores.reshape(len(explicit), groups * per_group)[:, idx][:, None]
-        weight = np.tile(inside.reshape(-1)[border], groups)
-        result[idx] = _argmax_general(sub, implicit, explicit, weight, lambda t: nearest(idx[t]))
-    return result
-
-
-def _argmax_inside(
-    scores: np.ndarray, implicit: int, explicit: list[int], nearest: Callable
-) -> np.ndarray:
-    """Labels where all weight is inside the input; two labels need one comparison."""
-    n_points = scores.shape[1] * scores.shape[2]
-    if not explicit:
-        return np.full(n_points, implicit)
-    if len(explicit) > 1:
-        return _argmax_general(scores, implicit, explicit, None, nearest)
-    margin = 2 * scores[0].reshape(-1) - 1  # explicit score minus the implicit one
-    result = np.where(margin > 0, explicit[0], implicit)
-    tied = np.flatnonzero(np.abs(margin) <= TIE_TOLERANCE)
-    if tied.size:
-        result[tied] = nearest(tied)  # with two labels the nearest one is always tied
-    return result
-
-
-def _argmax_general(
-    scores: np.ndarray,
-    implicit: int,
-    explicit: list[int],
-    inside: np.ndarray | None,
-    nearest: Callable,
-) -> np.ndarray:
-    """Labels from all candidates, PAD_SEG scoring the outside weight (``inside`` broadcasts over
-    groups; None: all inside, so PAD_SEG only competes where it is a label of the input)."""
-    weight = np.float32(1) if inside is None else inside
-    rows = dict(zip(explicit, scores, strict=True))  # label -> (groups, points) score view
-    rows[implicit] = weight - scores.sum(0)
-    if inside is not None:
-        outside = 1 - inside
-        pad_alone = np.broadcast_to(outside, scores.shape[1:])
-        rows[PAD_SEG] = rows[PAD_SEG] + outside if PAD_SEG in rows else pad_alone
-    labels = sorted(rows)
-    ordered = [rows[label].reshape(-1) for label in labels]
-    top, winner = _row_argmax(ordered)
-    result = np.asarray(labels)[winner]
-    # scores sum to 1, so two can be within the tolerance of the top only where top <= ~0.5
-    maybe = np.flatnonzero(top <= np.float32(0.5 + TIE_TOLERANCE))
-    if maybe.size:
-        near_top = top[maybe] - np.float32(TIE_TOLERANCE)
-        candidates = np.stack([values[maybe] for values in ordered])
-        tied_rows = (candidates >= near_top).sum(0) > 1
-        tied = maybe[tied_rows]
-        if tied.size:
-            near = nearest(tied)
-            own = candidates[:, tied_rows][np.searchsorted(labels, near), np.arange(tied.size)]
-            use = own >= near_top[tied_rows]
-            result[tied[use]] = near[use]
-    return result
-
-
-def _row_argmax(rows: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """(max, first argmax) over equal-length score arrays, in contiguous passes."""
-    top = np.array(rows[0], dtype=np.float32)
-    winner = np.zeros(top.shape, dtype=np.int16)
-    for r, values in enumerate(rows[1:], start=1):
-        np.copyto(winner, r, where=values > top)
-        np.maximum(top, values, out=top)
-    return top, winner
-
-
-def _nearest(seg: np.ndarray, sampler: Sampler, idx: np.ndarray) -> np.ndarray:
-    """Nearest-neighbour labels of ``seg`` (groups, *plane) at flat indices ``idx``; PAD outside."""
-    shape = seg.shape[1:]
-    group, point = np.divmod(idx, int(np.prod(sampler.out_shape)))
-    pixel = np.rint(sampler.pixel_coords(point)).astype(np.intp)
-    inside = np.all((pixel >= 0) & (pixel < np.asarray(shape)), axis=1)
-    out = np.full(idx.shape, PAD_SEG, dtype=np.int64)
-    out[inside] = seg[(group[inside], *pixel[inside].T)]
     return out

@@ -3,6 +3,7 @@ resampling, the samplers against each other, label safety, the dummy-2D mode."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -174,3 +175,47 @@ def test_dummy_2d_never_mixes_slices():
         x, s = both(data, seg, rng)  # zooming out may reach outside: only 0-padding appears
         assert np.all(x[0] <= level + 1e-4) and np.all(x[0] >= -1e-6)
         assert np.all((s[0] == seg[0, :, :1, :1]) | (s[0] == -1))
+
+
+@pytest.mark.parametrize("patch", [PATCH_3D, PATCH_2D, (4, 20, 24)])
+@pytest.mark.parametrize("p_rotation,p_scaling", [(0, 0), (1, 0), (0, 1), (1, 1)])
+@pytest.mark.parametrize("padded", [False, True])
+def test_reading_only_the_drawn_region_gives_the_whole_input_result(
+    patch, p_rotation, p_scaling, padded
+):
+    """The loader reads only ``draw().region`` of the initial patch, within the part that is
+    not padding (``filled``): the sample must be the one the transform gives on the whole
+    initial patch (crop alone: identical; resampled: the same up to float32 rounding, a
+    near-tied label at most in a thousandth of the voxels)."""
+    cfg = configure_augmentation(patch)
+    shape = cfg.initial_patch_size
+    data, seg = labelled_sample(shape, n_labels=4, seed=2)
+    seg[(0, 0)] = -1  # loader padding present in the input
+    filled = None
+    if padded:  # the case ends inside the initial patch: data 0, seg -1 beyond
+        lows = tuple(0 if i == 0 and cfg.do_dummy_2d else n // 4 for i, n in enumerate(shape))
+        sizes = tuple(n - a - n // 8 for a, n in zip(lows, shape, strict=True))
+        inner = tuple(slice(a, a + n) for a, n in zip(lows, sizes, strict=True))
+        data, seg = np.zeros_like(data), np.full_like(seg, -1)
+        data[(slice(None), *inner)], seg[(slice(None), *inner)] = labelled_sample(sizes, 4, 2)
+        filled = lows, sizes
+    st = SpatialTransform(
+        patch, cfg.rotation, p_rotation=p_rotation, p_scaling=p_scaling, dummy_2d=cfg.do_dummy_2d
+    )
+    full = tuple(0 for _ in shape), shape
+    smaller = 0
+    for seed in range(4):
+        draw = st.draw(shape, np.random.default_rng(seed), filled)
+        box = (slice(None), *(slice(a, a + n) for a, n in zip(*draw.region, strict=True)))
+        x, s = st.apply(data[box], seg[box], draw)
+        x_ref, s_ref = st.apply(data, seg, dataclasses.replace(draw, region=full))
+        if p_rotation == p_scaling == 0:
+            assert np.array_equal(x, x_ref) and np.array_equal(s, s_ref)
+        # the rotation's mosaic (TiledSampler) holds ~1e-4 pixel in float32 at either size
+        np.testing.assert_allclose(x, x_ref, atol=1e-3)
+        assert np.mean(s != s_ref) <= 1e-3
+        smaller += math.prod(draw.region[1]) < math.prod(shape)
+    if padded:  # never reads the padding around the case
+        assert smaller == 4
+    elif patch == PATCH_3D:  # +-30 deg: a turned patch needs less than the worst-case box
+        assert smaller >= 2

@@ -220,6 +220,27 @@ def test_real_augmentation_pipeline_batches(preprocessed: Path, store3d: CaseSto
     assert _equal(batch, loader(0, 0))  # augmentation draws only from the sample's generator
 
 
+@pytest.mark.parametrize("name", ["3d_fullres", "2d"])
+def test_reading_the_drawn_region_gives_the_whole_crops_sample(preprocessed: Path, name) -> None:
+    """The loader reads only the part of the initial patch that the drawn spatial transform
+    needs: every sample equals the transform applied to the whole initial-patch crop (up to
+    float32 rounding of a resampled patch; near-tied labels in at most a thousandth)."""
+    conf = _config(preprocessed, name)
+    patch = conf["patch_size"]
+    aug = configure_augmentation(patch)
+    transform = training_transforms(patch, aug.rotation, aug.do_dummy_2d, aug.mirror_axes)
+    store = CaseStore(preprocessed / conf["data_identifier"])
+    loader = PatchLoader(store, 2, patch, aug.initial_patch_size, transform=transform)
+    for iteration in range(8):
+        for j in range(2):
+            case_id, x, s = loader.sample(0, iteration, j)
+            key, data, seg, rng = loader.crop_sample(0, iteration, j)
+            x_ref, s_ref = transform(data, seg, rng)
+            assert case_id == key and x.shape == x_ref.shape and s.dtype == s_ref.dtype
+            np.testing.assert_allclose(x, x_ref, atol=1e-3)  # the rotation's float32 mosaic
+            assert np.mean(s != s_ref) <= 1e-3
+
+
 def test_2d_configuration_gives_2d_batches(preprocessed: Path, store2d: CaseStore) -> None:
     patch = tuple(_config(preprocessed, "2d")["patch_size"])
     batch = validation_loader(store2d, 3, patch)(0, 0)

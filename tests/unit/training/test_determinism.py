@@ -24,3 +24,24 @@ def test_deterministic_mode_and_nothing_left_behind() -> None:
         os.environ.pop(CUBLAS, None)
         if before_env is not None:
             os.environ[CUBLAS] = before_env
+
+
+def test_a_compiled_network_gets_the_compilers_deterministic_flag_too() -> None:
+    """enable_determinism leaves torch._inductor unimported (seconds per training process);
+    maybe_compile's deterministic_compiler sets its flag where a network is compiled."""
+    import torch._inductor.config as inductor_config
+
+    from nnunet_core.training.determinism import deterministic_compiler
+
+    inductor_config.deterministic = False
+    before_cudnn = torch.backends.cudnn.deterministic
+    try:
+        deterministic_compiler()  # deterministic mode off: the flag stays off
+        assert inductor_config.deterministic is False
+        enable_determinism(3)
+        deterministic_compiler()
+        assert inductor_config.deterministic is True
+    finally:
+        torch.use_deterministic_algorithms(False)
+        torch.backends.cudnn.deterministic = before_cudnn
+        os.environ.pop(CUBLAS, None)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from nnunet_core.errors import ConfigurationError
 from nnunet_core.io.dataset_json import parse_labels
@@ -160,6 +161,27 @@ def test_downsample_targets_nearest() -> None:
     assert tuple(quarter.shape) == (1, 1, 2, 4)
     assert set(quarter.unique().tolist()) <= set(seg.unique().tolist())
     assert tuple(downsample_targets(seg[0], [[0.5, 0.5]])[0].shape) == (1, 4, 4)
+
+
+@pytest.mark.parametrize(
+    "shape,scale",
+    [
+        ((16, 32, 24), [0.5, 0.5, 0.5]),
+        ((16, 32, 24), [0.25, 0.125, 0.125]),
+        ((9, 12, 15), [1 / 3, 1 / 3, 0.2]),  # odd factors
+        ((10, 12, 14), [0.5, 0.25, 0.5]),  # 12 * 0.25: whole, 14 * 0.5: whole
+        ((10, 11, 14), [0.5, 0.5, 0.5]),  # 11 * 0.5 rounds: interpolated as upstream
+    ],
+)
+def test_downsampled_targets_equal_upstream_nearest_exact(shape, scale) -> None:
+    """Whole factors take a strided slice instead of interpolating: the same voxels as
+    upstream's nearest-exact interpolation, on any labels (-1 padding included)."""
+    seg = torch.randint(-1, 5, (2, 1, *shape), dtype=torch.int16)
+    size = [round(n * s) for n, s in zip(shape, scale, strict=True)]
+    expected = F.interpolate(seg.float(), size=size, mode="nearest-exact").to(torch.int16)
+    (small,) = downsample_targets(seg, [scale])
+    assert small.dtype == torch.int16 and small.is_contiguous()
+    assert torch.equal(small, expected)
 
 
 def test_wrapper_skips_zero_weights_and_checks_counts() -> None:
