@@ -121,19 +121,11 @@ class Sides:
 
 
 def make_ct_dataset(target: Path, num_training: int, slices: int = 100, seed: int = 0) -> Path:
-    """A CT-sized synthetic raw dataset (512x512xN at 0.7x0.7x2.5 mm); the one place to switch
-    to ``nnunet_core.dataset.realscale`` (its "ct" preset) once it is merged."""
-    from nnunet_core.dataset.synthesize import SynthOptions, synthesize_dataset
+    """A CT-like real-size raw dataset (512x512xN at 0.7x0.7x2.5 mm, HU-like, organ + lesion):
+    ``nnunet_core.dataset.realscale``'s "ct" preset."""
+    from nnunet_core.dataset.realscale import synthesize_realscale
 
-    options = SynthOptions(
-        num_training=num_training,
-        num_test=0,
-        shape=(slices, 512, 512),
-        spacing=(2.5, 0.7, 0.7),
-        seed=seed,
-    )
-    synthesize_dataset(target, options)
-    return target
+    return synthesize_realscale(target, "ct", num_training, 0, seed, slices)
 
 
 def run(command: list[str], env: dict[str, str] | None = None) -> str:
