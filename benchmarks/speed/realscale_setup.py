@@ -36,7 +36,6 @@ TRAINER = "nnUNetTrainerNoMirroring"
 # torchvision): its default trainer, with no mirror axes stored in the checkpoint, is the same
 PEER_TRAINER = "nnUNetTrainer"
 PLANNED = "nnUNetPlans.planned.json"  # the plans as planned, before the network is shrunk
-CASE_RE = re.compile(r"^(.+)_0000(\.[A-Za-z.]+)$")
 
 OUR_CHECKPOINT = r"""
 import sys
