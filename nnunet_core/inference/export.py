@@ -75,6 +75,26 @@ def probability_resampling_kwargs(configuration: Configuration, where: str) -> d
     return resampling_kwargs(configuration, "probabilities", where)
 
 
+def probability_resampling_plan(
+    configuration: Configuration,
+    target_shape: Sequence[int],
+    current_spacing: Sequence[float],
+    target_spacing: Sequence[float],
+    where: str,
+) -> tuple[ResamplePlan, dict[str, Any]]:
+    """How probabilities go from ``current_spacing`` to ``target_shape``: the plan (separate z
+    or not) and the configuration's probability resampling kwargs (order, order_z)."""
+    kwargs = probability_resampling_kwargs(configuration, where)
+    plan = plan_resampling(
+        target_shape,
+        current_spacing,
+        target_spacing,
+        kwargs.get("force_separate_z"),
+        kwargs.get("separate_z_anisotropy_threshold", ANISO_THRESHOLD),
+    )
+    return plan, kwargs
+
+
 def resample_probabilities(
     array: np.ndarray,
     target_shape: Sequence[int],
@@ -85,13 +105,8 @@ def resample_probabilities(
 ) -> np.ndarray:
     """``array`` (C, ...) resampled to ``target_shape`` with the configuration's probability
     resampling (its order, order_z and separate-z rule): export and the next-stage files alike."""
-    kwargs = probability_resampling_kwargs(configuration, where)
-    plan = plan_resampling(
-        target_shape,
-        current_spacing,
-        target_spacing,
-        kwargs.get("force_separate_z"),
-        kwargs.get("separate_z_anisotropy_threshold", ANISO_THRESHOLD),
+    plan, kwargs = probability_resampling_plan(
+        configuration, target_shape, current_spacing, target_spacing, where
     )
     return resample(array, plan, False, kwargs["order"], kwargs["order_z"])
 
@@ -228,15 +243,9 @@ def _probability_plan(
     network_spacing = list(configuration.spacing)
     if len(network_spacing) < len(target_shape):
         network_spacing = [original_spacing[0], *network_spacing]
-    kwargs = probability_resampling_kwargs(configuration, where)
-    plan = plan_resampling(
-        target_shape,
-        network_spacing,
-        original_spacing,
-        kwargs.get("force_separate_z"),
-        kwargs.get("separate_z_anisotropy_threshold", ANISO_THRESHOLD),
+    return probability_resampling_plan(
+        configuration, target_shape, network_spacing, original_spacing, where
     )
-    return plan, kwargs
 
 
 def _check_bbox(bbox: Sequence[Sequence[int]], shape_before: Sequence[int], cropped: Sequence[int]):

@@ -29,7 +29,7 @@ import torch
 
 from nnunet_core.inference.export import (
     logits_to_segmentation,
-    probability_resampling_kwargs,
+    probability_resampling_plan,
     resample_probabilities,
 )
 from nnunet_core.inference.resample_slabs import resampled_slabs, rounded_to_float16
@@ -38,11 +38,7 @@ from nnunet_core.io.dataset_json import LabelSpec
 from nnunet_core.io.plans import Plans
 from nnunet_core.io.plans_configuration import Configuration
 from nnunet_core.layout.results import next_stage_file
-from nnunet_core.preprocessing.resampling import (
-    ANISO_THRESHOLD,
-    compute_new_shape,
-    plan_resampling,
-)
+from nnunet_core.preprocessing.resampling import compute_new_shape
 
 NOT_A_SOURCE_FOLD = "all"
 
@@ -121,14 +117,7 @@ def next_stage_segmentation(
     """The 3-D segmentation (uint8/uint16) the next stage reads, from this stage's logits."""
     half = str(logits.dtype).endswith("float16")  # a torch or a numpy array
     spacing = _spacing_in_network_order(properties, plans, configuration.spacing)
-    kwargs = probability_resampling_kwargs(configuration, where)
-    plan = plan_resampling(
-        target_shape,
-        spacing,
-        spacing,
-        kwargs.get("force_separate_z"),
-        kwargs.get("separate_z_anisotropy_threshold", ANISO_THRESHOLD),
-    )
+    plan, kwargs = probability_resampling_plan(configuration, target_shape, spacing, spacing, where)
     segmentation = np.zeros(plan.new_shape, dtype=segmentation_dtype(label_spec))
     # slab by slab: no class is held at the next stage's (full) size
     for first, slab in resampled_slabs(logits, plan, kwargs["order"], kwargs["order_z"]):
