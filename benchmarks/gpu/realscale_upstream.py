@@ -10,14 +10,12 @@ upstream stores them. Without nnunetv2 the rows say skipped.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from benchmarks.gpu.context import Context
-from benchmarks.gpu.upstream import SKIP_REASON, upstream_step
+from benchmarks.gpu.upstream import SKIP_REASON, run_peer, upstream_step
 
 __all__ = ["SKIP_REASON", "upstream_busy", "upstream_predict", "upstream_real_step"]
 
@@ -129,25 +127,6 @@ print(json.dumps(out))
 sys.stdout.flush()
 os._exit(0)
 """
-
-
-def run_peer(ctx: Context, script: str, spec: dict[str, Any], root: Path) -> dict[str, Any]:
-    """The script's JSON (its last line), run by upstream's Python with its own nnU-Net roots."""
-    env = {
-        **os.environ,
-        "nnUNet_raw": str(root / "raw"),
-        "nnUNet_preprocessed": str(root / "preprocessed"),
-        "nnUNet_results": str(root / "results"),
-        "nnUNet_compile": "false",
-    }
-    done = subprocess.run(
-        [str(ctx.peer_python), "-c", script, json.dumps(spec)],
-        env=env, capture_output=True, text=True, timeout=max(1.0, ctx.time_left() - 1),
-    )  # fmt: skip
-    if done.returncode != 0:
-        msg = f"upstream exited {done.returncode}: {done.stderr.strip()[-400:]}"
-        raise RuntimeError(msg)
-    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def upstream_real_step(ctx: Context, plans: dict[str, Any]) -> dict[str, Any]:

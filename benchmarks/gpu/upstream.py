@@ -89,6 +89,22 @@ def scratch_tree(ctx: Any) -> tuple[Path, dict[str, Any], dict[str, str]]:
             (folder / "case.b2nd").touch()
     plans = root / "plans.json"
     plans.write_text(json.dumps(ctx.plans))
+    return plans, dataset_json, root
+
+
+def upstream_step(ctx: Any, configuration: str) -> dict[str, Any]:
+    plans, dataset_json, root = scratch_tree(ctx)
+    spec = {
+        "plans": str(plans), "configuration": configuration, "dataset_json": dataset_json,
+        "device": ctx.profile.device, "steps": ctx.profile.steps, "warmup": ctx.profile.warmup,
+        "threads": torch.get_num_threads(),
+    }  # fmt: skip
+    return run_peer(ctx, UPSTREAM_STEP, spec, root)
+
+
+def run_peer(ctx: Any, script: str, spec: dict[str, Any], root: Path) -> dict[str, Any]:
+    """The script's JSON (its last line), run by upstream's Python with its own nnU-Net roots
+    under ``root``, within what is left of the check's budget."""
     env = {
         **os.environ,
         "nnUNet_raw": str(root / "raw"),
@@ -96,18 +112,8 @@ def scratch_tree(ctx: Any) -> tuple[Path, dict[str, Any], dict[str, str]]:
         "nnUNet_results": str(root / "results"),
         "nnUNet_compile": "false",
     }
-    return plans, dataset_json, env
-
-
-def upstream_step(ctx: Any, configuration: str) -> dict[str, Any]:
-    plans, dataset_json, env = scratch_tree(ctx)
-    spec = {
-        "plans": str(plans), "configuration": configuration, "dataset_json": dataset_json,
-        "device": ctx.profile.device, "steps": ctx.profile.steps, "warmup": ctx.profile.warmup,
-        "threads": torch.get_num_threads(),
-    }  # fmt: skip
     done = subprocess.run(
-        [ctx.peer_python, "-c", UPSTREAM_STEP, json.dumps(spec)],
+        [str(ctx.peer_python), "-c", script, json.dumps(spec)],
         env=env, capture_output=True, text=True, timeout=max(1.0, ctx.time_left() - 1),
     )  # fmt: skip
     if done.returncode != 0:
