@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -35,6 +34,7 @@ import time
 from pathlib import Path
 
 from benchmarks.common.our_loader import build_ours
+from benchmarks.common.peer_env import peer_environment
 from benchmarks.speed.dataloader_parts import (
     PEER_TIMING,
     format_parts,
@@ -136,15 +136,7 @@ def make_raw_dataset(folder: Path, args: argparse.Namespace) -> None:
 
 
 def peer_env(work: Path, venv: Path) -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(
-        nnUNet_raw=str(work / "raw"),
-        nnUNet_preprocessed=str(work / "peer"),
-        nnUNet_results=str(work / "peer_results"),
-        nnUNet_compile="false",
-        PATH=f"{venv / 'bin'}{os.pathsep}{env['PATH']}",
-    )
-    return env
+    return peer_environment(venv, work / "raw", work / "peer", work / "peer_results")
 
 
 def prepare_peer(work: Path, venv: Path, configurations: list[str]) -> dict[str, str]:

@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing
-import os
 import subprocess
 import sys
 import tempfile
@@ -34,6 +33,7 @@ import numpy as np
 import SimpleITK as sitk
 import torch
 
+from benchmarks.common.peer_env import peer_environment
 from nnunet_core.dataset.discovery import RawCase
 from nnunet_core.dataset.shapes import make_phantom
 from nnunet_core.dataset.synthesize import channel_names
@@ -190,11 +190,10 @@ def time_ours(
 
 
 def peer_env(work: Path, venv: Path) -> dict[str, str]:
-    env = dict(os.environ)
-    for name in ("nnUNet_raw", "nnUNet_preprocessed", "nnUNet_results"):
-        env[name] = str(work / "peer_roots" / name)
-    env.update(nnUNet_compile="false", PATH=f"{venv / 'bin'}{os.pathsep}{env['PATH']}")
-    return env
+    roots = work / "peer_roots"
+    return peer_environment(
+        venv, roots / "nnUNet_raw", roots / "nnUNet_preprocessed", roots / "nnUNet_results"
+    )
 
 
 def make_peer_model(ours: Path, work: Path, venv: Path, configuration: str, folds: list) -> Path:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common.our_loader import build_ours
+from benchmarks.common.peer_env import peer_environment
 from benchmarks.speed.dataloader import PEER_SCRIPT, time_ours
 from benchmarks.speed.preprocess import DATASET
 from benchmarks.speed.realscale_record import stage_entry
@@ -30,15 +31,10 @@ ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THRE
 
 def peer_env(work: Path, venv: Path) -> dict[str, str]:
     """Upstream's environment for a set's work folder (the trees preprocess wrote)."""
-    env = {**os.environ, **ONE_THREAD}
-    env.update(
-        nnUNet_raw=str(work / "raw"),
-        nnUNet_preprocessed=str(work / "peer_preprocessed"),
-        nnUNet_results=str(work / "peer_results"),
-        nnUNet_compile="false",
-        nnUNet_n_proc_DA="0",
-        PATH=f"{venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
-    )
+    env = peer_environment(
+        venv, work / "raw", work / "peer_preprocessed", work / "peer_results",
+        nnUNet_n_proc_DA="0", **ONE_THREAD,
+    )  # fmt: skip
     env.pop("VIRTUAL_ENV", None)
     return env
 

@@ -11,13 +11,13 @@ ours read by upstream's predictor as it is).
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from benchmarks.common.peer_env import peer_environment
 from nnunet_core.layout.preprocessed import FINGERPRINT_JSON, SPLITS_JSON, plans_file
 from nnunet_core.layout.raw import DATASET_JSON
 from nnunet_core.layout.results import (
@@ -99,15 +99,9 @@ class Sides:
 
     def peer_env(self) -> dict[str, str]:
         assert self.peer is not None
-        env = dict(os.environ)
-        env.update(
-            nnUNet_raw=str(self.raw),
-            nnUNet_preprocessed=str(self.root("upstream", "pre")),
-            nnUNet_results=str(self.root("upstream", "results")),
-            nnUNet_compile="false",
-            PATH=f"{self.peer / 'bin'}{os.pathsep}{env['PATH']}",
+        return peer_environment(
+            self.peer, self.raw, self.root("upstream", "pre"), self.root("upstream", "results")
         )
-        return env
 
     def peer_bin(self, name: str) -> str:
         assert self.peer is not None
