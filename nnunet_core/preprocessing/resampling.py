@@ -23,6 +23,7 @@ from scipy.ndimage import map_coordinates
 
 from nnunet_core.errors import ConfigurationError
 from nnunet_core.io.plans_configuration import Configuration
+from nnunet_core.preprocessing.label_resize import pick_labels, resize_mixed_only
 
 ANISO_THRESHOLD = 3
 SUPPORTED_FUNCTION = "resample_data_or_seg_to_shape"
@@ -102,7 +103,8 @@ def resize_segmentation(seg: np.ndarray, shape: Sequence[int], order: int = 1) -
 
     The smallest label wins among equal scores, except that the nearest-neighbour label wins
     wherever it shares the top score, so exact 0.5 ties at boundaries follow the geometry. Equal to
-    batchgenerators 0.25.5 ``resize_segmentation``; returns ``seg.dtype``.
+    batchgenerators 0.25.5 ``resize_segmentation``; returns ``seg.dtype``. Order 1 scores only
+    the voxels where labels meet (``label_resize``) unless most of them do.
     """
     shape = tuple(int(s) for s in shape)
     if seg.size == 0:
@@ -113,22 +115,13 @@ def resize_segmentation(seg: np.ndarray, shape: Sequence[int], order: int = 1) -
     labels = np.unique(seg)
     if len(labels) == 1:
         return np.full(shape, labels[0], dtype=seg.dtype)
-    best = winner = nearest_score = None
-    for index, label in enumerate(labels):
-        # uint8 indicators: scipy interpolates in double either way, at an eighth of the input size
-        score = zoom_resize((seg == label).view(np.uint8), shape, order)
-        is_nearest = nearest == label
-        if best is None:
-            best, winner = score, np.zeros(shape, dtype=np.int32)
-            nearest_score = np.where(is_nearest, score, 0.0)
-            continue
-        np.copyto(nearest_score, score, where=is_nearest)
-        winner[score > best] = index
-        np.maximum(best, score, out=best)
-    result = labels[winner]
-    keep_nearest = (nearest_score == best) & (nearest_score > 0)
-    result[keep_nearest] = nearest[keep_nearest]
-    return result
+    if order == 1:
+        result = resize_mixed_only(seg, shape, labels, nearest)
+        if result is not None:
+            return result
+    # uint8 indicators: scipy interpolates in double either way, at an eighth of the input size
+    scores = (zoom_resize((seg == label).view(np.uint8), shape, order) for label in labels)
+    return pick_labels(scores, labels, nearest)
 
 
 def _resize_slice(
