@@ -29,7 +29,8 @@ import sys
 import tempfile
 import time
 import traceback
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -59,18 +60,27 @@ PREDICT_MODULE = "benchmarks.speed.realscale_predict"
 
 @dataclass(frozen=True)
 class Sizes:
-    """How much to run: cases per set, CT slices, loader batches per run, runs, warm-up."""
+    """How much to run: cases per set, CT slices, loader batches per run, runs, warm-up, and
+    the configurations ``preprocess_aniso`` preprocesses (its loader stage needs 3d_fullres)."""
 
     cases: int
     ct_slices: int | None  # None: the generator's 80-120 per case
     batches: int
     repeats: int
     warmup: int
+    aniso_configurations: tuple[str, ...] = tuple(CONFIGURATIONS)
 
 
 FULL = Sizes(cases=4, ct_slices=None, batches=40, repeats=3, warmup=5)
-QUICK = Sizes(cases=2, ct_slices=60, batches=10, repeats=2, warmup=1)
-TINY = Sizes(cases=2, ct_slices=12, batches=2, repeats=1, warmup=1)
+# --quick: one run per loader stage (a run is mostly both sides' start-up) and the CT-like set's
+# 3d_fullres only (upstream's 2d and 3d_lowres of 512x512 slices take minutes), so that the whole
+# command stays within 10 minutes on a 2-core machine; the record's "sizes" says what ran.
+QUICK = Sizes(
+    cases=2, ct_slices=60, batches=10, repeats=1, warmup=1, aniso_configurations=("3d_fullres",)
+)
+TINY = Sizes(
+    cases=2, ct_slices=12, batches=2, repeats=1, warmup=1, aniso_configurations=("3d_fullres",)
+)
 
 
 def log(message: str) -> None:
@@ -84,7 +94,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--peer", type=Path, help="upstream nnU-Net 2.8.1 venv (../shared/peer)")
     parser.add_argument("--out", type=Path, help="write the JSON record here (atomically)")
     parser.add_argument("--dataset", type=Path, help="a raw nnU-Net dataset folder to use instead")
-    parser.add_argument("--quick", action="store_true", help="2 cases per set, 10 batches x 2")
+    parser.add_argument(
+        "--quick", action="store_true", help="2 cases per set, 1 run of 10 batches per loader"
+    )
     parser.add_argument("--tiny", action="store_true", help=argparse.SUPPRESS)  # the test's run
     parser.add_argument("--skip-predict", action="store_true", help="leave out prediction stages")
     parser.add_argument("-np", "--num-processes", type=int, default=2, help="preprocess workers")
@@ -103,24 +115,29 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def preprocess_stage(data: DataSet, peer: Path | None, processes: int) -> dict[str, Any]:
+def preprocess_stage(
+    data: DataSet, peer: Path | None, processes: int, configurations: Sequence[str]
+) -> dict[str, Any]:
     """Fingerprint + plan + preprocess with each side's command lines, ours first."""
-    steps, env = pp.ours(data.work, CONFIGURATIONS, processes)
+    steps, env = pp.ours(data.work, list(configurations), processes)
     ours = pp.run_steps(steps, env)
     log(f"  ours     {ours}")
     peer_result: dict[str, float] = {}
     if peer is not None:
-        steps, env = pp.upstream(data.work, peer, CONFIGURATIONS, processes)
+        steps, env = pp.upstream(data.work, peer, list(configurations), processes)
         peer_result = pp.run_steps(steps, env)
         log(f"  upstream {peer_result}")
 
     def parts(result: dict[str, float]) -> str:
         return " + ".join(f"{result[f'{s}_s']:.1f}" for s in ("fingerprint", "plan", "preprocess"))
 
-    note = f"configurations {', '.join(CONFIGURATIONS)} (those planned), -np {processes}; "
+    note = f"configurations {', '.join(configurations)} (those planned), -np {processes}; "
     note += f"fingerprint + plan + preprocess s: ours {parts(ours)}"
     if peer_result:
         note += f", upstream {parts(peer_result)}"
+    note += f"; CPU s (all processes): ours {ours['cpu_s']:.0f}"
+    if peer_result:
+        note += f", upstream {peer_result['cpu_s']:.0f}"
     return stage_entry(
         ours["total_s"],
         peer_result.get("total_s"),
@@ -169,17 +186,17 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     if args.dataset is not None:
         data = user_set(work, args.dataset)
         log(f"preprocess: {data.description}")
-        stages["preprocess"] = preprocess_stage(data, args.peer, args.num_processes)
+        stages["preprocess"] = preprocess_stage(data, args.peer, args.num_processes, CONFIGURATIONS)
         names = loader_configurations(data.ours_preprocessed() / "nnUNetPlans.json")
         stages.update(loader_stages(data, args.peer, sizes, names))
         description, predict_raw = f"user's raw dataset {data.description}", data.raw
     else:
         log(f"synthesizing {sizes.cases} cases per set in {work} (once per work folder)")
         mr, ct = synthetic_sets(work, sizes.cases, sizes.ct_slices, tiny=args.tiny)
-        for data in (mr, ct):
+        for data, configurations in ((mr, CONFIGURATIONS), (ct, sizes.aniso_configurations)):
             log(f"preprocess{data.suffix}: {data.description}")
             stages[f"preprocess{data.suffix}"] = preprocess_stage(
-                data, args.peer, args.num_processes
+                data, args.peer, args.num_processes, configurations
             )
         stages.update(loader_stages(mr, args.peer, sizes, ["3d_fullres", "3d_lowres", "2d"]))
         stages.update(loader_stages(ct, args.peer, sizes, ["3d_fullres"]))
@@ -199,6 +216,7 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         command=shlex.join(["python", "-m", "benchmarks.speed.realscale", *sys.argv[1:]]),
         quick=bool(args.quick or args.tiny),
         peer=str(args.peer) if args.peer else None,
+        sizes=asdict(sizes),
         wall_s=round(time.perf_counter() - started, 1),
     )
 

@@ -87,6 +87,9 @@ def test_synthetic_sets_without_a_peer_give_ours_and_name_the_anisotropic_stages
         assert_measured(stages[name], with_peer=False)
     assert_measured(stages["loader_3d_fullres_aniso"], with_peer=False)
     assert "(dummy 2-D augmentation)" in stages["loader_3d_fullres_aniso"]["note"]
+    # reduced runs (--quick, --tiny) preprocess the CT-like set's 3d_fullres only, and say so
+    assert stages["preprocess_aniso"]["note"].startswith("configurations 3d_fullres (")
+    assert record["sizes"]["aniso_configurations"] == ["3d_fullres"]
     assert "dummy" not in stages["loader_3d_fullres"]["note"]
     # toy volumes plan no 3d_lowres: the stage is there, empty, saying why
     assert stages["loader_3d_lowres"]["ours_s"] is None
