@@ -182,6 +182,7 @@ def prediction_stages(raw: Path, work: Path, peer: Path | None, quick: bool) -> 
 def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     sizes = TINY if args.tiny else QUICK if args.quick else FULL
     started = time.perf_counter()
+    commit = commit_description(REPO)  # the code this run starts with, not what HEAD is later
     stages: dict[str, dict[str, Any]] = {}
     if args.dataset is not None:
         data = user_set(work, args.dataset)
@@ -210,7 +211,7 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         stages.update(prediction_stages(predict_raw, work / "predict", args.peer, quick))
     return make_record(
         machine_description(),
-        commit_description(REPO),
+        commit,
         description,
         stages,
         command=shlex.join(["python", "-m", "benchmarks.speed.realscale", *sys.argv[1:]]),
