@@ -55,11 +55,12 @@ def test_readme_command_on_a_users_dataset_writes_both_sides_of_every_stage(
     before = sorted(p.relative_to(raw) for p in raw.rglob("*"))
     # README's addition for your own data, at toy sizes, prediction left to its own tests
     argv = [*shlex.split(match.group(1)), "--dataset", str(raw), "--tiny", "--skip-predict"]
-    done, record = run_realscale([os.path.expanduser(a) for a in argv], tmp_path)
-    assert list(record)[:4] == ["machine", "commit", "dataset", "stages"]
+    # the record names the commit the run started with
     head = subprocess.run(
         ["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True
     ).stdout.strip()
+    done, record = run_realscale([os.path.expanduser(a) for a in argv], tmp_path)
+    assert list(record)[:4] == ["machine", "commit", "dataset", "stages"]
     assert record["commit"].removesuffix("-dirty") == head
     assert record["dataset"] == f"user's raw dataset {raw}" and record["quick"] is True
     stages = record["stages"]
