@@ -6,9 +6,10 @@ segmentations through a per-label argmax of order-1 resized indicators with a ne
 tie-break (batchgenerators 0.25.5's rule). Anisotropic cases (spacing ratio > 3) are resized
 slice by slice in-plane, then along the low-resolution axis with order-0 ``map_coordinates``.
 
-Two savings over upstream, both exact: along the low-resolution axis order 0 only *picks*
-slices, so only the slices that are picked are resized; and a ``slice_cache`` lets several
-configurations of one case (2d and 3d_fullres share the in-plane resize) reuse resized slices.
+Three savings over upstream, all exact: along the low-resolution axis order 0 only *picks*
+slices, so only the slices that are picked are resized; a ``slice_cache`` lets several
+configurations of one case (2d and 3d_fullres share the in-plane resize) reuse resized slices;
+and label maps are scored only where labels meet (``label_resize``).
 """
 
 from __future__ import annotations
