@@ -2,11 +2,11 @@
 
 The archive is what ``np.savez_compressed(f, probabilities=...)`` writes (one deflated
 ``probabilities.npy`` member, zip64; deflated faster, see ``LEVEL``), so ``np.load`` and upstream
-read it as before. Deflate pays little on noisy float32 probabilities (about 10 % at
-several times the cost of writing), so each piece whose sample deflates by less than
-``MIN_SAVING`` is stored (deflate's level 0: stored blocks in the same stream); the background
-fill and saturated regions still deflate. Its array is class-major (C order), while export produces all classes of a
-few rows at a time: the rows go to an uncompressed spill file first (the page cache, not this
+read it as before. Deflate pays little on noisy float32 probabilities (about 10 % at several
+times the cost of writing), so each piece whose sample deflates by less than ``MIN_SAVING`` is
+stored (deflate's level 0: stored blocks in the same stream); the background fill and saturated
+regions still deflate. Its array is class-major (C order), while export produces all classes of
+a few rows at a time: the rows go to an uncompressed spill file first (the page cache, not this
 process, holds it; the file has no name from the start, so nothing is left behind), and the
 member is then deflated from that file class by class.
 """
@@ -38,7 +38,7 @@ MIN_SAVING = 0.2
 
 
 def worth_deflating(piece: memoryview, level: int = LEVEL) -> bool:
-    """Whether deflate at ``level`` saves ``MIN_SAVING`` on a sample from the middle of ``piece``."""
+    """Whether deflate at ``level`` saves ``MIN_SAVING`` on a sample from ``piece``'s middle."""
     if len(piece) <= SAMPLE_BYTES:
         return True  # small: deflating costs next to nothing
     start = (len(piece) - SAMPLE_BYTES) // 2
