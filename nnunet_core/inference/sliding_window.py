@@ -208,7 +208,10 @@ def _accumulate(
                 )
                 raise ConfigurationError(msg)
             for tile_logits, s in zip(prediction, batch, strict=True):
-                logits[(slice(None), *s)] += tile_logits * weight
+                if dtype == torch.float16:  # upstream's steps: the product rounded, then added
+                    logits[(slice(None), *s)] += tile_logits * weight
+                else:  # in place: no (classes, *patch) temporary per tile (half the CPU time)
+                    logits[(slice(None), *s)].addcmul_(tile_logits, weight)
                 weights[s] += weight
             bar.update(len(batch))
     logits /= weights
