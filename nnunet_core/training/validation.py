@@ -29,6 +29,7 @@ from nnunet_core.evaluation.metrics import (
 )
 from nnunet_core.inference.cascade_input import cascade_input
 from nnunet_core.inference.export import export_prediction
+from nnunet_core.inference.predictor import tile_batch_size
 from nnunet_core.inference.sliding_window import sliding_window_logits
 from nnunet_core.io.blosc2_store import open_array, open_case
 from nnunet_core.io.dataset_json import parse_dataset_json
@@ -90,6 +91,7 @@ def predict_case(
         use_gaussian=True,
         mirror_axes=mirror_axes,
         device=device,
+        batch_tiles=tile_batch_size(setup.configuration),  # as nnunet-core predict
     )
     return logits, properties
 
