@@ -29,6 +29,7 @@ from tqdm import tqdm
 
 from nnunet_core.errors import ConfigurationError
 from nnunet_core.runtime.case_progress import wants_bar
+from nnunet_core.runtime.heap import keep_freed_memory
 
 SIGMA_SCALE = 1.0 / 8
 VALUE_SCALING_FACTOR = 10.0
@@ -248,6 +249,8 @@ def sliding_window_logits(
         msg = f"batch_tiles must be >= 1, got {batch_tiles}"
         raise ConfigurationError(msg)
     device = torch.device(device)
+    if device.type == "cpu":
+        keep_freed_memory()  # the forward pass reuses its activations' memory tile after tile
     network = network.to(device).eval()
     padded, revert = pad_to_patch(data.float(), patch_size)
     slicers = tile_slicers(padded.shape[1:], patch_size, step_size)
