@@ -43,16 +43,15 @@ from nnunet_core.layout.preprocessed import plans_file
 MAKE_LOGITS = r"""
 import json, sys
 import numpy as np
-from nnunet_core.dataset.discovery import RawCase
+from nnunet_core.io.blosc2_store import open_case
 from nnunet_core.io.dataset_json import load_dataset_json
 from nnunet_core.io.plans import Plans
-from nnunet_core.preprocessing.preprocessor import run_case
-pre, raw, case, ending, out = sys.argv[1:]
+pre, case, out = sys.argv[1:]
 dataset_json = load_dataset_json(f"{pre}/dataset.json")
 plans = Plans.load(f"{pre}/nnUNetPlans.json")
-images = tuple(sorted(__import__('pathlib').Path(raw, 'imagesTr').glob(f"{case}_[0-9]*{ending}")))
-_, seg, properties = run_case(RawCase(case, images, f"{raw}/labelsTr/{case}{ending}"), plans,
-                              "3d_fullres", dataset_json)
+# the case as preprocessed for the other stages (no second preprocessing)
+_, seg, properties = open_case(f"{pre}/{plans.configuration('3d_fullres').data_identifier}", case)
+seg = seg[:]
 classes = 1 + len(dataset_json.label_spec.foreground_labels)
 rng = np.random.default_rng(0)
 logits = np.empty((classes, *seg.shape[1:]), dtype=np.float32)
@@ -138,9 +137,7 @@ def predict_export(sides: Sides, repeats: int, log: Callable[[str], None]) -> di
             "-c",
             MAKE_LOGITS,
             str(ours_pre),
-            str(sides.raw / sides.dataset),
             case,
-            sides.ending,
             str(folder),
         ]
     ).split("\n")[-2]
