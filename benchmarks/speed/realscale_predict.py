@@ -43,16 +43,15 @@ from nnunet_core.layout.preprocessed import plans_file
 MAKE_LOGITS = r"""
 import json, sys
 import numpy as np
-from nnunet_core.dataset.discovery import RawCase
+from nnunet_core.io.blosc2_store import open_case
 from nnunet_core.io.dataset_json import load_dataset_json
 from nnunet_core.io.plans import Plans
-from nnunet_core.preprocessing.preprocessor import run_case
-pre, raw, case, ending, out = sys.argv[1:]
+pre, case, out = sys.argv[1:]
 dataset_json = load_dataset_json(f"{pre}/dataset.json")
 plans = Plans.load(f"{pre}/nnUNetPlans.json")
-images = tuple(sorted(__import__('pathlib').Path(raw, 'imagesTr').glob(f"{case}_[0-9]*{ending}")))
-_, seg, properties = run_case(RawCase(case, images, f"{raw}/labelsTr/{case}{ending}"), plans,
-                              "3d_fullres", dataset_json)
+# the case as preprocessed for the other stages (no second preprocessing)
+_, seg, properties = open_case(f"{pre}/{plans.configuration('3d_fullres').data_identifier}", case)
+seg = seg[:]
 classes = 1 + len(dataset_json.label_spec.foreground_labels)
 rng = np.random.default_rng(0)
 logits = np.empty((classes, *seg.shape[1:]), dtype=np.float32)
@@ -138,9 +137,7 @@ def predict_export(sides: Sides, repeats: int, log: Callable[[str], None]) -> di
             "-c",
             MAKE_LOGITS,
             str(ours_pre),
-            str(sides.raw / sides.dataset),
             case,
-            sides.ending,
             str(folder),
         ]
     ).split("\n")[-2]
@@ -260,17 +257,22 @@ def run_prediction_stages(
     log: Callable[[str], None],
 ) -> dict[str, dict[str, Any]]:
     """``predict_export``, ``predict_case`` and ``validation_fold`` on ``raw_dataset``'s first
-    training cases (2 with ``quick``, else 3), ours beside upstream's when ``peer_venv``."""
+    training cases (2 with ``quick``, else 3), ours beside upstream's when ``peer_venv``.
+
+    ``quick`` validates one real-size case (the other trains), so that these stages stay
+    within about 4 of the harness's 10 minutes on a 2-core machine: the fold's figure is then
+    one case's prediction, export and metrics on each side."""
     count = 2 if quick else 3
     repeats = 1 if quick else 2
+    validation = 1 if quick else count
     sides = prepare(
-        Path(raw_dataset), Path(work) / "predict_stages", peer_venv, count, True, count, log
+        Path(raw_dataset), Path(work) / "predict_stages", peer_venv, count, True, validation, log
     )
     assert plans_file(sides.root("ours", "pre") / sides.dataset).is_file()
     return {
         "predict_export": predict_export(sides, repeats, log),
         "predict_case": predict_case(sides, repeats, log),
-        "validation_fold": validation_fold(sides, count, repeats, log),
+        "validation_fold": validation_fold(sides, validation, repeats, log),
     }
 
 

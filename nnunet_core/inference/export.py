@@ -272,7 +272,9 @@ def _slab_segmentation(
         ):
             segmentation[channel > 0.5] = label
         return segmentation
-    index = scores.numpy().argmax(0)  # numpy: torch's argmax over a short first axis is slow
+    # torch.max's indices: 1.5-4x numpy's argmax over the short class axis (torch.argmax is
+    # slower still); the first of equal maxima, as numpy
+    index = scores.max(0).indices.numpy()
     return (index if values is None else values[index]).astype(dtype)
 
 
@@ -364,7 +366,8 @@ def export_prediction(
                 spill.fill_rows(0, final_bbox[0][1], final_shape[0], fill)
             threads = _torch_threads()  # export workers: 1; this process: the job's cores
             spill.save_npz(output.with_name(output.name + ".npz"), threads)
-            write_json(output.with_name(output.name + ".json"), properties)
+            # compact: its class locations are long lists, read by programs only
+            write_json(output.with_name(output.name + ".json"), properties, indent=None)
     finally:
         if spill is not None:
             spill.close()

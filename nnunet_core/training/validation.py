@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from nnunet_core.evaluation.metrics import (
 )
 from nnunet_core.inference.cascade_input import cascade_input
 from nnunet_core.inference.export import export_prediction
+from nnunet_core.inference.predictor import tile_batch_size
 from nnunet_core.inference.sliding_window import sliding_window_logits
 from nnunet_core.io.blosc2_store import open_array, open_case
 from nnunet_core.io.dataset_json import parse_dataset_json
@@ -89,6 +91,7 @@ def predict_case(
         use_gaussian=True,
         mirror_axes=mirror_axes,
         device=device,
+        batch_tiles=tile_batch_size(setup.configuration),  # as nnunet-core predict
     )
     return logits, properties
 
@@ -127,12 +130,19 @@ def validate_fold(
     plain = unwrap(network)
     plain.deep_supervision = False
     plain.eval()
+    # a case is exported on a thread while the next one is predicted (upstream: an export pool);
+    # at most one export at a time, so at most two cases' logits are held
+    exporter = ThreadPoolExecutor(1, thread_name_prefix="validation-export")
+    exporting: Future | None = None
     try:
         mine = setup.val_keys[rank::world_size]
         for index, case_id in enumerate(mine, 1):
             start = time.time()
             logits, properties = predict_case(plain, setup, case_id, device, mirror_axes)
-            export_prediction(
+            if exporting is not None:
+                exporting.result()
+            exporting = exporter.submit(
+                export_prediction,
                 logits,
                 properties,
                 setup.plans,
@@ -156,7 +166,10 @@ def validate_fold(
             seconds = time.time() - start
             shape = list(logits.shape[1:])
             log(f"validation: case {index}/{len(mine)} ({case_id}) {seconds:.1f} s, shape {shape}")
+        if exporting is not None:
+            exporting.result()
     finally:
+        exporter.shutdown(wait=True)
         plain.deep_supervision = True
 
 

@@ -30,6 +30,7 @@ def test_the_three_stages_run_without_a_peer(tmp_path: Path) -> None:
         assert stage["note"], name
     work = tmp_path / "work" / "predict_stages"
     validation = next((work / "ours" / "results").glob("*/*/fold_0/validation"))
-    assert sorted(p.name for p in validation.glob("*.npz")) == ["synth_000.npz", "synth_001.npz"]
+    # --quick validates one case (the other trains)
+    assert sorted(p.name for p in validation.glob("*.npz")) == ["synth_000.npz"]
     assert (work / "predict_out" / "ours" / "synth_000.nii.gz").is_file()
     assert any("predict_export" in line for line in lines)
