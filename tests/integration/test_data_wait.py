@@ -23,9 +23,11 @@ from tests.helpers.training import CONFIG, DATASET, MODEL, check, cli
 
 pytestmark = pytest.mark.slow
 
-SLOW_BATCH_S = 0.3
+# a batch takes a second longer to build: many times the tiny network's step even on a loaded
+# machine, where the step's own time (not waited for) grows
+SLOW_BATCH_S = 1.0
 # more iterations than the worker prefetches (6) while the previous epoch validates and saves
-EPOCHS, ITERATIONS = 2, 10
+EPOCHS, ITERATIONS = 2, 8
 
 
 @pytest.fixture(scope="module")
@@ -43,8 +45,10 @@ def test_the_starved_folds_records_show_its_wait(starved: Path) -> None:
     logging = torch.load(starved / ckpt.FINAL, weights_only=True)["logging"]
     waits, computes = logging["data_wait_seconds"], logging["compute_seconds"]
     assert len(waits) == len(computes) == len(logging["train_losses"]) == EPOCHS
-    # the first epoch waited for (most of) each slow batch; off CUDA there is no GPU memory
-    assert waits[0] >= 0.5 * ITERATIONS * SLOW_BATCH_S and all(w > 0 for w in waits), waits
+    # the first epoch waited for each slow batch, less the steps computed meanwhile (the worker
+    # builds the next batch during a step); off CUDA there is no GPU memory
+    unhidden = ITERATIONS * SLOW_BATCH_S - computes[0]
+    assert waits[0] >= 0.8 * unhidden and all(w > 0 for w in waits), (waits, computes)
     assert all(c > 0 for c in computes) and logging["peak_gpu_memory_mb"] == [None] * EPOCHS
     lines = [
         line
