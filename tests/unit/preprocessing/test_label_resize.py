@@ -9,24 +9,7 @@ from skimage.transform import resize
 
 from nnunet_core.preprocessing.label_resize import grid_coordinates, resize_mixed_only
 from nnunet_core.preprocessing.resampling import resize_segmentation, zoom_resize
-
-
-def _reference_seg_resize(seg: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-    """batchgenerators' rule over whole volumes: skimage order-1 scores of every label, first
-    argmax, the nearest-neighbour label where it shares the top score."""
-    labels = np.unique(seg)
-    scores = np.stack(
-        [
-            resize((seg == c).astype(float), shape, 1, mode="edge", anti_aliasing=False)
-            for c in labels
-        ]
-    )
-    nearest = resize(seg.astype(float), shape, 0, mode="edge", anti_aliasing=False)
-    out = labels[np.argmax(scores, axis=0)]
-    nearest_score = np.take_along_axis(scores, np.searchsorted(labels, nearest)[None], 0)[0]
-    tie = (nearest_score == scores.max(0)) & (nearest_score > 0)
-    out[tie] = nearest[tie]
-    return out
+from tests.helpers.resampling import reference_seg_resize
 
 
 def _organs(shape: tuple[int, ...], seed: int) -> np.ndarray:
@@ -57,7 +40,7 @@ def test_mixed_only_equals_whole_volume_scores(shape, new_shape) -> None:
         fast = resize_mixed_only(seg, new_shape, labels, nearest)
         assert fast is not None, "the boundary path must be taken on organ-like maps"
         assert fast.dtype == seg.dtype
-        assert np.array_equal(fast, _reference_seg_resize(seg, new_shape))
+        assert np.array_equal(fast, reference_seg_resize(seg, new_shape))
         assert np.array_equal(resize_segmentation(seg, new_shape), fast)
 
 
@@ -66,7 +49,7 @@ def test_noise_like_map_falls_back_to_whole_volume_scores() -> None:
     nearest = zoom_resize(seg, (9, 20, 8), 0, seg.dtype)
     assert resize_mixed_only(seg, (9, 20, 8), np.unique(seg), nearest) is None
     assert np.array_equal(
-        resize_segmentation(seg, (9, 20, 8)), _reference_seg_resize(seg, (9, 20, 8))
+        resize_segmentation(seg, (9, 20, 8)), reference_seg_resize(seg, (9, 20, 8))
     )
 
 

@@ -15,6 +15,7 @@ from nnunet_core.preprocessing.resampling import (
     resize_segmentation,
     zoom_resize,
 )
+from tests.helpers.resampling import reference_seg_resize
 
 
 @pytest.mark.parametrize("order", [0, 1, 3])
@@ -29,24 +30,6 @@ def test_zoom_resize_is_skimage_resize_bit_for_bit(order, shape, new_shape) -> N
     )
 
 
-def _reference_seg_resize(seg: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-    """The 0.25.5 rule written plainly: stacked order-1 scores, first argmax, nearest on ties."""
-    labels = np.unique(seg)
-    scores = np.stack(
-        [
-            resize((seg == c).astype(float), shape, 1, mode="edge", anti_aliasing=False)
-            for c in labels
-        ]
-    )
-    nearest = resize(seg.astype(float), shape, 0, mode="edge", anti_aliasing=False)
-    out = labels[np.argmax(scores, axis=0)]
-    nn_index = np.searchsorted(labels, nearest)
-    nn_score = np.take_along_axis(scores, nn_index[None], 0)[0]
-    tie = (nn_score == scores.max(0)) & (nn_score > 0)
-    out[tie] = nearest[tie]
-    return out
-
-
 @pytest.mark.parametrize("seed", range(4))
 def test_resize_segmentation_argmax_with_nearest_tie_break(seed: int) -> None:
     rng = np.random.default_rng(seed)
@@ -55,7 +38,7 @@ def test_resize_segmentation_argmax_with_nearest_tie_break(seed: int) -> None:
     for shape in ((16, 18, 20), (5, 13, 7)):
         ours = resize_segmentation(seg, shape)
         assert ours.dtype == np.int16
-        assert np.array_equal(ours, _reference_seg_resize(seg, shape))
+        assert np.array_equal(ours, reference_seg_resize(seg, shape))
 
 
 def test_resize_segmentation_single_label_and_order_zero() -> None:
