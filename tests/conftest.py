@@ -18,6 +18,12 @@ import os
 # spinning threads cost about three times the CPU there (the workflow's train and predict jobs
 # get the same setting: workflow/rules/train.smk, predict.smk). Set before anything loads torch.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# No transparent huge pages for numpy's large arrays: on a VM whose kernel compacts memory for
+# them on the first touch (THP "madvise", as CI's), each fresh 2 MB page cost more system time
+# than the arithmetic on it (a tiny fingerprint's 1e8 samples, 2 workers: 4.4 CPU s with them,
+# 3.7 without).
+# Only the memory's page size changes, never a result. Set before anything loads numpy.
+os.environ.setdefault("NUMPY_MADVISE_HUGEPAGE", "0")
 import shutil
 from collections.abc import Callable
 from pathlib import Path

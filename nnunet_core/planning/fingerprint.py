@@ -31,6 +31,7 @@ from nnunet_core.io.readers import reader_by_name, reader_for_dataset
 from nnunet_core.layout.raw import DATASET_JSON, IMAGES_TR
 from nnunet_core.planning.float32_sums import float32_mean, float32_std
 from nnunet_core.preprocessing.cropping import bbox_of, slicer
+from nnunet_core.runtime.heap import keep_freed_memory
 from nnunet_core.runtime.parallel import map_cases
 
 TOTAL_FOREGROUND_SAMPLES = 10e7
@@ -203,7 +204,8 @@ def intensity_statistics(
     parts: list[WeightedValues], as_float32: bool, samples: list[np.ndarray] | None = None
 ) -> dict[str, float]:
     """Upstream's per-channel statistics of all cases' samples (keys sorted, as upstream writes);
-    with ``samples`` (each case's, in draw order) mean and std in upstream's float32 arithmetic."""
+    with ``samples`` (each case's, in draw order) mean and std in upstream's float32 arithmetic.
+    The samples are used up: the std overwrites them with squared deviations."""
     parts = [(v, c) for v, c in parts if v.size]
     if not parts:
         msg = (
@@ -223,7 +225,7 @@ def intensity_statistics(
     std = math.sqrt(square / union.total)
     if as_float32 and samples is not None:
         mean32 = float32_mean(samples)
-        mean, std = float(mean32), float(float32_std(samples, mean32))
+        mean, std = float(mean32), float(float32_std(samples, mean32, overwrite=True))
     return {
         "max": cast(max(v[-1] for v, _ in parts)),
         "mean": cast(mean),
@@ -249,6 +251,9 @@ def extract_fingerprint(raw_dir: Path, num_processes: int) -> dict[str, Any]:
     tasks = [
         (case.identifier, (case.images, case.label, num_samples, reader.name)) for case in cases
     ]
+    # 1e8 samples in chunks of draws: freed blocks are reused instead of faulted in afresh
+    # (the forked workers inherit the setting)
+    keep_freed_memory()
     results = list(map_cases(analyze_case, tasks, num_processes, "fingerprint").values())
     # an empty case makes upstream's concatenation float64, so its statistics are not float32
     as_float32 = all(r["has_foreground"] for r in results)

@@ -17,3 +17,12 @@ def test_pieces_give_numpys_bits(n: int) -> None:
     mean = float32_mean(pieces)
     assert mean == np.mean(values) and mean.dtype == np.float32
     assert float32_std(pieces, mean) == np.std(values)
+
+
+def test_overwriting_std_gives_the_same_bits_and_uses_the_pieces_memory() -> None:
+    rng = np.random.default_rng(5)
+    values = np.round(rng.normal(40.0, 300.0, 300_001)).astype(np.float32)
+    pieces = [piece.copy() for piece in np.split(values, [1000, 150_000])]
+    mean = float32_mean(pieces)
+    assert float32_std(pieces, mean, overwrite=True) == np.std(values)
+    assert pieces[0][0] == np.square(values[0] - mean)  # the squares took the values' place
