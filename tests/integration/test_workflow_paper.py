@@ -6,8 +6,8 @@ and preprocessed once, every (dataset, seed) trains, selects, predicts and repor
 tree, and the table across datasets has both, with the spread over the two seeds, HD95 and NSD,
 bootstrap intervals and the paired test. Deleting one fold of one dataset and seed reruns that
 fold and what depends on it, nothing of the other dataset or seed. `snakemake reproduce` packs
-every run (a rerun from such an archive on a fresh checkout is tested on the methods comparison's
-paper-mode run, test_workflow_methods.py: a whole second run, cheaper there).
+every run (a reader's rerun from an archive on a fresh checkout is tested on the single run of
+test_workflow_pipeline.py: the same code, a whole second run, cheapest there).
 """
 
 from __future__ import annotations

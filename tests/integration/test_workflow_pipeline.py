@@ -1,9 +1,11 @@
 """The whole workflow, raw data to report, on a tiny dataset with a tiny schedule (real Snakemake).
 
 What a user relies on at the end: final test predictions in the test images' exact geometry, a test
-summary, the selection record, the report, a second run with nothing to do, and what
-``snakemake reproduce``'s archive holds (a rerun from such an archive is tested on paper mode's,
-test_workflow_paper.py).
+summary, the selection record, the report, a second run with nothing to do, what
+``snakemake reproduce``'s archive holds, and a reader's rerun from that archive on a fresh
+checkout giving the same tables byte for byte, surface metrics included (paper mode's promise;
+the archives of several datasets, seeds and methods are checked for what they hold in
+test_workflow_paper.py and test_workflow_methods.py).
 
 The same run answers the stage target ``preprocessed`` (its data, nothing to do again, touching
 one raw image reruns only what depends on it) and lends its raw data to a broken copy that stops
@@ -17,12 +19,14 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 import tarfile
+from pathlib import Path
 
 import pytest
 import SimpleITK as sitk
 
-from tests.helpers.workflow import DATASET, job_counts, snakemake, tiny_config
+from tests.helpers.workflow import DATASET, job_counts, rerun_from_archive, snakemake, tiny_config
 
 pytestmark = pytest.mark.slow
 
@@ -179,13 +183,15 @@ def test_report_html_contains_the_figures(pipeline) -> None:
     assert "results_table.csv" in html and "methods.md" in html
 
 
-def test_the_reproduce_archive_holds_the_run(pipeline) -> None:
-    """What the archive of a single run holds; rerunning an archive on a fresh checkout, and the
-    check naming a table that differs, are tested on paper mode's archive (the same code,
-    test_workflow_paper.py), not run twice."""
+@pytest.fixture(scope="module")
+def archive(pipeline) -> Path:
+    """`snakemake reproduce`'s archive of the run (made before the tests below change it)."""
     work, config, workdir, _ = pipeline
     snakemake(workdir, config, "reproduce")
-    archive = work / "reproduce.tar.gz"
+    return work / "reproduce.tar.gz"
+
+
+def test_the_reproduce_archive_holds_the_run(archive) -> None:
     with tarfile.open(archive) as packed:
         names = set(packed.getnames())
         manifest = json.loads(packed.extractfile("manifest.json").read())
@@ -201,6 +207,26 @@ def test_the_reproduce_archive_holds_the_run(pipeline) -> None:
     assert manifest["git"]["commit"] in commands and manifest["versions"]["torch"]
     assert any(name.endswith("_0000.nii.gz") for name in manifest["raw_sha256"])
     assert commands.count("# nnunet-core train Dataset900_Synth") == 4
+
+
+def test_a_rerun_from_the_reproduce_archive_gives_the_same_tables(
+    pipeline, archive, tmp_path
+) -> None:
+    """A reader's rerun (fresh clone, unpack, the whole workflow, check) gives the same results
+    table, surface metrics and p-values included, and `check` names a table that differs."""
+    work, _, _, _ = pipeline
+    rerun_work, nnunet_core = rerun_from_archive(archive, tmp_path)
+    table = Path("results") / DATASET / "report" / "results_table.csv"
+    assert (rerun_work / table).read_bytes() == (work / table).read_bytes()
+    header = (work / table).read_text().splitlines()[0].split(",")
+    assert {"HD95_mean", "NSD_mean", "p_wilcoxon"} <= set(header)
+    produced = rerun_work / table
+    produced.write_text(produced.read_text().replace("0.", "0.9", 1))
+    changed = subprocess.run(
+        [*nnunet_core, "check", str(archive), str(rerun_work)], capture_output=True, text=True
+    )
+    assert changed.returncode == 1, changed.stderr
+    assert f"results/{DATASET}/report/results_table.csv: differs" in changed.stderr
 
 
 def test_multi_gpu_and_multi_node_commands(pipeline) -> None:
