@@ -2,16 +2,22 @@
 
 The trainer keeps its ``ProgressHistory`` only inside its checkpoints (key ``logging``), so the
 newest checkpoint is the source: final, else latest, else best (the order ``--c`` resumes in).
-Checkpoints are opened with ``weights_only=True`` and memory-mapped, so the network weights of a
-large model are never read into memory. A fold trained with ``--disable_checkpointing`` has no
-checkpoint; its ``training_log_*.txt`` files are parsed instead (losses, pseudo Dice, learning
-rate, epoch time, data wait and compute; the EMA is recomputed the trainer's way).
+Only the checkpoint's pickled structure is read, with tensors left out: the report needs no
+torch (importing it was a fifth of a small report's time) and never reads network weights. A
+checkpoint whose pickle names anything else (an upstream one holding numpy numbers) is opened
+with torch, ``weights_only=True`` and memory-mapped. A fold trained with
+``--disable_checkpointing`` has no checkpoint; its ``training_log_*.txt`` files are parsed instead
+(losses, pseudo Dice, learning rate, epoch time, data wait and compute; the EMA is recomputed the
+trainer's way).
 """
 
 from __future__ import annotations
 
+import collections
 import math
+import pickle
 import re
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -70,14 +76,54 @@ def history_frame(values: dict[str, list[Any]]) -> pd.DataFrame:
     )
 
 
-def history_from_checkpoint(path: Path) -> dict[str, list[Any]] | None:
-    """The ``logging`` entry of a checkpoint; None when unreadable or absent."""
+class _TensorlessUnpickler(pickle.Unpickler):
+    """A torch checkpoint's pickle (``<archive>/data.pkl``) with every tensor read as None: the
+    storages it names are never loaded, and any class but the few a checkpoint of ours holds
+    stops the read."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) == ("collections", "OrderedDict"):
+            return collections.OrderedDict
+        if module == "torch._utils" and name.startswith("_rebuild_"):
+            return _no_tensor
+        if module == "torch" and name.endswith("Storage"):
+            return None
+        msg = f"{module}.{name} is not read without torch"
+        raise pickle.UnpicklingError(msg)
+
+    def persistent_load(self, pid: Any) -> None:  # noqa: ARG002 (a storage: not read)
+        return None
+
+
+def _no_tensor(*args: Any, **kwargs: Any) -> None:  # noqa: ARG001
+    return None
+
+
+def _state_without_torch(path: Path) -> Any:
+    with zipfile.ZipFile(path) as archive:
+        pickled = [n for n in archive.namelist() if n.endswith("/data.pkl")]
+        if len(pickled) != 1:
+            msg = f"{path}: not one data.pkl"
+            raise pickle.UnpicklingError(msg)
+        with archive.open(pickled[0]) as stream:
+            return _TensorlessUnpickler(stream).load()
+
+
+def _state_with_torch(path: Path) -> Any:
     import torch
 
+    return torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+
+
+def history_from_checkpoint(path: Path) -> dict[str, list[Any]] | None:
+    """The ``logging`` entry of a checkpoint; None when unreadable or absent."""
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-    except Exception:  # a torn or foreign file: fall through to the next source
-        return None
+        state = _state_without_torch(path)
+    except (OSError, EOFError, ValueError, zipfile.BadZipFile, pickle.UnpicklingError):
+        try:
+            state = _state_with_torch(path)
+        except Exception:  # a torn or foreign file: fall through to the next source
+            return None
     logging = state.get("logging") if isinstance(state, dict) else None
     return logging if isinstance(logging, dict) else None
 

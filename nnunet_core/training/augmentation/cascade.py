@@ -27,7 +27,6 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy import ndimage as ndi
-from skimage.morphology import ball, disk
 
 from nnunet_core.inference.cascade_input import one_hot_foreground
 
@@ -69,6 +68,8 @@ def move_seg_as_one_hot(
 def structuring_element(radius: float, ndim: int) -> np.ndarray:
     """Upstream's strel: skimage ``disk`` for 2D masks, ``ball`` otherwise (float radius kept, so
     fractional radii give skimage's even-sized elements)."""
+    from skimage.morphology import ball, disk  # only cascade folds need it: not every fold's start
+
     return disk(radius, dtype=bool) if ndim == 2 else ball(radius, dtype=bool)
 
 
