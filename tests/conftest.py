@@ -141,6 +141,7 @@ LONGEST_FILES = (
     "test_workflow_paper.py",
     "test_fault_campaign.py",
     "test_workflow_pipeline.py",
+    "test_workflow_methods.py",
     "test_stop_resume.py",
     "test_readme_walkthrough.py",
     "test_readme_commands.py",
