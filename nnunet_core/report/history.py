@@ -4,8 +4,8 @@ The trainer keeps its ``ProgressHistory`` only inside its checkpoints (key ``log
 newest checkpoint is the source: final, else latest, else best (the order ``--c`` resumes in).
 Only the checkpoint's pickled structure is read, with tensors left out: the report needs no
 torch (importing it was a fifth of a small report's time) and never reads network weights. A
-checkpoint whose pickle names anything else (an upstream one holding numpy numbers) is opened
-with torch, ``weights_only=True`` and memory-mapped. A fold trained with
+checkpoint whose pickle names any other class is opened with torch instead (``weights_only=True``,
+memory-mapped). A fold trained with
 ``--disable_checkpointing`` has no checkpoint; its ``training_log_*.txt`` files are parsed instead
 (losses, pseudo Dice, learning rate, epoch time, data wait and compute; the EMA is recomputed the
 trainer's way).
