@@ -37,7 +37,9 @@ from nnunet_core.runtime.parallel import map_cases
 TOTAL_FOREGROUND_SAMPLES = 10e7
 SAMPLING_SEED = 1234
 PERCENTILES = (0.5, 50.0, 99.5)
-_DRAW_CHUNK = 1 << 22
+# 2**21 draws (16 MB of indices): below glibc's largest mmap threshold, so each chunk reuses the
+# last one's freed memory instead of mapping and faulting in fresh pages (at 2**22, always mapped)
+_DRAW_CHUNK = 1 << 21
 
 # (distinct values float32, how often each was sampled int64) per channel
 WeightedValues = tuple[np.ndarray, np.ndarray]
@@ -79,7 +81,7 @@ def sample_foreground(
         size = min(num_samples - position, _DRAW_CHUNK)
         draws = rng.randint(0, values.size, size=size)
         counts += np.bincount(draws, minlength=values.size)
-        samples[position : position + size] = values[draws]
+        np.take(values, draws, out=samples[position : position + size])
         position += size
     drawn = counts > 0
     return merge_weighted([(values[drawn], counts[drawn])]), samples
@@ -251,10 +253,12 @@ def extract_fingerprint(raw_dir: Path, num_processes: int) -> dict[str, Any]:
     tasks = [
         (case.identifier, (case.images, case.label, num_samples, reader.name)) for case in cases
     ]
-    # 1e8 samples in chunks of draws: freed blocks are reused instead of faulted in afresh
-    # (the forked workers inherit the setting)
-    keep_freed_memory()
-    results = list(map_cases(analyze_case, tasks, num_processes, "fingerprint").values())
+    # each worker draws its cases' 1e8 samples in chunks: freed blocks are reused, not faulted in
+    # afresh (only in the workers: a caller's own process keeps glibc's defaults)
+    results = map_cases(
+        analyze_case, tasks, num_processes, "fingerprint", worker_setup=keep_freed_memory
+    )
+    results = list(results.values())
     # an empty case makes upstream's concatenation float64, so its statistics are not float32
     as_float32 = all(r["has_foreground"] for r in results)
     statistics = {}

@@ -41,12 +41,15 @@ def map_cases(
     num_processes: int,
     description: str,
     disable_progress: bool | None = None,
+    worker_setup: Callable[[], object] | None = None,
 ) -> dict[str, T]:
     """Call ``function(*args)`` for every ``(case_id, args)``; return ``{case_id: result}``.
 
     Results come back in the order of ``tasks``. The first error stops the run and is re-raised.
     ``disable_progress``: None shows a bar in a terminal and lines elsewhere; True never shows
     the bar (lines instead, so a log still tells how far it got); False always shows the bar.
+    ``worker_setup``: called once in each worker process before its first case (never in the
+    caller's own process, which runs the cases itself with one process).
     """
     bar = None if disable_progress is None else not disable_progress
     with CaseProgress(len(tasks), description, bar=bar) as progress:
@@ -56,7 +59,7 @@ def map_cases(
                 results[case_id], seconds = _timed(function, *args)
                 progress.done(case_id, seconds)
         else:
-            results = _run_pool(function, tasks, num_processes, progress)
+            results = _run_pool(function, tasks, num_processes, progress, worker_setup)
     return {case_id: results[case_id] for case_id, _ in tasks}
 
 
@@ -65,9 +68,12 @@ def _run_pool(
     tasks: Iterable[tuple[str, tuple[Any, ...]]],
     num_processes: int,
     progress: CaseProgress,
+    worker_setup: Callable[[], object] | None = None,
 ) -> dict[str, T]:
     results: dict[str, T] = {}
-    with ProcessPoolExecutor(max_workers=num_processes, mp_context=_context()) as pool:
+    with ProcessPoolExecutor(
+        max_workers=num_processes, mp_context=_context(), initializer=worker_setup
+    ) as pool:
         futures = {pool.submit(_timed, function, *args): case_id for case_id, args in tasks}
         try:
             for future in as_completed(futures):
