@@ -49,7 +49,7 @@ from nnunet_core.layout.work import (
     TRAIN_LOG,
     staging_folder_of,
 )
-from nnunet_core.planning.planner import get_preset
+from nnunet_core.planning.presets import get_preset
 from nnunet_core.workflow.pretrained import resolve_pretrained_weights
 from nnunet_core.workflow.runs import RunTree
 
