@@ -7,6 +7,12 @@ checkout giving the same tables byte for byte, surface metrics included (paper m
 the archives of several datasets, seeds and methods are checked for what they hold in
 test_workflow_paper.py and test_workflow_methods.py).
 
+The run is the scenario ``ensemble_wins`` (seed 1, folds 0 and 1), in which the pair ensemble
+of 2d and 3d_fullres wins the selection: the test set is predicted by both and ensembled, and
+neither the run nor a dry run with ``--strict-dag-evaluation functions`` prints an exception (the
+folder ``predictions/D/ensemble`` once matched the predict rule's ``{configuration}`` wildcard:
+issue 36).
+
 The same run answers the stage target ``preprocessed`` (its data, nothing to do again, touching
 one raw image reruns only what depends on it) and lends its raw data to a broken copy that stops
 at the integrity check: one workflow run for both, instead of a second one up to the plans
@@ -23,25 +29,42 @@ import subprocess
 import tarfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 import SimpleITK as sitk
 
-from tests.helpers.workflow import DATASET, job_counts, rerun_from_archive, snakemake, tiny_config
+from tests.helpers.workflow import (
+    DATASET,
+    job_counts,
+    rerun_from_archive,
+    scenario_config,
+    snakemake,
+    tiny_config,
+)
 
 pytestmark = pytest.mark.slow
+
+MEMBERS = ["nnUNetTrainer__nnUNetPlans__2d", "nnUNetTrainer__nnUNetPlans__3d_fullres"]
+# What Snakemake prints for an exception raised by an input function, or any other traceback.
+EXCEPTION_TEXT = ("Exception", "Traceback", "ConfigurationError", "Error:")
 
 
 @pytest.fixture(scope="module")
 def pipeline(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("pipeline")
-    config = tiny_config(workdir / "work")
-    config["training"].update(
-        folds=[0, 1], epochs=1, iterations_per_epoch=2, val_iterations_per_epoch=1
-    )
+    config = scenario_config("demo", "ensemble_wins")  # deterministic, 1 epoch of 2 iterations
+    config["work_dir"] = str(workdir / "work")
     config["evaluation"] = {"surface_metrics": True, "nsd_tolerance_mm": {"1": 2, "2": 1.5}}
-    config["deterministic"] = True
     result = snakemake(workdir, config, "all")
     return workdir / "work", config, workdir, result
+
+
+@pytest.fixture(scope="module")
+def strict_dry_run(pipeline) -> str:
+    """A dry run with ``--strict-dag-evaluation functions`` of the finished run."""
+    _, config, workdir, _ = pipeline
+    dry = snakemake(workdir, config, "-n", "--strict-dag-evaluation", "functions")
+    return dry.stdout + dry.stderr
 
 
 def test_every_stage_ran_once(pipeline) -> None:
@@ -52,6 +75,47 @@ def test_every_stage_ran_once(pipeline) -> None:
     assert counts["ensemble_cv"] == 1
     for rule in ("select", "predict", "postprocess", "evaluate_test", "report"):
         assert counts.get(rule, 0) >= 1, (rule, counts)
+
+
+def test_the_pair_ensemble_wins_the_selection(pipeline) -> None:
+    work, _, _, _ = pipeline
+    info = json.loads((work / "results" / DATASET / "inference_information.json").read_text())
+    winner = next(c for c in info["candidates"] if c["identifier"] == info["winner"])
+    assert winner["kind"] == "ensemble" and winner["members"] == MEMBERS, info["all_results"]
+
+
+@pytest.mark.parametrize("output", ["run", "strict dry run"])
+def test_no_exception_text_in_the_run_or_its_strict_dry_run(
+    pipeline, strict_dry_run, output
+) -> None:
+    _, _, _, result = pipeline
+    text = result.stdout + result.stderr if output == "run" else strict_dry_run
+    found = [word for word in EXCEPTION_TEXT if word in text]
+    assert not found, text[-5000:]
+    if output != "run":
+        assert "Nothing to be done" in text, text[-3000:]
+
+
+def test_the_test_predictions_are_the_ensembles(pipeline) -> None:
+    """Both configurations predict the test set, the ensemble job averages them, and the final
+    predictions are the ensemble's after postprocessing (which only removes components)."""
+    work, _, _, result = pipeline
+    counts = job_counts(result.stdout + result.stderr)
+    assert counts["predict"] == 2 and counts["ensemble_predictions"] == 1, counts
+    assert counts["postprocess"] == 1 and counts["evaluate_test"] == 1, counts
+    predictions = work / "predictions" / DATASET
+    finals = sorted((predictions / "final").glob("*.nii.gz"))
+    assert [p.name for p in finals] == ["synth_t000.nii.gz", "synth_t001.nii.gz"]
+
+    def read(folder: str, name: str) -> np.ndarray:
+        return sitk.GetArrayFromImage(sitk.ReadImage(str(predictions / folder / name)))
+
+    for final_file in finals:
+        final, ensemble = read("final", final_file.name), read("ensemble", final_file.name)
+        kept = final > 0
+        assert kept.any() and np.array_equal(final[kept], ensemble[kept]), final_file.name
+        for member in ("2d", "3d_fullres"):
+            assert not np.array_equal(final, read(member, final_file.name)), member
 
 
 def test_final_predictions_have_the_test_images_geometry(pipeline) -> None:
