@@ -255,10 +255,10 @@ def extract_fingerprint(raw_dir: Path, num_processes: int) -> dict[str, Any]:
     ]
     # each worker draws its cases' 1e8 samples in chunks: freed blocks are reused, not faulted in
     # afresh (only in the workers: a caller's own process keeps glibc's defaults)
-    results = map_cases(
+    by_case = map_cases(
         analyze_case, tasks, num_processes, "fingerprint", worker_setup=keep_freed_memory
     )
-    results = list(results.values())
+    results = list(by_case.values())
     # an empty case makes upstream's concatenation float64, so its statistics are not float32
     as_float32 = all(r["has_foreground"] for r in results)
     statistics = {}

@@ -4,8 +4,8 @@ The trainer keeps its ``ProgressHistory`` only inside its checkpoints (key ``log
 newest checkpoint is the source: final, else latest, else best (the order ``--c`` resumes in).
 Only the checkpoint's pickled structure is read, with tensors left out: the report needs no
 torch (importing it was a fifth of a small report's time) and never reads network weights. A
-checkpoint whose pickle names any other class is opened with torch instead (``weights_only=True``,
-memory-mapped). A fold trained with
+checkpoint whose pickle names any other class (an upstream one's numpy numbers) is loaded by
+``model.checkpoint.load_checkpoint`` instead, with its allowlist. A fold trained with
 ``--disable_checkpointing`` has no checkpoint; its ``training_log_*.txt`` files are parsed instead
 (losses, pseudo Dice, learning rate, epoch time, data wait and compute; the EMA is recomputed the
 trainer's way).
@@ -109,20 +109,16 @@ def _state_without_torch(path: Path) -> Any:
             return _TensorlessUnpickler(stream).load()
 
 
-def _state_with_torch(path: Path) -> Any:
-    import torch
-
-    return torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-
-
 def history_from_checkpoint(path: Path) -> dict[str, list[Any]] | None:
     """The ``logging`` entry of a checkpoint; None when unreadable or absent."""
     try:
         state = _state_without_torch(path)
     except (OSError, EOFError, ValueError, zipfile.BadZipFile, pickle.UnpicklingError):
+        from nnunet_core.model.checkpoint import CheckpointError, load_checkpoint
+
         try:
-            state = _state_with_torch(path)
-        except Exception:  # a torn or foreign file: fall through to the next source
+            state = load_checkpoint(path)
+        except CheckpointError:  # a torn or foreign file: fall through to the next source
             return None
     logging = state.get("logging") if isinstance(state, dict) else None
     return logging if isinstance(logging, dict) else None

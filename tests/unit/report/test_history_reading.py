@@ -9,6 +9,7 @@ import sys
 from collections import OrderedDict
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from nnunet_core.report.history import history_from_checkpoint
@@ -38,8 +39,15 @@ def test_our_checkpoints_history_is_read_without_importing_torch(tmp_path) -> No
 
 def test_a_checkpoint_naming_other_classes_is_read_through_torch(tmp_path) -> None:
     path = tmp_path / "checkpoint_final.pth"
-    torch.save({"logging": LOGGING, "dtype": torch.float16}, path)  # a global of torch's
+    state = {"network_weights": {}, "logging": LOGGING, "dtype": torch.float16}
+    torch.save(state, path)  # torch.float16: a global of torch's
     assert history_from_checkpoint(path) == LOGGING
+
+
+def test_an_upstream_checkpoints_numpy_numbers_come_back_as_plain_numbers(tmp_path) -> None:
+    logging = {"train_losses": [np.float64(0.5)], "mean_fg_dice": [np.float64(0.25)]}
+    path = _checkpoint(tmp_path / "checkpoint_final.pth", logging)
+    assert history_from_checkpoint(path) == {"train_losses": [0.5], "mean_fg_dice": [0.25]}
 
 
 def test_a_torn_checkpoint_gives_none(tmp_path) -> None:
