@@ -138,9 +138,8 @@ def env(tmp_path_factory: pytest.TempPathFactory, tiny_training_template: Path) 
 # The files that take longest under `make test` (--durations, December 2026), longest first.
 LONGEST_FILES = (
     "test_readme_demo.py",
-    "test_workflow_paper.py",
-    "test_fault_campaign.py",
     "test_workflow_pipeline.py",
+    "test_workflow_paper.py",
     "test_workflow_methods.py",
     "test_stop_resume.py",
     "test_readme_walkthrough.py",

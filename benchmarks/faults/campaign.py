@@ -40,6 +40,7 @@ class Reference:
     manifest: dict[str, str]
     empty: set[str]
     jobs: list[Job]
+    output: str  # Snakemake's console
 
 
 @dataclass
@@ -91,7 +92,8 @@ class Campaign:
     (cheaper, for the test suite): one run killed at each moment in turn (in the order of the
     reference run), each rerun killed at the next moment, the last rerun going to the end; the end
     state is checked once for the whole chain. A rerun counts as ok there when it ran without a
-    failed job until the next kill (and the last one exited 0).
+    failed job until the next kill (and the last one exited 0). The workflow's config is
+    ``campaign_config`` with ``changes``.
     """
 
     def __init__(
@@ -100,14 +102,14 @@ class Campaign:
         *,
         repo: Path = REPO,
         env: dict[str, str] | None = None,
-        epochs: int = 2,
+        changes: dict | None = None,
         log=print,
     ) -> None:
         self.base = Path(base)
         self.rundir = self.base / "run"
         self.repo = Path(repo)
         self.env = env
-        self.epochs = epochs
+        self.changes = changes
         self.log = log
         self.reference: Reference | None = None
         self.timeout = 1800.0
@@ -116,7 +118,7 @@ class Campaign:
         if self.rundir.exists():
             shutil.rmtree(self.rundir)
         self.rundir.mkdir(parents=True)
-        config = campaign_config(self.rundir / "work", self.epochs)
+        config = campaign_config(self.rundir / "work", self.changes)
         (self.rundir / "config.yaml").write_text(yaml.safe_dump(config))
         return self.rundir
 
@@ -146,6 +148,7 @@ class Campaign:
             manifest=manifest(self.rundir),
             empty=empty_files(self.rundir),
             jobs=result.jobs,
+            output=result.output,
         )
         self.timeout = max(600.0, 8 * result.seconds)
         self.log(

@@ -17,7 +17,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from benchmarks.faults.scenario import REPO, demo_config
+from snakemake.utils import update_config
+
+from benchmarks.faults.scenario import REPO, scenario_config
 from benchmarks.faults.stages import BETWEEN_JOBS, JOB_PHASES, Anchor, Job
 from nnunet_core.report.runtimes import JOB_MESSAGE
 
@@ -29,27 +31,14 @@ _ERROR = re.compile(r"^Error in rule (\w+):")
 LOCKED = "Directory cannot be locked"
 
 
-# The workflow's seed: with seed 1 the pair ensemble of 2d and 3d_fullres wins the selection
-# under this schedule (cross-validation Dice, December 2026: ensemble 0.321, 3d_fullres 0.234,
-# 2d 0.123; seed 0 picks 2d), so the test set is ensembled and the campaign can kill
-# `ensemble_predictions` too.
-WORKFLOW_SEED = 1
-
-
-def campaign_config(work: Path, epochs: int = 2) -> dict:
-    """The tiny scenario in deterministic mode, folds [0, 1], the smallest schedule with an
-    epoch boundary (``epochs`` x 2 iterations, 1 validation iteration, a checkpoint each epoch)
-    and ``WORKFLOW_SEED``: every rule of the workflow runs."""
-    config = demo_config(work)
-    config["deterministic"] = True
-    config["seed"] = WORKFLOW_SEED
-    config["training"].update(
-        folds=[0, 1],
-        epochs=epochs,
-        iterations_per_epoch=2,
-        val_iterations_per_epoch=1,
-        save_every=1,
-    )
+def campaign_config(work: Path, changes: dict | None = None) -> dict:
+    """The scenario ``ensemble_wins`` on the ``demo`` scenario, with ``changes`` (config keys,
+    merged as ``--config`` does). Deterministic, seed 1, folds 0 and 1 of 2 epochs x 2
+    iterations with a checkpoint each epoch (the smallest schedule with an epoch boundary), in
+    which the pair ensemble of 2d and 3d_fullres wins the selection: every rule of the workflow
+    runs, ``ensemble_predictions`` included."""
+    config = scenario_config(work, "demo", "ensemble_wins")
+    update_config(config, changes or {})
     return config
 
 

@@ -1,10 +1,7 @@
-"""Faults anywhere in the workflow are survived: SIGKILL at moments in five stages, the same command
-again, and the end state equals an uninterrupted run's (real Snakemake, benchmarks/faults/).
-
-The moments are chained to keep the test short: one run is killed at each moment in turn, each
-rerun at the next one, the last rerun goes to the end (``Campaign.run_chain``). The benchmark
-``python -m benchmarks.faults.run`` runs many independent moments.
-"""
+"""The fault campaign's checks can fail (benchmarks/faults/): half-written files, the manifest,
+the stages a draw aims at, the totals. The campaign itself (SIGKILL at moments in five stages,
+the same command again, the end state equal to the uninterrupted run's) runs at the end of
+tests/integration/test_workflow_pipeline.py, whose run is its reference."""
 
 from __future__ import annotations
 
@@ -12,9 +9,7 @@ import gzip
 import json
 import shutil
 
-import pytest
-
-from benchmarks.faults.campaign import Campaign, MomentResult, hit_its_stage, stages_of, totals
+from benchmarks.faults.campaign import MomentResult, hit_its_stage, stages_of, totals
 from benchmarks.faults.outputs import compare_manifests, half_written, manifest
 from benchmarks.faults.stages import (
     BETWEEN_JOBS,
@@ -28,52 +23,7 @@ from benchmarks.faults.stages import (
     stage_windows,
 )
 
-SEED = 14
-STAGES = ["preprocess", TRAINING, NPZ_EXPORT, "selection", PREDICTION_WRITING]
 
-
-@pytest.fixture(scope="module")
-def campaign(tmp_path_factory):
-    campaign = Campaign(tmp_path_factory.mktemp("fault_campaign"))
-    reference = campaign.run_reference()
-    moments = draw_moments(reference.windows, len(STAGES), SEED, only=STAGES)
-    results = campaign.run_chain(moments)
-    print(json.dumps(totals(results), indent=1))
-    return campaign, moments, results
-
-
-@pytest.mark.slow
-def test_the_moments_hit_five_stages(campaign) -> None:
-    _, moments, results = campaign
-    assert sorted(m.stage for m in moments) == sorted(STAGES)
-    assert all(r.killed for r in results), [r.row() for r in results]
-    hit = {s for r in results for s in r.stages_hit} - {BETWEEN_JOBS}
-    assert len(hit) >= 4, [r.row() for r in results]
-
-
-@pytest.mark.slow
-def test_every_rerun_continues_and_the_last_completes(campaign) -> None:
-    _, _, results = campaign
-    assert all(r.rerun_ok for r in results), [r.row() for r in results]
-    assert not [r.escaped for r in results if r.escaped]  # every job died with the group
-
-
-@pytest.mark.slow
-def test_no_file_is_half_written(campaign) -> None:
-    _, _, results = campaign
-    assert not {p for r in results for p in r.half_written}
-
-
-@pytest.mark.slow
-def test_outputs_equal_the_uninterrupted_run(campaign) -> None:
-    """Byte for byte, checkpoints included: a fold continued from checkpoint_latest.pth once
-    saved a different checkpoint_best.pth (a stale best EMA in latest; fixed in the trainer)."""
-    _, _, results = campaign
-    differences = {d for r in results for d in r.differences}
-    assert not differences
-
-
-# ------------------------------------------------------------- the checks can fail (fast)
 def test_half_written_finds_temporaries_truncated_and_empty_files(tmp_path) -> None:
     (tmp_path / "work").mkdir()
     (tmp_path / "work" / "ok.json").write_text("{}")

@@ -3,21 +3,19 @@
 What a user relies on at the end: final test predictions in the test images' exact geometry, a test
 summary, the selection record, the report, a second run with nothing to do, what
 ``snakemake reproduce``'s archive holds, and a reader's rerun from that archive on a fresh
-checkout giving the same tables byte for byte, surface metrics included (paper mode's promise;
-the archives of several datasets, seeds and methods are checked for what they hold in
-test_workflow_paper.py and test_workflow_methods.py).
+checkout giving the same tables byte for byte, surface metrics included (the archives of several
+datasets, seeds and methods: test_workflow_paper.py and test_workflow_methods.py).
 
 The run is the scenario ``ensemble_wins`` (seed 1, folds 0 and 1), in which the pair ensemble
 of 2d and 3d_fullres wins the selection: the test set is predicted by both and ensembled, and
 neither the run nor a dry run with ``--strict-dag-evaluation functions`` prints an exception (the
 folder ``predictions/D/ensemble`` once matched the predict rule's ``{configuration}`` wildcard:
-issue 36).
+issue 36). It answers the stage target ``preprocessed`` too, and lends its raw data to a broken
+copy that stops at the integrity check. Tests that change the run come after those that read
+it, in file order (``--dist loadfile`` keeps a file on one worker).
 
-The same run answers the stage target ``preprocessed`` (its data, nothing to do again, touching
-one raw image reruns only what depends on it) and lends its raw data to a broken copy that stops
-at the integrity check: one workflow run for both, instead of a second one up to the plans
-(test_workflow_foundation.py keeps the checks that need no run). Tests that change the run come
-last, in file order (``--dist loadfile`` keeps a file on one worker).
+It is also the fault campaign's reference (benchmarks/faults/): the last tests kill the same
+command at moments of five stages, run it again, and compare the end state with this run's.
 """
 
 from __future__ import annotations
@@ -32,31 +30,43 @@ from pathlib import Path
 import numpy as np
 import pytest
 import SimpleITK as sitk
+import yaml
 
-from tests.helpers.workflow import (
-    DATASET,
-    job_counts,
-    rerun_from_archive,
-    scenario_config,
-    snakemake,
-    tiny_config,
+from benchmarks.faults.campaign import Campaign
+from benchmarks.faults.stages import (
+    BETWEEN_JOBS,
+    NPZ_EXPORT,
+    PREDICTION_WRITING,
+    TRAINING,
+    draw_moments,
 )
+from tests.helpers.workflow import DATASET, job_counts, rerun_from_archive, snakemake, tiny_config
 
 pytestmark = pytest.mark.slow
 
 MEMBERS = ["nnUNetTrainer__nnUNetPlans__2d", "nnUNetTrainer__nnUNetPlans__3d_fullres"]
 # What Snakemake prints for an exception raised by an input function, or any other traceback.
 EXCEPTION_TEXT = ("Exception", "Traceback", "ConfigurationError", "Error:")
+SURFACE = {"evaluation": {"surface_metrics": True, "nsd_tolerance_mm": {"1": 2, "2": 1.5}}}
+# The fault campaign's moments (benchmarks/faults): one SIGKILL in each of five stages, chained.
+FAULT_SEED = 14
+FAULT_STAGES = ["preprocess", TRAINING, NPZ_EXPORT, "selection", PREDICTION_WRITING]
 
 
 @pytest.fixture(scope="module")
-def pipeline(tmp_path_factory):
-    workdir = tmp_path_factory.mktemp("pipeline")
-    config = scenario_config("demo", "ensemble_wins")  # deterministic, 1 epoch of 2 iterations
-    config["work_dir"] = str(workdir / "work")
-    config["evaluation"] = {"surface_metrics": True, "nsd_tolerance_mm": {"1": 2, "2": 1.5}}
-    result = snakemake(workdir, config, "all")
-    return workdir / "work", config, workdir, result
+def campaign(tmp_path_factory) -> Campaign:
+    """The run, uninterrupted: the fault campaign's reference (its outputs' manifest and its
+    stages' windows are taken at once, before the tests below change the run)."""
+    campaign = Campaign(tmp_path_factory.mktemp("pipeline"), changes=SURFACE, log=print)
+    campaign.run_reference()
+    return campaign
+
+
+@pytest.fixture(scope="module")
+def pipeline(campaign):
+    workdir = campaign.rundir
+    config = yaml.safe_load((workdir / "config.yaml").read_text())
+    return workdir / "work", config, workdir, campaign.reference.output
 
 
 @pytest.fixture(scope="module")
@@ -68,8 +78,8 @@ def strict_dry_run(pipeline) -> str:
 
 
 def test_every_stage_ran_once(pipeline) -> None:
-    _, _, _, result = pipeline
-    counts = job_counts(result.stdout + result.stderr)
+    _, _, _, output = pipeline
+    counts = job_counts(output)
     assert counts["train"] == 4  # 2 configurations x 2 folds
     assert counts["crossval"] == 2
     assert counts["ensemble_cv"] == 1
@@ -88,8 +98,8 @@ def test_the_pair_ensemble_wins_the_selection(pipeline) -> None:
 def test_no_exception_text_in_the_run_or_its_strict_dry_run(
     pipeline, strict_dry_run, output
 ) -> None:
-    _, _, _, result = pipeline
-    text = result.stdout + result.stderr if output == "run" else strict_dry_run
+    _, _, _, run = pipeline
+    text = run if output == "run" else strict_dry_run
     found = [word for word in EXCEPTION_TEXT if word in text]
     assert not found, text[-5000:]
     if output != "run":
@@ -99,8 +109,8 @@ def test_no_exception_text_in_the_run_or_its_strict_dry_run(
 def test_the_test_predictions_are_the_ensembles(pipeline) -> None:
     """Both configurations predict the test set, the ensemble job averages them, and the final
     predictions are the ensemble's after postprocessing (which only removes components)."""
-    work, _, _, result = pipeline
-    counts = job_counts(result.stdout + result.stderr)
+    work, _, _, output = pipeline
+    counts = job_counts(output)
     assert counts["predict"] == 2 and counts["ensemble_predictions"] == 1, counts
     assert counts["postprocess"] == 1 and counts["evaluate_test"] == 1, counts
     predictions = work / "predictions" / DATASET
@@ -348,3 +358,39 @@ def test_touching_one_image_reruns_only_its_dependants(pipeline) -> None:
     }
     again = snakemake(workdir, config, "preprocessed")
     assert "Nothing to be done" in again.stdout + again.stderr
+
+
+# ---------------------------------------------- faults: last, their runs replace the run's folder
+@pytest.fixture(scope="module")
+def chain(campaign):
+    """One run killed at a moment of each stage in turn, each rerun at the next moment, the last
+    rerun to the end (``Campaign.run_chain``); ``python -m benchmarks.faults.run`` runs every
+    stage, each moment on its own."""
+    moments = draw_moments(campaign.reference.windows, len(FAULT_STAGES), FAULT_SEED, FAULT_STAGES)
+    return moments, campaign.run_chain(moments)
+
+
+def test_the_moments_hit_five_stages(chain) -> None:
+    moments, results = chain
+    assert sorted(m.stage for m in moments) == sorted(FAULT_STAGES)
+    assert all(r.killed for r in results), [r.row() for r in results]
+    hit = {s for r in results for s in r.stages_hit} - {BETWEEN_JOBS}
+    assert len(hit) >= 4, [r.row() for r in results]
+
+
+def test_every_rerun_continues_and_the_last_completes(chain) -> None:
+    _, results = chain
+    assert all(r.rerun_ok for r in results), [r.row() for r in results]
+    assert not [r.escaped for r in results if r.escaped]  # every job died with the group
+
+
+def test_no_file_is_half_written(chain) -> None:
+    _, results = chain
+    assert not {p for r in results for p in r.half_written}
+
+
+def test_outputs_equal_the_uninterrupted_run(chain) -> None:
+    """Byte for byte, checkpoints included: a fold continued from checkpoint_latest.pth once
+    saved a different checkpoint_best.pth (a stale best EMA in latest; fixed in the trainer)."""
+    _, results = chain
+    assert not {d for r in results for d in r.differences}
