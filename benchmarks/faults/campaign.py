@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -93,7 +94,8 @@ class Campaign:
     reference run), each rerun killed at the next moment, the last rerun going to the end; the end
     state is checked once for the whole chain. A rerun counts as ok there when it ran without a
     failed job until the next kill (and the last one exited 0). The workflow's config is
-    ``campaign_config`` with ``changes``.
+    ``campaign_config`` with ``changes`` (``write_config``); ``repo`` and ``env`` give the code
+    that runs it.
     """
 
     def __init__(
@@ -113,13 +115,19 @@ class Campaign:
         self.log = log
         self.reference: Reference | None = None
         self.timeout = 1800.0
+        # what puts config.yaml into a fresh run folder (a test replaces it after the reference:
+        # unpacking a `reproduce` archive, a reader's rerun of the same run)
+        self.write_config: Callable[[Path], object] = self.write_campaign_config
+
+    def write_campaign_config(self, rundir: Path) -> None:
+        config = campaign_config(rundir / "work", self.changes)
+        (rundir / "config.yaml").write_text(yaml.safe_dump(config))
 
     def fresh_rundir(self) -> Path:
         if self.rundir.exists():
             shutil.rmtree(self.rundir)
         self.rundir.mkdir(parents=True)
-        config = campaign_config(self.rundir / "work", self.changes)
-        (self.rundir / "config.yaml").write_text(yaml.safe_dump(config))
+        self.write_config(self.rundir)
         return self.rundir
 
     def command(self, *extra: str) -> list[str]:

@@ -136,29 +136,24 @@ def trainer_of_fold(dataset: str, fold: str, root: int) -> int | None:
     return None
 
 
-def rerun_from_archive(archive: Path, tmp_path: Path) -> tuple[Path, list[str]]:
-    """What a reader does with a reproduce archive: a fresh clone of the committed code, unpack,
-    the whole workflow, and the check (which must pass); returns the rerun's work_dir and the
-    ``nnunet-core reproduce`` command of that checkout."""
-    import os
+class ReaderCheckout:
+    """What a reader has: a fresh clone of the committed code (not this working tree) under
+    ``folder``, whose ``nnunet-core reproduce`` unpacks and checks an archive; ``env`` runs the
+    clone's code (its Snakefile through ``snakefile``)."""
 
-    checkout = tmp_path / "checkout"
-    subprocess.run(["git", "clone", "-q", str(REPO), str(checkout)], check=True)
-    nnunet_core = [sys.executable, "-m", "nnunet_core", "reproduce"]
-    env = {**os.environ, "PYTHONPATH": str(checkout)}  # the fresh checkout's code, not ours
-    rerun = tmp_path / "rerun"
-    subprocess.run(
-        [*nnunet_core, "unpack", str(archive), "--into", str(rerun)], check=True, env=env
-    )
-    command = [
-        str(Path(sys.executable).parent / "snakemake"),
-        "--snakefile", str(checkout / "Snakefile"), "--directory", str(rerun),
-        "--configfile", str(rerun / "config.yaml"), "--cores", "2", "all",
-    ]  # fmt: skip
-    result = subprocess.run(command, capture_output=True, text=True, env=env, cwd=rerun)
-    assert result.returncode == 0, result.stderr[-3000:]
-    checked = subprocess.run(
-        [*nnunet_core, "check", str(archive), str(rerun / "work")], capture_output=True, text=True
-    )
-    assert checked.returncode == 0, checked.stderr
-    return rerun / "work", nnunet_core
+    def __init__(self, folder: Path) -> None:
+        import os
+
+        self.root = folder / "checkout"
+        subprocess.run(["git", "clone", "-q", str(REPO), str(self.root)], check=True)
+        self.snakefile = self.root / "Snakefile"
+        self.env = {**os.environ, "PYTHONPATH": str(self.root)}
+        self.reproduce = [sys.executable, "-m", "nnunet_core", "reproduce"]
+
+    def unpack(self, archive: Path, into: Path) -> None:
+        command = [*self.reproduce, "unpack", str(archive), "--into", str(into)]
+        subprocess.run(command, check=True, env=self.env)
+
+    def check(self, archive: Path, work: Path) -> subprocess.CompletedProcess:
+        command = [*self.reproduce, "check", str(archive), str(work)]
+        return subprocess.run(command, capture_output=True, text=True, env=self.env)

@@ -1,10 +1,9 @@
 """The whole workflow, raw data to report, on a tiny dataset with a tiny schedule (real Snakemake).
 
 What a user relies on at the end: final test predictions in the test images' exact geometry, a test
-summary, the selection record, the report, a second run with nothing to do, what
-``snakemake reproduce``'s archive holds, and a reader's rerun from that archive on a fresh
-checkout giving the same tables byte for byte, surface metrics included (the archives of several
-datasets, seeds and methods: test_workflow_paper.py and test_workflow_methods.py).
+summary, the selection record, the report, a second run with nothing to do, and what
+``snakemake reproduce``'s archive holds (those of several datasets, seeds and methods:
+test_workflow_paper.py and test_workflow_methods.py).
 
 The run is the scenario ``ensemble_wins`` (seed 1, folds 0 and 1), in which the pair ensemble
 of 2d and 3d_fullres wins the selection: the test set is predicted by both and ensembled, and
@@ -14,8 +13,10 @@ issue 36). It answers the stage target ``preprocessed`` too, and lends its raw d
 copy that stops at the integrity check. Tests that change the run come after those that read
 it, in file order (``--dist loadfile`` keeps a file on one worker).
 
-It is also the fault campaign's reference (benchmarks/faults/): the last tests kill the same
-command at moments of five stages, run it again, and compare the end state with this run's.
+Last, the run is the fault campaign's reference (benchmarks/faults/): a reader's rerun from its
+archive on a fresh clone, killed at moments of five stages and run again each time, ends with
+every output equal to this run's, byte for byte (surface metrics included), and the reader's
+``check`` passes.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import tarfile
 from pathlib import Path
 
@@ -40,7 +40,7 @@ from benchmarks.faults.stages import (
     TRAINING,
     draw_moments,
 )
-from tests.helpers.workflow import DATASET, job_counts, rerun_from_archive, snakemake, tiny_config
+from tests.helpers.workflow import DATASET, ReaderCheckout, job_counts, snakemake, tiny_config
 
 pytestmark = pytest.mark.slow
 
@@ -55,9 +55,8 @@ FAULT_STAGES = ["preprocess", TRAINING, NPZ_EXPORT, "selection", PREDICTION_WRIT
 
 @pytest.fixture(scope="module")
 def campaign(tmp_path_factory) -> Campaign:
-    """The run, uninterrupted: the fault campaign's reference (its outputs' manifest and its
-    stages' windows are taken at once, before the tests below change the run)."""
-    campaign = Campaign(tmp_path_factory.mktemp("pipeline"), changes=SURFACE, log=print)
+    """The run, uninterrupted: the fault campaign's reference (its manifest taken at once)."""
+    campaign = Campaign(tmp_path_factory.mktemp("pipeline"), changes=SURFACE)
     campaign.run_reference()
     return campaign
 
@@ -258,11 +257,14 @@ def test_report_html_contains_the_figures(pipeline) -> None:
 
 
 @pytest.fixture(scope="module")
-def archive(pipeline) -> Path:
-    """`snakemake reproduce`'s archive of the run (made before the tests below change it)."""
+def archive(pipeline, tmp_path_factory) -> Path:
+    """`snakemake reproduce`'s archive of the run (made before the tests below change it), kept
+    outside the run's folder (the reader's rerun at the end replaces that folder)."""
     work, config, workdir, _ = pipeline
     snakemake(workdir, config, "reproduce")
-    return work / "reproduce.tar.gz"
+    kept = tmp_path_factory.mktemp("archive") / "reproduce.tar.gz"
+    shutil.copyfile(work / "reproduce.tar.gz", kept)
+    return kept
 
 
 def test_the_reproduce_archive_holds_the_run(archive) -> None:
@@ -281,26 +283,6 @@ def test_the_reproduce_archive_holds_the_run(archive) -> None:
     assert manifest["git"]["commit"] in commands and manifest["versions"]["torch"]
     assert any(name.endswith("_0000.nii.gz") for name in manifest["raw_sha256"])
     assert commands.count("# nnunet-core train Dataset900_Synth") == 4
-
-
-def test_a_rerun_from_the_reproduce_archive_gives_the_same_tables(
-    pipeline, archive, tmp_path
-) -> None:
-    """A reader's rerun (fresh clone, unpack, the whole workflow, check) gives the same results
-    table, surface metrics and p-values included, and `check` names a table that differs."""
-    work, _, _, _ = pipeline
-    rerun_work, nnunet_core = rerun_from_archive(archive, tmp_path)
-    table = Path("results") / DATASET / "report" / "results_table.csv"
-    assert (rerun_work / table).read_bytes() == (work / table).read_bytes()
-    header = (work / table).read_text().splitlines()[0].split(",")
-    assert {"HD95_mean", "NSD_mean", "p_wilcoxon"} <= set(header)
-    produced = rerun_work / table
-    produced.write_text(produced.read_text().replace("0.", "0.9", 1))
-    changed = subprocess.run(
-        [*nnunet_core, "check", str(archive), str(rerun_work)], capture_output=True, text=True
-    )
-    assert changed.returncode == 1, changed.stderr
-    assert f"results/{DATASET}/report/results_table.csv: differs" in changed.stderr
 
 
 def test_multi_gpu_and_multi_node_commands(pipeline) -> None:
@@ -362,10 +344,17 @@ def test_touching_one_image_reruns_only_its_dependants(pipeline) -> None:
 
 # ---------------------------------------------- faults: last, their runs replace the run's folder
 @pytest.fixture(scope="module")
-def chain(campaign):
-    """One run killed at a moment of each stage in turn, each rerun at the next moment, the last
-    rerun to the end (``Campaign.run_chain``); ``python -m benchmarks.faults.run`` runs every
-    stage, each moment on its own."""
+def reader(tmp_path_factory) -> ReaderCheckout:
+    return ReaderCheckout(tmp_path_factory.mktemp("reader"))
+
+
+@pytest.fixture(scope="module")
+def chain(campaign, archive, reader):
+    """A reader's rerun from the archive on a fresh clone, in the run's folder (outputs name it),
+    killed at a moment of each stage in turn, each rerun at the next, the last one to the end
+    (``Campaign.run_chain``; ``python -m benchmarks.faults.run`` kills every stage)."""
+    campaign.repo, campaign.env = reader.root, reader.env
+    campaign.write_config = lambda rundir: reader.unpack(archive, rundir)
     moments = draw_moments(campaign.reference.windows, len(FAULT_STAGES), FAULT_SEED, FAULT_STAGES)
     return moments, campaign.run_chain(moments)
 
@@ -390,7 +379,22 @@ def test_no_file_is_half_written(chain) -> None:
 
 
 def test_outputs_equal_the_uninterrupted_run(chain) -> None:
-    """Byte for byte, checkpoints included: a fold continued from checkpoint_latest.pth once
-    saved a different checkpoint_best.pth (a stale best EMA in latest; fixed in the trainer)."""
+    """Byte for byte, checkpoints and the results table (surface metrics and p-values) included:
+    a fold continued from checkpoint_latest.pth once saved a different checkpoint_best.pth (a
+    stale best EMA in latest; fixed in the trainer)."""
     _, results = chain
     assert not {d for r in results for d in r.differences}
+
+
+@pytest.mark.usefixtures("chain")
+def test_the_readers_check_passes_and_names_a_table_that_differs(campaign, archive, reader):
+    work = campaign.rundir / "work"
+    checked = reader.check(archive, work)
+    assert checked.returncode == 0, checked.stderr
+    table = work / "results" / DATASET / "report" / "results_table.csv"
+    header = table.read_text().splitlines()[0].split(",")
+    assert {"HD95_mean", "NSD_mean", "p_wilcoxon"} <= set(header)
+    table.write_text(table.read_text().replace("0.", "0.9", 1))  # last: the rerun is changed
+    changed = reader.check(archive, work)
+    assert changed.returncode == 1, changed.stderr
+    assert f"results/{DATASET}/report/results_table.csv: differs" in changed.stderr
