@@ -18,19 +18,21 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from nnunet_core.commands.common import add_root_flags, dataset_from_args
-from nnunet_core.dataset.discovery import RawCase
 from nnunet_core.errors import ConfigurationError
-from nnunet_core.inference.cascade import PREVIOUS_STAGE_FOLDER, with_previous_stage
-from nnunet_core.inference.model_folder import LoadedModel, load_trained_model, parse_fold
-from nnunet_core.inference.predictor import PredictionSettings, predict_cases, prepare_inputs
 from nnunet_core.io.atomic import write_json
 from nnunet_core.layout.preprocessed import DEFAULT_PLANS_NAME
-from nnunet_core.layout.results import DEFAULT_TRAINER, trained_model_dir
+from nnunet_core.layout.results import CHECKPOINT_FINAL as FINAL
+from nnunet_core.layout.results import DEFAULT_TRAINER, parse_fold, trained_model_dir
 from nnunet_core.layout.roots import results_dataset_dir
-from nnunet_core.model.checkpoint import FINAL
 from nnunet_core.runtime.devices import resolve_device as resolve_torch_device
+
+if TYPE_CHECKING:  # torch loads only once the flags, roots and -o are checked (one-line errors)
+    from nnunet_core.dataset.discovery import RawCase
+    from nnunet_core.inference.model_folder import LoadedModel
+    from nnunet_core.inference.predictor import PredictionSettings
 
 ARGS_JSON = "predict_from_raw_data_args.json"
 
@@ -161,6 +163,9 @@ def run(args: argparse.Namespace) -> int:
     check_output_folder(output)
     model_dir = model_dir_from_args(args)
     folds = [parse_fold(f) for f in args.folds]
+    from nnunet_core.inference.model_folder import load_trained_model
+    from nnunet_core.inference.predictor import predict_cases, prepare_inputs
+
     cases = prepare_inputs(
         model_dir, args.input, output, folds, args.checkpoint, args.num_parts, args.part_id
     )
@@ -181,6 +186,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def settings_from_args(args: argparse.Namespace) -> PredictionSettings:
+    from nnunet_core.inference.predictor import PredictionSettings
+
     return PredictionSettings(
         step_size=args.step_size,
         use_mirroring=not args.disable_tta,
@@ -200,6 +207,8 @@ def cascade_cases(
     """A cascade stage's cases with their previous-stage files (predicted first when
     ``-prev_stage_predictions`` is not given) and their folder; other models' cases as they
     are."""
+    from nnunet_core.inference.cascade import with_previous_stage
+
     folder = args.prev_stage_predictions
     if model.previous_stage is None:
         if folder is not None:
@@ -218,6 +227,8 @@ def predict_previous_stage(args: argparse.Namespace, model: LoadedModel, output:
     """Predict the previous stage into ``output/prediction_<stage>`` with the same folds,
     checkpoint and settings (segmentations only). Upstream's predictor refuses a cascade stage
     without ``-prev_stage_predictions``; this runs the first of the two commands for the user."""
+    from nnunet_core.inference.cascade import PREVIOUS_STAGE_FOLDER
+
     stage = model.previous_stage
     assert stage is not None
     model_dir = model.sibling(stage)

@@ -57,7 +57,11 @@ def test_demo_workflow_through_sbatch(cluster, tmp_path):
     """The whole demo through sbatch with `--profile` alone: the workflow profile
     (profiles/default) is loaded too and must not get in the way."""
     config = tiny_config(tmp_path / "work")
-    config["training"].update(gpus_per_job=1, folds=[0, 1], epochs=2)
+    # 2 epochs (a checkpoint between them) of 2 iterations: the jobs' way through sbatch is
+    # what is tested here, not the training
+    config["training"].update(
+        gpus_per_job=1, folds=[0, 1], epochs=2, iterations_per_epoch=2, val_iterations_per_epoch=1
+    )
     profile = cluster.profile(tmp_path)
     result = snakemake(tmp_path, config, "--profile", str(profile), check=False)
     output = result.stdout + result.stderr
