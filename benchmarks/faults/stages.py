@@ -183,6 +183,23 @@ def draw_moments(
     return moments
 
 
+def draw_chain(
+    windows: list[Window], n: int, seed: int, only: list[str] | None = None
+) -> list[Moment]:
+    """``draw_moments`` with the first seed from ``seed`` on whose moments in the phases of a
+    fold job (training, npz export) fall in one job. A chain kills its moments in the reference's
+    order, and under other timing another fold's phase can come first (a fold that trained beside
+    the killed one, done before the rerun): its kill never comes and the chain ends early, to
+    start again from a fresh run. One job's npz export always follows its training."""
+    train_phases = {phase for phase, _ in JOB_PHASES["train"]}
+    for attempt in range(seed, seed + 1000):
+        moments = draw_moments(windows, n, attempt, only)
+        if len({m.what for m in moments if m.stage in train_phases}) <= 1:
+            return moments
+    msg = f"no seed from {seed} puts the training moments of {n} in one fold job"
+    raise ValueError(msg)
+
+
 def redraw(moment: Moment, windows: list[Window], seed: int, attempt: int) -> Moment:
     """Another moment of ``moment``'s stage, for a kill that missed it (the job ended before the
     offset: a short job runs faster in one run than in another). The point is drawn from the

@@ -17,6 +17,7 @@ from benchmarks.faults.stages import (
     PREDICTION_WRITING,
     TRAINING,
     Job,
+    draw_chain,
     draw_moments,
     redraw,
     rules_not_run,
@@ -116,6 +117,27 @@ def test_the_default_draw_aims_at_every_stage_preprocess_ensembles_and_report_in
     for seed in range(5):
         moments = draw_moments(windows, None, seed)
         assert sorted(m.stage for m in moments) == sorted(stages), seed
+
+
+def test_a_chain_puts_its_training_moments_in_one_fold_job() -> None:
+    """Two fold jobs: some seeds put training and npz export in different folds, whose order
+    a run may change; draw_chain skips them."""
+    jobs = reference_jobs()
+    first = next(j for j in jobs if j.rule == "train")  # a second fold beside it
+    jobs.append(Job("train", "99", "logs/train_other.log", first.start + 0.1, first.end + 0.1))
+    jobs[-1].markers = {phase: t + 0.1 for phase, t in first.markers.items()}
+    windows = stage_windows(jobs, total=40.0)
+    stages = [TRAINING, NPZ_EXPORT]
+
+    def folds(moments: list) -> set[str]:
+        return {m.what for m in moments}
+
+    split = [s for s in range(40) if len(folds(draw_moments(windows, 2, s, stages))) == 2]
+    assert split, "every seed happened to pick one fold: the check below proves nothing"
+    for seed in split:
+        chain = draw_chain(windows, 2, seed, stages)
+        assert len(folds(chain)) == 1 and sorted(m.stage for m in chain) == sorted(stages)
+        assert chain == draw_chain(windows, 2, seed, stages)  # a campaign repeats
 
 
 def test_a_moment_that_missed_its_stage_is_drawn_again_in_that_stage() -> None:

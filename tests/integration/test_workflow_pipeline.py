@@ -38,7 +38,7 @@ from benchmarks.faults.stages import (
     NPZ_EXPORT,
     PREDICTION_WRITING,
     TRAINING,
-    draw_moments,
+    draw_chain,
 )
 from tests.helpers.workflow import DATASET, ReaderCheckout, job_counts, snakemake, tiny_config
 
@@ -355,7 +355,7 @@ def chain(campaign, archive, reader):
     (``Campaign.run_chain``; ``python -m benchmarks.faults.run`` kills every stage)."""
     campaign.repo, campaign.env = reader.root, reader.env
     campaign.write_config = lambda rundir: reader.unpack(archive, rundir)
-    moments = draw_moments(campaign.reference.windows, len(FAULT_STAGES), FAULT_SEED, FAULT_STAGES)
+    moments = draw_chain(campaign.reference.windows, len(FAULT_STAGES), FAULT_SEED, FAULT_STAGES)
     return moments, campaign.run_chain(moments)
 
 
