@@ -39,7 +39,7 @@ from pathlib import Path
 
 from benchmarks.faults.campaign import Campaign, MomentResult, report_json, stages_of, totals
 from benchmarks.faults.scenario import REPO
-from benchmarks.faults.stages import draw_moments, rules_not_run
+from benchmarks.faults.stages import draw_chain, draw_moments, rules_not_run
 from nnunet_core.io.atomic import write_text
 
 
@@ -149,7 +149,8 @@ def main(argv: list[str] | None = None) -> int:
     campaign = Campaign(base, repo=code, env=code_env(code))
     print(f"code: {code} ({args.source}); runs in {campaign.rundir}", flush=True)
     reference = campaign.run_reference()
-    moments = draw_moments(reference.windows, args.moments, args.seed, args.stages)
+    draw = draw_chain if args.chain else draw_moments  # a chain: training moments in one fold
+    moments = draw(reference.windows, args.moments, args.seed, args.stages)
     aimed = [s for s in stages_of(reference.windows) if args.stages is None or s in args.stages]
     not_run = rules_not_run(reference.jobs)
     print(f"rules the reference did not run (no moment hits them): {', '.join(not_run) or 'none'}")

@@ -184,7 +184,7 @@ def draw_moments(
 
 
 def draw_chain(
-    windows: list[Window], n: int, seed: int, only: list[str] | None = None
+    windows: list[Window], n: int | None, seed: int, only: list[str] | None = None
 ) -> list[Moment]:
     """``draw_moments`` with the first seed from ``seed`` on whose moments in the phases of a
     fold job (training, npz export) fall in one job. A chain kills its moments in the reference's
@@ -196,7 +196,7 @@ def draw_chain(
         moments = draw_moments(windows, n, attempt, only)
         if len({m.what for m in moments if m.stage in train_phases}) <= 1:
             return moments
-    msg = f"no seed from {seed} puts the training moments of {n} in one fold job"
+    msg = f"no seed from {seed} puts the training moments in one fold job"
     raise ValueError(msg)
 
 
