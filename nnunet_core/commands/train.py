@@ -58,8 +58,6 @@ def run(args: argparse.Namespace) -> int:
     """Check the flags, launch DDP if asked, then hand this process's fold to ``run_fold``."""
     check_flags(args)
     if getattr(args, "_topology", None) is None:  # once, before any DDP rank starts
-        # a missing root or an unknown dataset: one line before torch loads
-        resolve_dataset_name(args.dataset, roots_from_args(args))
         from nnunet_core.training.trainer_lookup import resolve_trainer
 
         resolve_trainer(args.trainer)  # a user's trainer that fails to import: one line here
