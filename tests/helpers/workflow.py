@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -137,16 +138,13 @@ def trainer_of_fold(dataset: str, fold: str, root: int) -> int | None:
 
 
 class ReaderCheckout:
-    """What a reader has: a fresh clone of the committed code (not this working tree) under
-    ``folder``, whose ``nnunet-core reproduce`` unpacks and checks an archive; ``env`` runs the
-    clone's code (its Snakefile through ``snakefile``)."""
+    """What a reader has: a fresh clone of the committed code (not this working tree) in
+    ``root``, whose ``nnunet-core reproduce`` unpacks and checks an archive; ``env`` runs the
+    clone's code (its package first on PYTHONPATH)."""
 
     def __init__(self, folder: Path) -> None:
-        import os
-
         self.root = folder / "checkout"
         subprocess.run(["git", "clone", "-q", str(REPO), str(self.root)], check=True)
-        self.snakefile = self.root / "Snakefile"
         self.env = {**os.environ, "PYTHONPATH": str(self.root)}
         self.reproduce = [sys.executable, "-m", "nnunet_core", "reproduce"]
 
