@@ -1,7 +1,8 @@
-"""The workflow's scenarios (``.test/<name>/config.yaml``) as the campaign runs them.
+"""The workflow's scenarios (``.test/<name>/config.yaml``) with every key given, as a run sees them.
 
 Read here, not from the test helpers, so that the benchmark depends on the repository's files
-only; the schema fills in every default as the workflow's own validation does.
+only; the test helpers read them through this module (tests/helpers/workflow.py). The schema
+fills in every default as the workflow's own validation does.
 """
 
 from __future__ import annotations
@@ -16,12 +17,11 @@ SCENARIOS = REPO / ".test"
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
 
 
-def scenario_config(work: Path, *names: str) -> dict:
+def scenario_config(*names: str) -> dict:
     """The scenarios ``names``, each updating the ones before as ``--configfile a b`` does,
-    every key given, writing into ``work``."""
+    with the schema's defaults filled in."""
     config: dict = {}
     for name in names:
         update_config(config, yaml.safe_load((SCENARIOS / name / "config.yaml").read_text()))
     validate(config, str(SCHEMA), set_default=True)
-    config["work_dir"] = str(work)
     return config

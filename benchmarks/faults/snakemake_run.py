@@ -37,7 +37,8 @@ def campaign_config(work: Path, changes: dict | None = None) -> dict:
     iterations with a checkpoint each epoch (the smallest schedule with an epoch boundary), in
     which the pair ensemble of 2d and 3d_fullres wins the selection: every rule of the workflow
     runs, ``ensemble_predictions`` included."""
-    config = scenario_config(work, "demo", "ensemble_wins")
+    config = scenario_config("demo", "ensemble_wins")
+    config["work_dir"] = str(work)
     update_config(config, changes or {})
     return config
 

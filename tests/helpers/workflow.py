@@ -10,24 +10,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-from snakemake.utils import update_config, validate
 
+# the scenarios' one reader (the benchmarks may not import the tests), re-exported for the tests
+from benchmarks.faults.scenario import SCENARIOS, SCHEMA, scenario_config  # noqa: F401
 from tests.helpers.paths import REPO
 
 DATASET = "Dataset900_Synth"
-SCENARIOS = REPO / ".test"
-SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
-
-
-def scenario_config(*names: str) -> dict:
-    """The config of the scenarios ``names`` (``.test/<name>/config.yaml``), each file updating
-    the ones before as ``--configfile a b`` does, with the schema's defaults filled in (as the
-    workflow's own validation does)."""
-    config: dict = {}
-    for name in names:
-        update_config(config, yaml.safe_load((SCENARIOS / name / "config.yaml").read_text()))
-    validate(config, str(SCHEMA), set_default=True)
-    return config
 
 
 def tiny_config(work: Path, **dataset_overrides) -> dict:
