@@ -8,7 +8,7 @@ comparison table (CSV, LaTeX) and a figure per dataset are written. Adding a thi
 config (one with its own planner) and rerunning plans and trains only that method's jobs and
 redoes the comparison, nothing of the other two. `snakemake reproduce` packs every method (a
 reader's rerun from an archive, byte for byte, is tested on the single run of
-test_workflow_pipeline.py: the same code, a third of this run's cost).
+test_workflow_pipeline.py, where it is the fault campaign's chain).
 """
 
 from __future__ import annotations

@@ -9,8 +9,7 @@ on real summaries by test_paper_table_cli.py, and their flags reaching a run's j
 test_workflow_pipeline.py; each costs its jobs MONAI's import.) Deleting one fold of one dataset
 and seed reruns that fold and what depends on it, nothing of the other dataset or seed.
 `snakemake reproduce` packs every run (a reader's rerun from an archive on a fresh checkout is
-tested on the single run of test_workflow_pipeline.py: the same code, a whole second run,
-cheapest there).
+tested on the single run of test_workflow_pipeline.py, where it is the fault campaign's chain).
 """
 
 from __future__ import annotations
