@@ -36,7 +36,6 @@ PROFILE = REPO / "profiles" / "slurm" / "profile.yaml"
 # Relative work_dir: a copy of a run folder keeps its paths, params and Snakemake metadata.
 WORK = "work"
 CONFIGURATION = "3d_fullres"
-MODEL = f"{WORK}/results/{DATASET}/nnUNetTrainer__nnUNetPlans__{CONFIGURATION}"
 ENDED = {
     "BOOT_FAIL",
     "CANCELLED",
@@ -304,8 +303,10 @@ class Cluster:
         return target
 
     @staticmethod
-    def fold_dir(workdir: Path, fold: int) -> Path:
-        return workdir / MODEL / f"fold_{fold}"
+    def fold_dir(workdir: Path, fold: int, trainer: str) -> Path:
+        """The fold's results folder; ``trainer`` is the class name."""
+        model = f"{trainer}__nnUNetPlans__{CONFIGURATION}"
+        return workdir / WORK / "results" / DATASET / model / f"fold_{fold}"
 
     @staticmethod
     def train_log(workdir: Path, fold: int) -> Path:
@@ -320,10 +321,10 @@ class Cluster:
         except OSError:
             return ""
 
-    def training_targets(self, workdir: Path, folds: list[int]) -> list[str]:
+    def training_targets(self, workdir: Path, folds: list[int], trainer: str) -> list[str]:
         targets = []
         for fold in folds:
-            folder = self.fold_dir(workdir, fold).relative_to(workdir)
+            folder = self.fold_dir(workdir, fold, trainer).relative_to(workdir)
             targets += [f"{folder}/checkpoint_final.pth", f"{folder}/validation/summary.json"]
         return targets
 

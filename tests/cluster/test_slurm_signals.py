@@ -14,6 +14,10 @@ locally (so they submit training jobs only), each training folds of 3d_fullres:
 
 Each test checks one of the three. Every fold must end with checkpoint_final.pth, each retry a
 new SLURM job that continues at the epoch where the previous one stopped.
+
+The folds train with ``paced_trainer.py``'s PacedTrainer (named by path, as a user names their
+own): nnU-Net's training whose steps first sleep, so that epochs have a known least length while
+the node's cores stay free for the rest of the suite.
 """
 
 from __future__ import annotations
@@ -29,10 +33,17 @@ from pathlib import Path
 
 import pytest
 
+from tests.cluster.paced_trainer import PACE_SECONDS
+
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 USR1_FOLD, KILL_FOLD, WALLTIME_FOLD = 0, 1, 2
-ITERATIONS = 30  # per epoch: 3-6 s on a 2-core machine, so that signals land mid-training
+# The trainer, by path, and its class (which names the results folder).
+TRAINER = f"{Path(__file__).with_name('paced_trainer.py')}:PacedTrainer"
+TRAINER_CLASS = "PacedTrainer"
+# Per epoch: 6 training and 1 validation step, each at least PACE_SECONDS (0.5 s): epochs of
+# 3.5 s at the least, 4-5 s on a 2-core machine, so that signals land mid-training.
+ITERATIONS = 6
 # SLURM sends the warning of `-t 3 --signal=USR1@135` at slurmctld's first 30-s tick from
 # 15 s into the job, so 15-45 s in (@120 came 31-51 s in). By 15 s the job's Snakemake ignores
 # SIGUSR1 and the trainer handles it (its first line comes 8-9 s in). The walltime fold must
@@ -44,11 +55,10 @@ WALLTIME_LIMIT = "3 if attempt == 1 else 30"  # minutes (resources are evaluated
 WALLTIME_SIGNAL = "--signal=USR1@135"
 SIGNAL_BY, TRAINING_FROM = 45, 6  # seconds into the job, at the latest / at the earliest
 # The walltime fold's epochs are planned with the measured epoch, but with no more than this
-# many seconds: a third below the fastest epoch seen here alone on one core (3 s). Load that
-# slowed the measurement may be gone when the fold trains (a CI run measured 13-19 s, then the
-# fold finished its 4 epochs before the warning came); a fold planned too long only makes its
-# retry longer.
-FASTEST_EPOCH = 2.0
+# many seconds: the least an epoch can take, its steps' sleep. Load that slowed the measurement
+# may be gone when the fold trains (a CI run measured 13-19 s, then the fold finished its 4
+# epochs before the warning came); a fold planned too long only makes its retry longer.
+FASTEST_EPOCH = (ITERATIONS + 1) * PACE_SECONDS
 RUN_TIMEOUT = 360  # seconds for each run (about 2 minutes expected), plus its training time
 # `nnunet-core train`'s line when it exits 75 (EXIT_STOPPED), also in the fold's training log
 STOPPED = re.compile(
@@ -84,7 +94,7 @@ def epoch_seconds(cluster, prepared_workdir, tmp_path_factory) -> float:
     results = tmp_path_factory.mktemp("epoch_seconds")
     command = [
         str(Path(sys.executable).parent / "nnunet-core"),
-        *("train", cluster.dataset, cluster.configuration, "4", "-tr", "nnUNetTrainer"),
+        *("train", cluster.dataset, cluster.configuration, "4", "-tr", TRAINER),
         *("-device", "cpu", "--epochs", "4", "--iterations", str(ITERATIONS)),
         *("--val-iterations", "1", "--num-workers", "0", "--raw", "work/raw"),
         *("--preprocessed", "work/preprocessed", "--results", str(results)),
@@ -121,6 +131,7 @@ def _start(
     workdir = cluster.copy_prepared(prepared, folder / "run")
     config = cluster.tiny_config()
     config["training"].update(
+        trainer=TRAINER,
         folds=folds,
         epochs=epochs,
         iterations_per_epoch=ITERATIONS,
@@ -137,7 +148,7 @@ def _start(
         *("--profile", str(profile)),
         # Under SLURM `cores` caps the threads of all jobs in flight: every fold at once.
         *("--cores", str(len(folds))),
-        *cluster.training_targets(workdir, folds),
+        *cluster.training_targets(workdir, folds, TRAINER_CLASS),
         timeout=timeout,
     )
     return workdir, run
@@ -201,7 +212,7 @@ def runs(cluster, prepared_workdir, epoch_seconds, tmp_path_factory) -> Runs:
                 if job and re.search(r": Epoch 1$", log, re.MULTILINE):  # past epoch 0
                     cluster.scancel("--signal=USR1", job.id)  # the steps only: no --full, no -b
                     hit[USR1_FOLD] = job.id
-            latest = cluster.fold_dir(workdir, KILL_FOLD) / "checkpoint_latest.pth"
+            latest = cluster.fold_dir(workdir, KILL_FOLD, TRAINER_CLASS) / "checkpoint_latest.pth"
             if KILL_FOLD not in hit:
                 job = cluster.running_job(workdir, "train", configuration, KILL_FOLD)
                 if job and latest.is_file():
@@ -250,7 +261,7 @@ def runs(cluster, prepared_workdir, epoch_seconds, tmp_path_factory) -> Runs:
 # ----------------------------------------------------------------------------- helpers
 def _attempts(cluster, run: Run, fold: int) -> list[dict]:
     """provenance.json's attempts: slurm_job_id, start_epoch, end_epoch, status per attempt."""
-    path = cluster.fold_dir(run.workdir, fold) / "provenance.json"
+    path = cluster.fold_dir(run.workdir, fold, TRAINER_CLASS) / "provenance.json"
     return json.loads(path.read_text())["attempts"]
 
 
@@ -265,7 +276,7 @@ def _job_log(cluster, run: Run, job, fold: int) -> str:
 
 def _first_training_log(cluster, run: Run, fold: int) -> str:
     """The fold's training log of its first attempt (the rule's log is replaced at a retry)."""
-    folder = cluster.fold_dir(run.workdir, fold)
+    folder = cluster.fold_dir(run.workdir, fold, TRAINER_CLASS)
     return sorted(folder.glob("training_log_*.txt"))[0].read_text()
 
 
@@ -288,7 +299,7 @@ def _assert_step_survived(log: str) -> None:
 def _assert_finished(cluster, run: Run, folds: list[int]) -> None:
     assert run.returncode == 0, run.output[-6000:]
     for fold in folds:
-        folder = cluster.fold_dir(run.workdir, fold)
+        folder = cluster.fold_dir(run.workdir, fold, TRAINER_CLASS)
         assert (folder / "checkpoint_final.pth").is_file(), fold
         assert (folder / "validation" / "summary.json").is_file(), fold
         assert not (folder / "checkpoint_latest.pth").exists(), fold  # removed once finished
