@@ -5,6 +5,8 @@ After each epoch the log gets upstream's lines (``train_loss``, ``val_loss``, ``
 waiting for data)`` (``; peak GPU memory 5120 MB`` on CUDA) and
 ``epoch i/N: 2.41 s; ETA 0:03:10 (about 2026-12-02 21:14)``.
 
+``progress_plot`` draws the history as ``progress.png``.
+
 The history has upstream's keys (one value per epoch): ``mean_fg_dice``, ``ema_fg_dice``,
 ``dice_per_class_or_region``, ``train_losses``, ``val_losses``, ``lrs``,
 ``epoch_start_timestamps``, ``epoch_end_timestamps``; and ours (``training.epoch_timing``): the
@@ -30,7 +32,6 @@ import numpy as np
 import torch
 
 from nnunet_core.errors import ConfigurationError
-from nnunet_core.io.atomic import atomic_path
 from nnunet_core.runtime.case_progress import format_duration
 from nnunet_core.training.epoch_timing import EpochTiming
 from nnunet_core.training.loss import regions_one_hot
@@ -297,67 +298,3 @@ def log_epoch_end(
     warning = eta.cpu_warning(epoch)
     if warning:
         log(warning)
-
-
-def _numbers(series: Sequence[Any], n: int) -> list[float]:
-    """The first ``n`` values as floats, NaN where None or missing."""
-    padded = list(series[:n]) + [None] * (n - len(series[:n]))
-    return [math.nan if v is None else float(v) for v in padded]
-
-
-def _plot_timing(time_ax: Any, values: dict[str, list[Any]], n: int) -> None:
-    """Data wait and compute beside the epoch duration; peak GPU memory on a second axis."""
-    epochs = list(range(n))
-    time_ax.plot(epochs, _numbers(values["compute_seconds"], n), "g-", label="compute")
-    time_ax.plot(epochs, _numbers(values["data_wait_seconds"], n), "r-", label="data wait")
-    memory = _numbers(values["peak_gpu_memory_mb"], n)
-    if any(not math.isnan(m) for m in memory):
-        memory_ax = time_ax.twinx()
-        memory_ax.plot(epochs, memory, "k:", label="peak GPU memory")
-        memory_ax.set_ylabel("peak GPU memory [MB]")
-        memory_ax.legend(loc=(0.7, 1))
-
-
-def plot_progress(history: ProgressHistory, target: str | os.PathLike) -> None:
-    """Write ``progress.png`` (atomically): losses + pseudo Dice/EMA, epoch time, learning rate."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    values = history.values
-    n = min(len(values["train_losses"]), len(values["epoch_end_timestamps"]))
-    if n == 0:
-        return
-    epochs = list(range(n))
-    figure = Figure(figsize=(10, 12), dpi=80)
-    FigureCanvasAgg(figure)
-    loss_ax, time_ax, lr_ax = figure.subplots(3, 1)
-    loss_ax.plot(epochs, values["train_losses"][:n], color="b", label="loss_tr")
-    loss_ax.plot(epochs, values["val_losses"][:n], color="r", label="loss_val")
-    dice_ax = loss_ax.twinx()
-    dice_ax.plot(epochs, values["mean_fg_dice"][:n], "g:", label="pseudo dice")
-    dice_ax.plot(epochs, values["ema_fg_dice"][:n], "g-", label="pseudo dice (mov. avg.)")
-    loss_ax.set_xlabel("epoch")
-    loss_ax.set_ylabel("loss")
-    dice_ax.set_ylabel("pseudo dice")
-    loss_ax.legend(loc=(0, 1))
-    dice_ax.legend(loc=(0.2, 1))
-    durations = [
-        end - start
-        for start, end in zip(
-            values["epoch_start_timestamps"][:n], values["epoch_end_timestamps"][:n], strict=True
-        )
-    ]
-    time_ax.plot(epochs, durations, color="b", label="epoch duration")
-    _plot_timing(time_ax, values, n)
-    time_ax.set_xlabel("epoch")
-    time_ax.set_ylabel("time [s]")
-    time_ax.legend(loc=(0, 1), ncols=3)
-    lr_ax.plot(epochs, values["lrs"][:n], color="b", label="learning rate")
-    lr_ax.set_xlabel("epoch")
-    lr_ax.set_ylabel("learning rate")
-    lr_ax.legend(loc=(0, 1))
-    # fixed margins, room for the legends above each plot and the right-hand axes: a layout
-    # engine measures every text first, a third of a drawing redone each epoch
-    figure.subplots_adjust(left=0.08, right=0.9, bottom=0.05, top=0.94, hspace=0.42)
-    with atomic_path(target, suffix=".png") as tmp:
-        figure.savefig(tmp)

@@ -58,9 +58,9 @@ from nnunet_core.training.progress import (
     global_dice,
     log_epoch_end,
     nanmean,
-    plot_progress,
     pseudo_dice_counts,
 )
+from nnunet_core.training.progress_plot import ProgressPlot
 from nnunet_core.training.trainer_log import log_start
 from nnunet_core.training.trainer_settings import TrainerSettings
 from nnunet_core.training.trainer_variants import DEFAULT_EPOCHS, TrainerVariant, parse_trainer_name
@@ -126,6 +126,7 @@ class Trainer:
         # a rank's loss times this, summed over ranks, is the loss of the global batch
         self.loss_share = self.rank_batch.size / self.batch_size
         self.history = ProgressHistory()
+        self.progress_plot = ProgressPlot(setup.output_folder / "progress.png")
         self.log = TrainingLog(setup.output_folder, enabled=settings.is_main)
         self.eta = EpochEta(settings.num_epochs, on_cpu=device.type == "cpu")  # this attempt
         self.current_epoch = 0
@@ -304,6 +305,8 @@ class Trainer:
                         if self.current_epoch % self.settings.save_every:  # else just saved
                             self.save_checkpoint(ckpt.LATEST)
                         self.log(f"stopped after epoch {epoch}; continue with --c")
+                        if self.settings.is_main:
+                            self.progress_plot.catch_up(self.history)
                         return STOPPED
         self.save_checkpoint(ckpt.FINAL)
         self.log(f"training finished after {self.current_epoch} epochs")
@@ -390,4 +393,4 @@ class Trainer:
             self.log(f"Yayy! New best EMA pseudo Dice: {ema:.4f}")
             self.save_checkpoint(ckpt.BEST)
         if self.settings.is_main:
-            plot_progress(self.history, self.setup.output_folder / "progress.png")
+            self.progress_plot.epoch_ended(self.history, last)

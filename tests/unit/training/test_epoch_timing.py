@@ -17,8 +17,8 @@ from nnunet_core.training.progress import (
     ProgressHistory,
     TrainingLog,
     log_epoch_end,
-    plot_progress,
 )
+from nnunet_core.training.progress_plot import plot_progress
 
 
 def slow_batches(count: int, seconds: float):

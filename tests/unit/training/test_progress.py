@@ -1,4 +1,4 @@
-"""Progress history (EMA), pseudo Dice, the log file, epoch i/N with the ETA, progress.png."""
+"""Progress history (EMA), pseudo Dice, the log file, epoch i/N with the ETA."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import re
 from datetime import datetime
 from pathlib import Path
 
-import matplotlib
 import pytest
 import torch
 
@@ -21,7 +20,6 @@ from nnunet_core.training.progress import (
     global_dice,
     log_epoch_end,
     nanmean,
-    plot_progress,
     pseudo_dice_counts,
 )
 
@@ -115,28 +113,6 @@ def test_training_log_appends_timestamped_lines(tmp_path: Path, capsys) -> None:
     quiet = TrainingLog(tmp_path / "other", enabled=False)
     quiet("nothing")
     assert not quiet.path.exists()
-
-
-def test_progress_png_is_written_without_touching_the_backend(tmp_path: Path) -> None:
-    backend = matplotlib.get_backend()
-    history = ProgressHistory()
-    for epoch in range(4):
-        history.log("epoch_start_timestamps", 10.0 * epoch, epoch)
-        history.log("train_losses", 1.0 - 0.1 * epoch, epoch)
-        history.log("val_losses", 1.1 - 0.1 * epoch, epoch)
-        history.log("mean_fg_dice", 0.2 * epoch, epoch)
-        history.log("lrs", 0.01 * (1 - epoch / 4) ** 0.9, epoch)
-        history.log("epoch_end_timestamps", 10.0 * epoch + 3, epoch)
-    target = tmp_path / "progress.png"
-    plot_progress(history, target)
-    assert target.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert matplotlib.get_backend() == backend
-    assert [p.name for p in tmp_path.iterdir()] == ["progress.png"]
-
-
-def test_progress_png_waits_for_a_complete_epoch(tmp_path: Path) -> None:
-    plot_progress(ProgressHistory(), tmp_path / "progress.png")
-    assert not (tmp_path / "progress.png").exists()
 
 
 class FakeClock:
