@@ -27,6 +27,7 @@ import torch
 from nnunet_core.cluster.process_topology import SINGLE_PROCESS, Topology
 from nnunet_core.extension.trainer_code import trainer_class_name
 from nnunet_core.io.plans_configuration import Configuration
+from nnunet_core.layout.results import PROGRESS_PNG
 from nnunet_core.model import build_network as nnunet_network
 from nnunet_core.model import checkpoint as ckpt
 from nnunet_core.runtime.cpus import default_num_workers
@@ -126,7 +127,7 @@ class Trainer:
         # a rank's loss times this, summed over ranks, is the loss of the global batch
         self.loss_share = self.rank_batch.size / self.batch_size
         self.history = ProgressHistory()
-        self.progress_plot = ProgressPlot(setup.output_folder / "progress.png")
+        self.progress_plot = ProgressPlot(setup.output_folder / PROGRESS_PNG)
         self.log = TrainingLog(setup.output_folder, enabled=settings.is_main)
         self.eta = EpochEta(settings.num_epochs, on_cpu=device.type == "cpu")  # this attempt
         self.current_epoch = 0
