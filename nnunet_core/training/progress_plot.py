@@ -24,10 +24,14 @@ REDRAW_SECONDS = 30.0
 
 class ProgressPlot:
     """``progress.png`` of one training process, redrawn at most every ``redraw_seconds``
-    (the first time that long after the start)."""
+    (the first time that long after the start); ``enabled`` False draws nothing (DDP: the
+    ranks but the first)."""
 
-    def __init__(self, target: Path, redraw_seconds: float = REDRAW_SECONDS) -> None:
+    def __init__(
+        self, target: Path, enabled: bool = True, redraw_seconds: float = REDRAW_SECONDS
+    ) -> None:
         self.target = target
+        self.enabled = enabled
         self.redraw_seconds = redraw_seconds
         self._drawn_at = time.monotonic()
         self._behind = False  # epochs ended since the last drawing
@@ -45,7 +49,8 @@ class ProgressPlot:
             self.draw(history)
 
     def draw(self, history: ProgressHistory) -> None:
-        plot_progress(history, self.target)
+        if self.enabled:
+            plot_progress(history, self.target)
         self._drawn_at = time.monotonic()
         self._behind = False
 

@@ -127,7 +127,7 @@ class Trainer:
         # a rank's loss times this, summed over ranks, is the loss of the global batch
         self.loss_share = self.rank_batch.size / self.batch_size
         self.history = ProgressHistory()
-        self.progress_plot = ProgressPlot(setup.output_folder / PROGRESS_PNG)
+        self.progress_plot = ProgressPlot(setup.output_folder / PROGRESS_PNG, settings.is_main)
         self.log = TrainingLog(setup.output_folder, enabled=settings.is_main)
         self.eta = EpochEta(settings.num_epochs, on_cpu=device.type == "cpu")  # this attempt
         self.current_epoch = 0
@@ -306,8 +306,7 @@ class Trainer:
                         if self.current_epoch % self.settings.save_every:  # else just saved
                             self.save_checkpoint(ckpt.LATEST)
                         self.log(f"stopped after epoch {epoch}; continue with --c")
-                        if self.settings.is_main:
-                            self.progress_plot.catch_up(self.history)
+                        self.progress_plot.catch_up(self.history)
                         return STOPPED
         self.save_checkpoint(ckpt.FINAL)
         self.log(f"training finished after {self.current_epoch} epochs")
@@ -393,5 +392,4 @@ class Trainer:
         if new_best:
             self.log(f"Yayy! New best EMA pseudo Dice: {ema:.4f}")
             self.save_checkpoint(ckpt.BEST)
-        if self.settings.is_main:
-            self.progress_plot.epoch_ended(self.history, last)
+        self.progress_plot.epoch_ended(self.history, last)

@@ -39,8 +39,8 @@ pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 USR1_FOLD, KILL_FOLD, WALLTIME_FOLD = 0, 1, 2
 # The trainer, by path, and its class (which names the results folder).
-TRAINER = f"{Path(__file__).with_name('paced_trainer.py')}:PacedTrainer"
 TRAINER_CLASS = "PacedTrainer"
+TRAINER = f"{Path(__file__).with_name('paced_trainer.py')}:{TRAINER_CLASS}"
 # Per epoch: 6 training and 1 validation step, each at least PACE_SECONDS (0.5 s): epochs of
 # 3.5 s at the least, 4-5 s on a 2-core machine, so that signals land mid-training.
 ITERATIONS = 6

@@ -108,3 +108,13 @@ def test_a_stop_draws_the_epochs_not_shown_yet(tmp_path, clock) -> None:
     assert epochs_shown(target, drawn) is None
     plot.catch_up(history_of(2))
     assert epochs_shown(target, drawn) == 2
+
+
+def test_a_rank_that_is_not_the_first_draws_nothing(tmp_path, clock) -> None:
+    target = tmp_path / "progress.png"
+    plot = ProgressPlot(target, enabled=False, redraw_seconds=30)
+    clock.now += 45
+    plot.epoch_ended(history_of(1), last=False)
+    plot.epoch_ended(history_of(2), last=True)
+    plot.catch_up(history_of(2))
+    assert not target.exists()
