@@ -54,10 +54,11 @@ demo: install
 # workflow runs) are built once, and some tests read what an earlier test of their file left.
 # Files are handed out in collection order (--no-loadscope-reorder: xdist would sort them by
 # their number of tests), which tests/conftest.py makes longest first, so the long runs start at
-# once (tests/unit/test_make_test_workers.py checks both). The SLURM tests (marker cluster) run
-# at the same time in a pytest of their own, one after the other: one test cluster, jobs timed
-# against walltimes, mostly waiting on the scheduler. Their output follows the others' (kept in
-# $(CLUSTER_LOG) meanwhile); make test fails if either part fails.
+# once (tests/unit/test_make_test_workers.py checks both). The SLURM tests (marker cluster, all
+# in tests/cluster, which is all that part collects) run at the same time in a pytest of their
+# own, one after the other: one test cluster, jobs timed against walltimes, mostly waiting on the
+# scheduler. Their output follows the others' (kept in $(CLUSTER_LOG) meanwhile); make test fails
+# if either part fails.
 TEST_JOBS ?= 4
 CLUSTER_LOG ?= .cluster-tests.log
 # The slowest tests are printed at the end of each part, so that a run (CI's included) shows
@@ -65,7 +66,7 @@ CLUSTER_LOG ?= .cluster-tests.log
 DURATIONS ?= 25
 
 test: install
-	@$(BIN)/python -m pytest -q -m cluster --durations $(DURATIONS) >$(CLUSTER_LOG) 2>&1 & \
+	@$(BIN)/python -m pytest -q -m cluster --durations $(DURATIONS) tests/cluster >$(CLUSTER_LOG) 2>&1 & \
 	cluster=$$!; \
 	$(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist loadfile --no-loadscope-reorder -m "not cluster" --durations $(DURATIONS); \
 	rest=$$?; wait $$cluster; slurm=$$?; \

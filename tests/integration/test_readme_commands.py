@@ -172,7 +172,8 @@ def test_make_test_and_install_slurm_run_what_they_say(checkout, user_env) -> No
     assert make_installs(TEST, checkout, user_env) == [], "venv out of date: run make install"
     planned = run(with_flags(TEST, "-n"), checkout, user_env).stdout.splitlines()
     recipe = "\n".join(planned)
-    assert ".venv/bin/python -m pytest -q -m cluster --durations 25 >.cluster-tests.log" in recipe
+    cluster = ".venv/bin/python -m pytest -q -m cluster --durations 25 tests/cluster >"
+    assert f"{cluster}.cluster-tests.log" in recipe
     assert (
         ".venv/bin/python -m pytest -q -n 4 --dist loadfile --no-loadscope-reorder "
         '-m "not cluster" --durations 25' in recipe

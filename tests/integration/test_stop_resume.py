@@ -3,7 +3,8 @@
 SIGUSR1 in the middle of an epoch stops after it (exit EXIT_STOPPED with one stderr line naming
 the fold, checkpoint_latest, no final; also under ``-num_gpus 2``); ``--c``
 finishes; in deterministic mode the result is bitwise the uninterrupted run's, also after a
-SIGKILL; the signal sent to a whole process group (a Snakemake-like parent, a shell, the
+SIGKILL (which keeps the history before the checkpoint's epoch and marks the killed attempt in
+provenance); the signal sent to a whole process group (a Snakemake-like parent, a shell, the
 trainer) kills nobody; a deadline stops without a signal; a second job on a fold is refused;
 kill -9 at random moments never loses a checkpoint. Starts from the tiny dataset of the ``env``
 fixture (tests/conftest.py).
@@ -11,6 +12,7 @@ fixture (tests/conftest.py).
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import re
@@ -116,14 +118,30 @@ def test_usr1_mid_epoch_stops_after_it_and_continue_is_bit_exact(env, straight, 
 
 
 def test_sigkill_after_a_checkpoint_then_continue_is_bit_exact(env, straight, tmp_path):
+    """SIGKILL once epoch k's checkpoint exists: ``--c`` keeps the history before epoch k, redoes
+    nothing of it, marks the killed attempt in provenance and ends bitwise as the straight run."""
     environment = results_env(env, tmp_path)
     out = tmp_path / "out.txt"
     process = start(environment, out)
     wait_for(lambda: 2 in started_epochs(out), process=process)  # latest holds epoch 2
     process.kill()
     process.wait()
-    assert ckpt.load_checkpoint(fold(tmp_path) / ckpt.LATEST)["current_epoch"] >= 2
-    check(cli(environment, *TRAIN, *SCHEDULE, "--c"))
+    killed_at = time.time()
+    latest = fold(tmp_path) / ckpt.LATEST
+    stopped = ckpt.load_checkpoint(latest)  # whatever the kill interrupted, this loads
+    k = stopped["current_epoch"]
+    assert 2 <= k < EPOCHS and not (fold(tmp_path) / ckpt.FINAL).exists()
+    result = check(cli(environment, *TRAIN, *SCHEDULE, "--c"))
+    assert f"continuing from {latest} at epoch {k}" in result.stdout
+    history = torch.load(fold(tmp_path) / ckpt.FINAL, weights_only=True)["logging"]
+    before = stopped["logging"]
+    assert len(history["train_losses"]) == EPOCHS
+    assert history["train_losses"][:k] == before["train_losses"][:k]  # kept, not retrained
+    assert history["epoch_start_timestamps"][:k] == before["epoch_start_timestamps"][:k]
+    assert min(history["epoch_start_timestamps"][k:]) > killed_at
+    attempts = json.loads((fold(tmp_path) / "provenance.json").read_text())["attempts"]
+    # the killed attempt never closed its record; the continued one marked it
+    assert [(a["start_epoch"], a["status"]) for a in attempts] == [(0, "killed"), (k, "finished")]
     assert_bitwise_equal(final_weights(fold(tmp_path)), final_weights(straight))
 
 

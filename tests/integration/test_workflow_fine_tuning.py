@@ -4,11 +4,15 @@ A tiny model is trained by the workflow on a dataset of 2 labels (Dataset901_Two
 data with its lesion merged into the organ); then the workflow trains another dataset of 3 labels
 (Dataset902_Three: the same synthetic images, hence the same plans architecture) from that model
 folder's fold 0. Each fold's first attempt loads every tensor but the segmentation heads and logs
-what it skipped; provenance names the file and its sha256. SIGUSR1 stops fold 0 (as in
-test_workflow_stop_resume) and its retry continues from the fold's checkpoint_latest, not from the
-pretrained file. The same model exported to a zip is extracted by its own job into
-work_dir/pretrained, and a DDP fold job gets the same flags. Bad values stop the workflow before
-any job with one line.
+what it skipped; provenance names the file and its sha256. SIGUSR1 to fold 0's training, its rule's
+shell and Snakemake itself (as SLURM signals every process of a job step) stops the training at the
+epoch's end: ``nnunet-core train`` exits EXIT_STOPPED with its line in the fold's log, the rule
+fails, the shell and Snakemake survive (the workflow ignores SIGUSR1), ``retries:`` continues from
+the fold's checkpoint_latest, not from the pretrained file, the workflow finishes and fold 1 is
+untouched (the workflow's stop and retry, tested here once; through SLURM:
+tests/cluster/test_slurm_signals.py). The same model exported to a zip is extracted by its own job
+into work_dir/pretrained, and a DDP fold job gets the same flags. Bad values stop the workflow
+before any job with one line.
 """
 
 from __future__ import annotations
@@ -188,6 +192,7 @@ def test_the_stopped_fold_retries_from_its_own_checkpoint(fine_tuned) -> None:
     other = attempts(fine_tuned["model"] / "fold_1")
     assert [(a["start_epoch"], a["status"]) for a in other] == [(0, "finished")]
     for fold in ("fold_0", "fold_1"):
+        assert (fine_tuned["model"] / fold / "checkpoint_final.pth").is_file()
         assert (fine_tuned["model"] / fold / "validation" / "summary.json").is_file()
 
 

@@ -3,7 +3,8 @@
 What a user relies on at the end: final test predictions in the test images' exact geometry, a test
 summary, the selection record, the report, a second run with nothing to do, and what
 ``snakemake reproduce``'s archive holds (those of several datasets, seeds and methods:
-test_workflow_paper.py and test_workflow_methods.py).
+test_workflow_paper.py and test_workflow_methods.py; that deleting one fold reruns it and only
+what depends on it is tested once, there, across runs).
 
 The run is the scenario ``ensemble_wins`` (seed 1, folds 0 and 1), in which the pair ensemble
 of 2d and 3d_fullres wins the selection: the test set is predicted by both and ensembled, and
@@ -307,21 +308,6 @@ def test_multi_gpu_and_multi_node_commands(pipeline) -> None:
         for line in torchrun
     )
     assert "gpu=0, nodes=2, tasks=2, mpi=srun, gres=gpu:2, tasks_per_gpu=0" in dry.stdout
-
-
-def test_deleting_one_fold_retrains_only_it_and_its_dependants(pipeline) -> None:
-    work, config, workdir, _ = pipeline
-    model = work / "results" / DATASET / "nnUNetTrainer__nnUNetPlans__2d"
-    (model / "fold_1" / "checkpoint_final.pth").unlink()
-    result = snakemake(workdir, config, "all")
-    counts = job_counts(result.stdout + result.stderr)
-    assert counts["train"] == 1, counts
-    assert counts["crossval"] == 1, counts  # only the 2d cross-validation
-    assert counts["ensemble_cv"] == 1 and counts["select"] == 1, counts
-    assert "nnunet-core train Dataset900_Synth 2d 1 " in result.stdout + result.stderr
-    assert (model / "fold_1" / "checkpoint_final.pth").is_file()
-    again = snakemake(workdir, config, "all")
-    assert "Nothing to be done" in again.stdout + again.stderr
 
 
 def test_touching_one_image_reruns_only_its_dependants(pipeline) -> None:

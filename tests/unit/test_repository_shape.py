@@ -37,3 +37,16 @@ def test_no_text_file_is_over_400_lines() -> None:
 def test_the_package_top_level_holds_only_entry_points() -> None:
     loose = {p.name for p in (ROOT / "nnunet_core").glob("*.py")} - TOP_LEVEL_MODULES
     assert not loose, f"move these modules into the package of their concept: {sorted(loose)}"
+
+
+def test_every_slurm_test_is_in_tests_cluster() -> None:
+    """``make test``'s SLURM part collects tests/cluster alone: a test marked ``cluster``
+    elsewhere would run in neither part."""
+    marker = "pytest.mark." + "cluster"
+    cluster_folder = ROOT / "tests" / "cluster"
+    elsewhere = [
+        path.relative_to(ROOT).as_posix()
+        for path in (ROOT / "tests").rglob("*.py")
+        if cluster_folder not in path.parents and marker in path.read_text()
+    ]
+    assert elsewhere == [], elsewhere
