@@ -3,7 +3,7 @@
 Wall durations (``--durations``) depend on what else the machine runs; CPU seconds of the test
 process and of the subprocesses it waited for (Snakemake, training jobs) do not, so a run on a
 busy machine still tells which tests cost the most. One tab-separated line per test phase:
-nodeid, phase, CPU seconds, wall seconds.
+nodeid, phase, CPU seconds, wall seconds, when it ended (Unix time: which tests ran last).
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def _logged(item: pytest.Item, phase: str) -> Generator[None, None, None]:
     cpu, wall = _cpu_seconds(), time.monotonic()
     yield
     if log:
-        spent = f"{_cpu_seconds() - cpu:.1f}\t{time.monotonic() - wall:.1f}"
+        spent = f"{_cpu_seconds() - cpu:.1f}\t{time.monotonic() - wall:.1f}\t{time.time():.0f}"
         line = f"{item.nodeid}\t{phase}\t{spent}\n"
         with Path(log).open("a") as out:
             out.write(line)
