@@ -34,6 +34,7 @@ from filelock import FileLock
 
 from nnunet_core.dataset.synthesize import SynthOptions, dataset_name_part, synthesize_dataset
 from tests.helpers.training import DATASET, prepare_tiny_training, roots_env
+from tests.helpers.workflow import prepared_config, snakemake
 
 pytest_plugins = ["tests.helpers.cpu_log"]
 
@@ -113,6 +114,25 @@ def tiny_training_template(tmp_path_factory: pytest.TempPathFactory, make_raw_da
             prepare_tiny_training(partial, make_raw_dataset)
             partial.rename(template)  # complete or absent, never half built
     return template
+
+
+@pytest.fixture(scope="session")
+def prepared_work(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A work_dir in which real Snakemake made the ``preprocessed`` target of
+    ``prepared_config``, once per test run (the first worker to ask, under a file lock, as
+    ``tiny_training_template``): the workflow tests that only train and after copy it
+    (``copy_prepared``) instead of paying ~6 CPU s of preparing jobs each. Read-only."""
+    shared = shared_folder(tmp_path_factory)
+    template = shared / "prepared_work"
+    with FileLock(str(shared / "prepared_work.lock")):
+        if not template.is_dir():
+            partial = shared / "prepared_work.partial"
+            shutil.rmtree(partial, ignore_errors=True)
+            partial.mkdir()
+            snakemake(partial, prepared_config(partial / "work"), "preprocessed")
+            shutil.rmtree(partial / ".snakemake")  # its records name this folder's paths
+            partial.rename(template)  # complete or absent, never half built
+    return template / "work"
 
 
 @pytest.fixture(scope="module")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -25,6 +26,23 @@ def tiny_config(work: Path, **dataset_overrides) -> dict:
     config["work_dir"] = str(work)
     config["dataset"].update(dataset_overrides)
     return config
+
+
+def prepared_config(work: Path) -> dict:
+    """``tiny_config`` planning 3d_fullres alone: the config the shared prepared work_dir
+    (tests/conftest.py ``prepared_work``) was made with, before a test's own training keys."""
+    config = tiny_config(work)
+    config["planning"]["configurations"] = ["3d_fullres"]
+    return config
+
+
+def copy_prepared(prepared_work: Path, work: Path) -> Path:
+    """A copy of a prepared work_dir (synthetic data, integrity record, fingerprint, plans,
+    splits, preprocessed data) at ``work``, file times kept. A run of ``prepared_config(work)``
+    there starts at training: Snakemake judges outputs without its metadata (none is copied) by
+    their times alone, and none is older than its inputs."""
+    shutil.copytree(prepared_work, work, symlinks=True)
+    return work
 
 
 def snakemake(

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.workflow import DATASET, REPO, snakemake, tiny_config
+from tests.helpers.workflow import DATASET, REPO, copy_prepared, prepared_config, snakemake
 
 NOTE = "training.folds_per_gpu 2: --resources gpu=1 counts 2 GPU slots"
 SHARING = "nnUNet_folds_per_gpu=2 "
@@ -33,8 +33,8 @@ def mocked_gpu_env() -> dict[str, str]:
 
 
 def sharing_config(work: Path, folds: list[int], folds_per_gpu: int = 2) -> dict:
-    config = tiny_config(work)
-    config["planning"]["configurations"] = ["3d_fullres"]
+    """The prepared work_dir's config (``copy_prepared`` it to ``work`` for a real run)."""
+    config = prepared_config(work)
     config["training"].update(
         folds=folds,
         epochs=1,
@@ -59,13 +59,11 @@ def train_commands(output: str) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def planned(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+def planned(tmp_path_factory: pytest.TempPathFactory, prepared_work: Path) -> tuple[Path, dict]:
     """A planned dataset, so that dry runs list the train jobs."""
     workdir = tmp_path_factory.mktemp("planned")
-    config = sharing_config(workdir / "work", [0, 1, 2])
-    plans = workdir / "work" / "preprocessed" / DATASET / "nnUNetPlans.json"
-    snakemake(workdir, config, str(plans))
-    return workdir, config
+    copy_prepared(prepared_work, workdir / "work")
+    return workdir, sharing_config(workdir / "work", [0, 1, 2])
 
 
 def test_a_wrong_value_is_one_line_before_any_job(tmp_path: Path) -> None:
@@ -77,7 +75,7 @@ def test_a_wrong_value_is_one_line_before_any_job(tmp_path: Path) -> None:
     assert not (tmp_path / "work").exists()
 
 
-@pytest.mark.slow  # planning, then a dry run: about 25 s
+@pytest.mark.slow  # the prepared work_dir (shared), then a dry run
 def test_local_fold_jobs_share_the_gpu_and_the_count_is_explained(planned) -> None:
     workdir, config = planned
     result = snakemake(workdir, config, "-n", "--resources", "gpu=1", env=mocked_gpu_env())
@@ -88,7 +86,7 @@ def test_local_fold_jobs_share_the_gpu_and_the_count_is_explained(planned) -> No
     assert all(c.startswith(SHARING + threads + "nnunet-core train ") for c in commands)
 
 
-@pytest.mark.slow  # planning (shared), then a dry run under the SLURM profile: about 25 s
+@pytest.mark.slow  # the prepared work_dir (shared), then a dry run under the SLURM profile
 @pytest.mark.skipif(
     importlib.util.find_spec("snakemake_executor_plugin_slurm") is None,
     reason="SLURM plugin missing: make install-slurm",
@@ -124,8 +122,8 @@ def train_events(output: str) -> list[str]:
 
 
 @pytest.mark.slow  # three folds of one epoch, two at a time on the CPU: about 2 minutes
-def test_two_folds_run_on_one_gpu_and_the_third_waits(tmp_path: Path) -> None:
-    work = tmp_path / "work"
+def test_two_folds_run_on_one_gpu_and_the_third_waits(tmp_path: Path, prepared_work: Path) -> None:
+    work = copy_prepared(prepared_work, tmp_path / "work")
     config = sharing_config(work, [0, 1, 2])
     result = snakemake(
         tmp_path,

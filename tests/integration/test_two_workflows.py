@@ -31,7 +31,7 @@ import yaml
 
 from nnunet_core.layout.work import WORK_LOCK_NAME
 from nnunet_core.workflow import work_lock
-from tests.helpers.workflow import DATASET, REPO, snakemake, tiny_config
+from tests.helpers.workflow import DATASET, REPO, copy_prepared, prepared_config, snakemake
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="flock and /proc")
 
@@ -40,8 +40,8 @@ STAMP = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d): ", re.MULTILINE)
 
 
 def one_fold_config(work: Path, **training) -> dict:
-    config = tiny_config(work)
-    config["planning"]["configurations"] = ["3d_fullres"]
+    """One fold of the prepared work_dir's config (``copy_prepared`` it to ``work`` first)."""
+    config = prepared_config(work)
     config["training"].update(
         folds=[0], epochs=2, iterations_per_epoch=4, val_iterations_per_epoch=1, retries=0
     )
@@ -151,9 +151,9 @@ def test_the_work_dir_lock_names_its_holder_and_dies_with_it(tmp_path: Path) -> 
 
 @pytest.mark.slow
 def test_a_second_workflow_on_the_same_work_dir_is_refused_and_the_first_finishes(
-    tmp_path: Path,
+    tmp_path: Path, prepared_work: Path
 ) -> None:
-    work = tmp_path / "work"  # absolute: the same folder from every --directory
+    work = copy_prepared(prepared_work, tmp_path / "work")  # absolute: the same from anywhere
     config = one_fold_config(work)
     first, first_out = start(tmp_path / "first", config)
     trainer = None
@@ -205,7 +205,9 @@ def held_interval(log: Path) -> tuple[datetime, datetime]:
 
 
 @pytest.mark.slow
-def test_two_workflows_sharing_the_gpu_slot_folder_never_share_a_slot(tmp_path: Path) -> None:
+def test_two_workflows_sharing_the_gpu_slot_folder_never_share_a_slot(
+    tmp_path: Path, prepared_work: Path
+) -> None:
     slots = tmp_path / "gpu_locks"
     env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
     env["nnUNet_num_gpus"] = "1"  # CUDA mocked: one fake GPU slot (no GPU on this machine)
@@ -229,7 +231,7 @@ def test_two_workflows_sharing_the_gpu_slot_folder_never_share_a_slot(tmp_path: 
     try:
         assert blocker.stdout.readline().strip() == "0"
         for name in ("a", "b"):
-            work = tmp_path / name / "work"
+            work = copy_prepared(prepared_work, tmp_path / name / "work")
             config = one_fold_config(work, device="auto", gpu_lock_dir=str(slots))
             runs.append((work, *start(tmp_path / name, config, env)))
         for work, process, out in runs:

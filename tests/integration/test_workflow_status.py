@@ -24,7 +24,14 @@ import yaml
 
 from nnunet_core.layout.predictions import configuration_predictions_dir
 from nnunet_core.workflow.status import work_status
-from tests.helpers.workflow import DATASET, REPO, processes, tiny_config, trainer_of_fold
+from tests.helpers.workflow import (
+    DATASET,
+    REPO,
+    copy_prepared,
+    prepared_config,
+    processes,
+    trainer_of_fold,
+)
 
 pytestmark = [
     pytest.mark.slow,
@@ -81,11 +88,10 @@ def line_of(text: str, job: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> dict:
+def runs(tmp_path_factory: pytest.TempPathFactory, prepared_work: Path) -> dict:
     root = tmp_path_factory.mktemp("status")
-    work = root / "work"
-    config = tiny_config(work)
-    config["planning"]["configurations"] = ["3d_fullres"]
+    work = copy_prepared(prepared_work, root / "work")
+    config = prepared_config(work)
     config["training"].update(
         folds=[0, 1], epochs=3, iterations_per_epoch=2, val_iterations_per_epoch=1, retries=0
     )

@@ -23,7 +23,7 @@ import yaml
 from nnunet_core.workflow.reproduce import unpack
 from tests.helpers.paths import REPO
 from tests.helpers.training import check, cli
-from tests.helpers.workflow import DATASET, snakemake, tiny_config
+from tests.helpers.workflow import DATASET, copy_prepared, prepared_config, snakemake
 
 pytestmark = pytest.mark.slow
 
@@ -32,14 +32,13 @@ MODEL = f"{TRAINER}__nnUNetPlans__3d_fullres"
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory: pytest.TempPathFactory) -> dict:
+def run(tmp_path_factory: pytest.TempPathFactory, prepared_work: Path) -> dict:
     root = tmp_path_factory.mktemp("user_trainer")
     mine = root / "my_methods"
     mine.mkdir()
     trainer_file = mine / "focal_dice_trainer.py"
     shutil.copy(REPO / "examples" / "focal_dice_loss" / "focal_dice_trainer.py", trainer_file)
-    config = tiny_config(root / "work")
-    config["planning"]["configurations"] = ["3d_fullres"]
+    config = prepared_config(copy_prepared(prepared_work, root / "work"))
     config["training"].update(
         trainer=f"{trainer_file}:{TRAINER}",
         folds=[0, 1],
