@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.workflow import DATASET, REPO, snakemake, tiny_config
+from tests.helpers.workflow import REPO, copy_prepared, snakemake, tiny_config
 
 pytest.importorskip(
     "snakemake_executor_plugin_slurm", reason="SLURM plugin missing: make install-slurm"
@@ -30,13 +30,11 @@ def user_env(**settings: str) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def planned(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+def planned(tmp_path_factory: pytest.TempPathFactory, prepared_work: Path) -> tuple[Path, dict]:
+    """A planned dataset (a copy of the prepared work_dir; its plans hold both configurations),
+    so that dry runs list the train jobs of the tests' demo config."""
     workdir = tmp_path_factory.mktemp("planned")
-    config = tiny_config(workdir / "work")
-    snakemake(
-        workdir, config, str(workdir / "work" / "preprocessed" / DATASET / "nnUNetPlans.json")
-    )
-    return workdir, config
+    return workdir, tiny_config(copy_prepared(prepared_work, workdir / "work"))
 
 
 def train_slurm_extras(output: str) -> list[str]:
