@@ -44,6 +44,7 @@ def test_the_table_figures_and_the_same_bytes_on_a_rerun(runs, tmp_path: Path) -
     table = pd.read_csv(tmp_path / "a" / "methods_comparison.csv")
     assert list(table["method"]) == ["nnunet", "copy"]
     assert list(table["evaluated_on"]) == ["test", "test"] and (table["seeds"] == 2).all()
+    assert table["Dice_sd_seeds"].notna().all()  # the spread over the two seeds
     copy = table.iloc[1]
     assert (copy["diff_mean"], copy["diff_ci_low"], copy["diff_ci_high"]) == (0, 0, 0)
     assert copy["p_wilcoxon"] == 1 and copy["p_holm"] == 1

@@ -1,11 +1,11 @@
 """The real-size CT preset is planned by upstream nnU-Net 2.8.1 exactly as by us.
 
-Three CT-like cases of ``synthesize --preset ct`` (512 x 512 x 64: short enough to be cheap, long
-enough that both planners add 3d_lowres and the cascade, which needs 56 slices or more) go
-through upstream's ``nnUNetv2_extract_fingerprint`` and ``nnUNetv2_plan_experiment`` in the peer
-venv and through ours; the fingerprints and the nnUNetPlans.json files must be equal, key order
-and number types included. Skipped where the peer venv is absent (a failure under
-NNUNET_REQUIRE_PEER=1).
+Three CT-like cases of ``synthesize --preset ct`` (512 x 512 x 64:
+``tests/helpers/realscale_plans.py``) go through our ``fingerprint`` and ``plan``; the fingerprint
+and nnUNetPlans.json must equal upstream's of the same data (``nnUNetv2_extract_fingerprint``,
+``nnUNetv2_plan_experiment``), key order and number types included. Upstream's files are stored in
+tests/data/realscale_plans by the script beside them (upstream's commands from the peer venv): the
+comparison runs wherever the suite does, and its cost is ours alone.
 """
 
 from __future__ import annotations
@@ -18,15 +18,13 @@ from typing import Any
 import pytest
 
 from nnunet_core.cli import main
-from nnunet_core.dataset.realscale import synthesize_realscale
-from tests.helpers.peer import HAS_PEER, upstream
-from tests.helpers.training import roots_env
+from tests.helpers.paths import TEST_DATA
+from tests.helpers.realscale_plans import CASES, DATASET, SLICES, make_dataset
 
-# ~40 s on 2 idle cores (upstream's start-up, two fingerprints of 1e7 samples each)
+# ~15 s on 2 idle cores (three 512 x 512 x 64 cases, a fingerprint of 1e8 samples)
 pytestmark = pytest.mark.slow
 
-DATASET_ID, DATASET = "955", "Dataset955_RealCT"
-CASES, SLICES = 3, 64
+UPSTREAM = TEST_DATA / "realscale_plans"
 
 
 def _read(path: Path) -> Any:
@@ -44,20 +42,16 @@ def _diff(ours: Any, theirs: Any) -> str:
 
 @pytest.fixture(scope="module")
 def planned(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """The preprocessed dataset folders of ours and upstream's, each holding the fingerprint and
-    nnUNetPlans.json of the same raw data."""
+    """Our preprocessed dataset folder (fingerprint and nnUNetPlans.json of the data) and
+    upstream's stored files of the same data."""
     root = tmp_path_factory.mktemp("realscale_ct")
-    synthesize_realscale(root / "raw" / DATASET, "ct", CASES, 0, seed=0, slices=SLICES)
-    theirs = {**roots_env(root), "nnUNet_preprocessed": str(root / "upstream")}
-    upstream(theirs, "nnUNetv2_extract_fingerprint", "-d", DATASET_ID, "-np", "2")
-    upstream(theirs, "nnUNetv2_plan_experiment", "-d", DATASET_ID)
+    make_dataset(root / "raw")
     roots = ["--raw", str(root / "raw"), "--preprocessed", str(root / "ours")]
     assert main(["fingerprint", "-d", DATASET, "-np", "2", *roots]) == 0
     assert main(["plan", "-d", DATASET, *roots]) == 0
-    return root / "ours" / DATASET, root / "upstream" / DATASET
+    return root / "ours" / DATASET, UPSTREAM
 
 
-@pytest.mark.skipif(not HAS_PEER, reason="no peer venv (upstream nnU-Net) here")
 def test_plans_equal_upstreams_with_the_cascade(planned: tuple[Path, Path]) -> None:
     ours, theirs = (_read(folder / "nnUNetPlans.json") for folder in planned)
     assert _text(ours) == _text(theirs), _diff(ours, theirs)
@@ -66,9 +60,14 @@ def test_plans_equal_upstreams_with_the_cascade(planned: tuple[Path, Path]) -> N
     assert theirs["configurations"]["3d_fullres"]["normalization_schemes"] == ["CTNormalization"]
 
 
-@pytest.mark.skipif(not HAS_PEER, reason="no peer venv (upstream nnU-Net) here")
 def test_fingerprint_equals_upstreams(planned: tuple[Path, Path]) -> None:
     ours, theirs = (_read(folder / "dataset_fingerprint.json") for folder in planned)
     assert ours == theirs, _diff(ours, theirs)
     sizes = [shape[0] for shape in theirs["shapes_after_crop"]]
     assert sizes == [SLICES] * CASES  # HU air is not zero: nothing is cropped, as for real CTs
+
+
+def test_the_stored_files_come_from_the_script_beside_them() -> None:
+    script = (UPSTREAM / "make_expected.py").read_text()
+    assert "nnUNetv2_extract_fingerprint" in script and "nnUNetv2_plan_experiment" in script
+    assert "make_dataset" in script  # the test's own data
