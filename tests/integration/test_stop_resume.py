@@ -274,6 +274,7 @@ def test_kill_9_at_random_moments_never_loses_a_checkpoint(env, tmp_path):
             while time.time() < end and process.poll() is None:
                 if any(folder.glob(".checkpoint_*.partial")):
                     break
+                time.sleep(0.001)  # a write takes longer; a spinning loop takes a core
             during_write += 1
         else:
             time.sleep(rng.uniform(2.0, 6.0))
