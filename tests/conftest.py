@@ -100,39 +100,46 @@ def shared_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
 
 
+def built_once(
+    tmp_path_factory: pytest.TempPathFactory, name: str, build: Callable[[Path], None]
+) -> Path:
+    """``shared_folder()/name``, made by ``build(folder)`` once per test run: the first worker to
+    ask builds it under a file lock, the others wait and reuse it; complete or absent, never half
+    built. Read-only for its users: they copy it."""
+    shared = shared_folder(tmp_path_factory)
+    template = shared / name
+    with FileLock(str(shared / f"{name}.lock")):
+        if not template.is_dir():
+            partial = shared / f"{name}.partial"
+            shutil.rmtree(partial, ignore_errors=True)
+            partial.mkdir(parents=True)
+            build(partial)
+            partial.rename(template)
+    return template
+
+
 @pytest.fixture(scope="session")
 def tiny_training_template(tmp_path_factory: pytest.TempPathFactory, make_raw_dataset) -> Path:
-    """The roots of the tiny ``3d_tiny`` dataset, built once per test run (the first worker to
-    ask builds it under a file lock, the others wait and reuse it): six training modules each
-    paid ~15 s of interpreter start-ups for the same five commands. Read-only: copy it."""
-    shared = shared_folder(tmp_path_factory)
-    template = shared / "tiny_training"
-    with FileLock(str(shared / "tiny_training.lock")):
-        if not template.is_dir():
-            partial = shared / "tiny_training.partial"
-            shutil.rmtree(partial, ignore_errors=True)
-            prepare_tiny_training(partial, make_raw_dataset)
-            partial.rename(template)  # complete or absent, never half built
-    return template
+    """The roots of the tiny ``3d_tiny`` dataset, built once per test run (``built_once``): six
+    training modules each paid ~15 s of interpreter start-ups for the same five commands."""
+    return built_once(
+        tmp_path_factory,
+        "tiny_training",
+        lambda folder: prepare_tiny_training(folder, make_raw_dataset),
+    )
 
 
 @pytest.fixture(scope="session")
 def prepared_work(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A work_dir in which real Snakemake made the ``preprocessed`` target of
-    ``prepared_config``, once per test run (the first worker to ask, under a file lock, as
-    ``tiny_training_template``): the workflow tests that only train and after copy it
-    (``copy_prepared``) instead of paying ~6 CPU s of preparing jobs each. Read-only."""
-    shared = shared_folder(tmp_path_factory)
-    template = shared / "prepared_work"
-    with FileLock(str(shared / "prepared_work.lock")):
-        if not template.is_dir():
-            partial = shared / "prepared_work.partial"
-            shutil.rmtree(partial, ignore_errors=True)
-            partial.mkdir()
-            snakemake(partial, prepared_config(partial / "work"), "preprocessed")
-            shutil.rmtree(partial / ".snakemake")  # its records name this folder's paths
-            partial.rename(template)  # complete or absent, never half built
-    return template / "work"
+    ``prepared_config``, once per test run (``built_once``): the workflow tests that only train
+    and after copy it (``copy_prepared``) instead of paying ~6 CPU s of preparing jobs each."""
+
+    def build(folder: Path) -> None:
+        snakemake(folder, prepared_config(folder / "work"), "preprocessed")
+        shutil.rmtree(folder / ".snakemake")  # its records name this folder's paths
+
+    return built_once(tmp_path_factory, "prepared_work", build) / "work"
 
 
 @pytest.fixture(scope="module")

@@ -30,12 +30,12 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.helpers.workflow import DATASET, REPO, snakemake, tiny_config
+from tests.helpers.workflow import DATASET, REPO, prepared_config, snakemake
 
 PROFILE = REPO / "profiles" / "slurm" / "profile.yaml"
 # Relative work_dir: a copy of a run folder keeps its paths, params and Snakemake metadata.
 WORK = "work"
-CONFIGURATION = "3d_fullres"
+CONFIGURATION = "3d_fullres"  # the one prepared_config plans
 ENDED = {
     "BOOT_FAIL",
     "CANCELLED",
@@ -289,10 +289,9 @@ class Cluster:
     # ------------------------------------------------------------------- the prepared dataset
     @staticmethod
     def tiny_config() -> dict:
-        """The tiny config with work_dir ``work`` (relative to the run folder), 3d_fullres."""
-        config = tiny_config(Path(WORK))
-        config["planning"]["configurations"] = [CONFIGURATION]
-        return config
+        """The prepared tests' config (3d_fullres) with work_dir ``work``, relative to the run
+        folder."""
+        return prepared_config(Path(WORK))
 
     @staticmethod
     def copy_prepared(prepared: Path, target: Path) -> Path:
