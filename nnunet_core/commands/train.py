@@ -56,6 +56,12 @@ def run_in_group(args: argparse.Namespace) -> int:
 
 def run(args: argparse.Namespace) -> int:
     """Check the flags, launch DDP if asked, then hand this process's fold to ``run_fold``."""
+    from nnunet_core.cluster import stop_signal
+
+    # First, before torch loads (seconds on a busy node): the workflow's shell passes the signal
+    # on ignored, so one that came before this line would be lost. A DDP launcher replaces this
+    # handler with forwarding (``launch``).
+    stop_signal.for_trainer()
     check_flags(args)
     if getattr(args, "_topology", None) is None:  # once, before any DDP rank starts
         from nnunet_core.training.trainer_lookup import resolve_trainer
@@ -64,10 +70,8 @@ def run(args: argparse.Namespace) -> int:
     launched = launch(args)
     if launched is not None:
         return launched
-    from nnunet_core.cluster import stop_signal
     from nnunet_core.training.fold_run import run_fold
 
-    stop_signal.for_trainer()  # first: from now on the stop signal only sets the stop flag
     return run_fold(fold_request(args))
 
 

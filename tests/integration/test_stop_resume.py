@@ -5,9 +5,9 @@ the fold, checkpoint_latest, no final; also under ``-num_gpus 2``); ``--c``
 finishes; in deterministic mode the result is bitwise the uninterrupted run's, also after a
 SIGKILL (which keeps the history before the checkpoint's epoch and marks the killed attempt in
 provenance); the signal sent to a whole process group (a Snakemake-like parent, a shell, the
-trainer) kills nobody; a deadline stops without a signal; a second job on a fold is refused;
-kill -9 at random moments never loses a checkpoint. Starts from the tiny dataset of the ``env``
-fixture (tests/conftest.py).
+trainer) kills nobody, nor is one lost while the trainer starts; a deadline stops without a
+signal; a second job on a fold is refused; kill -9 at random moments never loses a checkpoint.
+Starts from the tiny dataset of the ``env`` fixture (tests/conftest.py).
 """
 
 from __future__ import annotations
@@ -180,6 +180,36 @@ def signal_a_workflow_like_group(environment: dict[str, str], out: Path, signum:
     os.killpg(parent.pid, signum)  # as SLURM signals every process of the step
     stdout, _ = parent.communicate(timeout=120)
     return parent, stdout
+
+
+def _catches(pid: int, number: int) -> bool:
+    """Whether process ``pid`` has a handler for signal ``number`` (its SigCgt mask in /proc)."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    caught = int(re.search(r"^SigCgt:\s*([0-9a-f]+)$", status, re.MULTILINE).group(1), 16)
+    return bool(caught >> (number - 1) & 1)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_a_signal_during_start_up_is_not_lost(env, tmp_path):
+    """Under the workflow the trainer starts with the signal ignored (its shell's disposition):
+    it must catch it before torch loads, seconds on a busy node in which SLURM's warning can
+    come, and then stop at the first epoch boundary."""
+    out = tmp_path / "out.txt"
+    handle = open(out, "a")  # noqa: SIM115 - the child owns it
+    process = subprocess.Popen(
+        [sys.executable, "-m", "nnunet_core", *TRAIN, *SCHEDULE],
+        env=results_env(env, tmp_path),
+        stdout=handle,
+        stderr=subprocess.STDOUT,
+        preexec_fn=lambda: signal.signal(signal.SIGUSR1, signal.SIG_IGN),
+    )
+    wait_for(lambda: _catches(process.pid, signal.SIGUSR1), timeout=60, process=process)
+    maps = Path(f"/proc/{process.pid}/maps").read_text()
+    process.send_signal(signal.SIGUSR1)
+    assert "libtorch" not in maps, "the handler came after torch had loaded"
+    assert process.wait(timeout=120) == EXIT_STOPPED, out.read_text()[-3000:]
+    assert f"{DATASET} {CONFIG} fold 0: stopped at epoch 0 by SIGUSR1" in out.read_text()
+    assert ckpt.load_checkpoint(fold(tmp_path) / ckpt.LATEST)["current_epoch"] == 1
 
 
 def test_usr1_to_the_process_group_reaches_only_the_trainer(env, tmp_path):
