@@ -190,14 +190,29 @@ def draw_chain(
     fold job (training, npz export) fall in one job. A chain kills its moments in the reference's
     order, and under other timing another fold's phase can come first (a fold that trained beside
     the killed one, done before the rerun): its kill never comes and the chain ends early, to
-    start again from a fresh run. One job's npz export always follows its training."""
+    start again from a fresh run. One job's npz export always follows its training.
+
+    The training moment falls in the first half of its window: a run faster than the reference
+    (less load beside it) must still be training there, else the fold can finish before the kill
+    and the next moment, its npz export, never comes (a new chain, a whole run more)."""
     train_phases = {phase for phase, _ in JOB_PHASES["train"]}
     for attempt in range(seed, seed + 1000):
         moments = draw_moments(windows, n, attempt, only)
         if len({m.what for m in moments if m.stage in train_phases}) <= 1:
-            return moments
+            return [_early_in_training(m, windows) for m in moments]
     msg = f"no seed from {seed} puts the training moments in one fold job"
     raise ValueError(msg)
+
+
+def _early_in_training(moment: Moment, windows: list[Window]) -> Moment:
+    """``moment`` moved into the first half of its window (5-50 % instead of 5-95 %) if it is a
+    training moment; any other moment as it is."""
+    if moment.stage != TRAINING:
+        return moment
+    window = next(
+        w for w in windows if (w.stage, w.what, w.anchor) == (TRAINING, moment.what, moment.anchor)
+    )
+    return moment_in(window, moment.index, 0.05 + (moment.fraction - 0.05) / 2)
 
 
 def redraw(moment: Moment, windows: list[Window], seed: int, attempt: int) -> Moment:
