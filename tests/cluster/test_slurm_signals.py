@@ -46,9 +46,10 @@ TRAINER = f"{Path(__file__).with_name('paced_trainer.py')}:{TRAINER_CLASS}"
 ITERATIONS = 6
 # SLURM sends the warning of `-t 3 --signal=USR1@105` at slurmctld's first 30-s tick from
 # 45 s into the job, so 45-75 s in (@135 came 15-45 s in, @120 31-51 s). By 45 s the job's
-# Snakemake ignores SIGUSR1 and the trainer handles it, on a busy node too: its handler comes
-# before torch loads, 6-7 s in on a quiet one. (With @135 a CI run beside the rest of the suite
-# lost the warning: it came before the trainer, then installed after torch, had started.) The
+# Snakemake ignores SIGUSR1 and the trainer handles it, on a busy node too: the trainer's first
+# line comes 8-9 s in on a quiet node (13 s beside the signals run), its handler before torch
+# loads. (With @135 a CI run beside the rest of the suite lost the warning: it came before the
+# trainer, whose handler then followed torch, had started.) The
 # walltime fold must still train, not in its last epoch, at 75 s even when it starts training
 # 6 s in and every epoch is as fast as alone on one core. Only its first job is that short: with
 # 3 minutes for every job, a third job, or the 30-s tick and the plugin's polling back-off, cost
