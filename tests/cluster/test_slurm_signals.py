@@ -44,16 +44,15 @@ TRAINER = f"{Path(__file__).with_name('paced_trainer.py')}:{TRAINER_CLASS}"
 # Per epoch: 6 training and 1 validation step, each at least PACE_SECONDS (0.5 s): epochs of
 # 3.5 s at the least, 4-5 s on a 2-core machine, so that signals land mid-training.
 ITERATIONS = 6
-# SLURM sends the warning of `-t 3 --signal=USR1@105` at slurmctld's first 30-s tick from
-# 45 s into the job, so 45-75 s in (@135 came 15-45 s in, @120 31-51 s). By 45 s the job's
-# Snakemake ignores SIGUSR1 and the trainer handles it, on a busy node too: the trainer's first
-# line comes 8-9 s in on a quiet node (13 s beside the signals run), its handler before torch
-# loads. (With @135 a CI run beside the rest of the suite lost the warning: it came before the
-# trainer, whose handler then followed torch, had started.) The
-# walltime fold must still train, not in its last epoch, at 75 s even when it starts training
-# 6 s in and every epoch is as fast as alone on one core. Only its first job is that short: with
-# 3 minutes for every job, a third job, or the 30-s tick and the plugin's polling back-off, cost
-# up to 2 more minutes.
+# SLURM sends the warning of `-t 3 --signal=USR1@105` at slurmctld's first 30-s tick from 45 s
+# into the job, so 45-75 s in (@135 came 15-45 s in, @120 31-51 s). By 45 s the job's Snakemake
+# ignores SIGUSR1 and the trainer handles it, on a busy node too: the trainer's first line comes
+# 8-9 s in on a quiet node (13 s beside the signals run), its handler before torch loads. (With
+# @135 a CI run beside the rest of the suite lost the warning: it came before the trainer, whose
+# handler then followed torch, had started.) The walltime fold must still train, not in its last
+# epoch, at 75 s even when it starts training 6 s in and every epoch is as fast as alone on one
+# core. Only its first job is that short: with 3 minutes for every job, a third job, or the 30-s
+# tick and the plugin's polling back-off, cost up to 2 more minutes.
 WALLTIME_LIMIT = "3 if attempt == 1 else 30"  # minutes (resources are evaluated per attempt)
 WALLTIME_SIGNAL = "--signal=USR1@105"
 SIGNAL_BY, TRAINING_FROM = 75, 6  # seconds into the job, at the latest / at the earliest
