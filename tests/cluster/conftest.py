@@ -9,9 +9,10 @@ Fixtures (helpers live on the ``cluster`` object: conftest modules are not impor
   ``scontrol`` fields, the plugin's per-job logs, ``wait_for`` and ``start`` (snakemake in the
   background), the prepared dataset's copy and paths.
 * ``slurm_test_profile``: the profile builder alone (``Cluster.profile``).
-* ``prepared_workdir``: a run folder where a local run (no SLURM) of the tiny config made the
-  ``preprocessed`` target, once per session; ``Cluster.copy_prepared`` gives a test its copy,
-  so that the signal tests submit nothing but training jobs.
+* ``prepared_workdir``: a run folder holding the suite's shared prepared work_dir
+  (tests/conftest.py ``prepared_work``: a local run made its ``preprocessed`` target) as
+  ``work``; ``Cluster.copy_prepared`` gives a test its copy, so that the signal tests submit
+  nothing but training jobs.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.helpers.workflow import DATASET, REPO, prepared_config, snakemake
+from tests.helpers.workflow import DATASET, REPO, copy_prepared, prepared_config
 
 PROFILE = REPO / "profiles" / "slurm" / "profile.yaml"
 # Relative work_dir: a copy of a run folder keeps its paths, params and Snakemake metadata.
@@ -295,10 +296,9 @@ class Cluster:
 
     @staticmethod
     def copy_prepared(prepared: Path, target: Path) -> Path:
-        """A copy of the prepared run folder (file times kept, so nothing looks outdated)."""
-        shutil.copytree(prepared, target, symlinks=True)
-        for stale in ("locks", "incomplete"):
-            shutil.rmtree(target / ".snakemake" / stale, ignore_errors=True)
+        """A run folder ``target`` whose ``work`` is a copy of the prepared run folder's
+        (``tests.helpers.workflow.copy_prepared``: file times kept, so nothing looks outdated)."""
+        copy_prepared(prepared / WORK, target / WORK)
         return target
 
     @staticmethod
@@ -353,9 +353,8 @@ def slurm_test_profile() -> Callable[[Path], Path]:
 
 
 @pytest.fixture(scope="session")
-def prepared_workdir(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A run folder in which a local run (no SLURM) made the ``preprocessed`` target of
-    ``Cluster.tiny_config()``: synthetic dataset, plans, splits, preprocessed data."""
-    folder = tmp_path_factory.mktemp("prepared")
-    snakemake(folder, cluster.tiny_config(), "preprocessed")
-    return folder
+def prepared_workdir(prepared_work: Path) -> Path:
+    """A run folder whose ``work`` is the suite's prepared work_dir of ``prepared_config``
+    (``Cluster.tiny_config`` with a relative work_dir): synthetic dataset, plans, splits,
+    preprocessed data. Read-only: ``Cluster.copy_prepared`` it."""
+    return prepared_work.parent
