@@ -20,7 +20,11 @@ a k = 2 fold and two k = 4 folds fit on one GPU. GPUs with the least claimed go 
 spread over the GPUs before they stack.
 
 Lock folder: ``--gpu-lock-dir``, else ``$nnUNet_gpu_lock_dir``, else
-``<tmp>/nnunet_core_gpu_locks``.
+``<tmp>/nnunet_core_gpu_locks-<uid>``. It is private to the user: created 0700, and an existing
+one must be a real folder of the user that group and others cannot write (else one line, nothing
+written), so a planted link can never turn a lock into a write to someone's file. The slots
+therefore coordinate one user's runs (any number of workflows); other users' jobs on the same
+GPUs are not seen: a machine shared by several people needs a scheduler.
 GPU count: ``$nnUNet_num_gpus`` (also for tests), else the entries of
 ``/proc/driver/nvidia/gpus``; without GPUs nothing is done.
 Folds per GPU: ``$nnUNet_folds_per_gpu`` (the workflow sets it from ``training.folds_per_gpu``),
@@ -30,6 +34,7 @@ else 1.
 from __future__ import annotations
 
 import contextlib
+import getpass
 import os
 import re
 import sys
@@ -41,7 +46,14 @@ from pathlib import Path
 from typing import IO
 
 from nnunet_core.errors import ConfigurationError
-from nnunet_core.io.locks import held, open_lock_file, try_lock, write_holder
+from nnunet_core.io.locks import (
+    held,
+    open_lock_file,
+    private_folder,
+    read_holder,
+    try_lock,
+    write_holder,
+)
 
 LOCK_DIR_ENV = "nnUNet_gpu_lock_dir"
 NUM_GPUS_ENV = "nnUNet_num_gpus"
@@ -53,10 +65,22 @@ _HELD: list[IO[str]] = []  # open lock files of this process (released at exit b
 
 
 def default_lock_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """``$nnUNet_gpu_lock_dir``, else a folder of this user in the temporary folder."""
     env = os.environ if environ is None else environ
     if env.get(LOCK_DIR_ENV):
         return Path(env[LOCK_DIR_ENV])
-    return Path(tempfile.gettempdir()) / "nnunet_core_gpu_locks"
+    user = os.getuid() if hasattr(os, "getuid") else getpass.getuser()
+    return Path(tempfile.gettempdir()) / f"nnunet_core_gpu_locks-{user}"
+
+
+def private_lock_dir(folder: Path) -> Path:
+    """``folder`` created 0700, or checked to be a real folder of ours closed to others."""
+    remedy = (
+        "GPU slot locks are kept only in a real folder of yours that nobody else can write: "
+        "remove it or make it private (chmod 700), or name another with --gpu-lock-dir "
+        f"(training.gpu_lock_dir, ${LOCK_DIR_ENV})"
+    )
+    return private_folder(folder, what="GPU lock folder", remedy=remedy)
 
 
 def count_gpus(environ: Mapping[str, str] | None = None) -> int:
@@ -91,9 +115,8 @@ def share_lock_path(folder: Path, gpu: int, index: int) -> Path:
 
 
 def _lock(path: Path, *, shared: bool = False) -> IO[str] | None:
-    """``path`` locked without waiting (readable and lockable by other users' jobs, which share
-    the slots), else None; a file system without locks counts as held."""
-    handle = open_lock_file(path, mode=0o666)
+    """``path`` locked without waiting, else None; a file system without locks counts as held."""
+    handle = open_lock_file(path)
     try:
         locked = try_lock(handle, shared=shared)
     except OSError:
@@ -111,7 +134,7 @@ def _write_owner(handle: IO[str], folds_per_gpu: int) -> None:
 @contextlib.contextmanager
 def _folder_mutex(folder: Path) -> Iterator[None]:
     """Only one process at a time sums a GPU's claims and takes a share (milliseconds)."""
-    with held(folder / MUTEX_NAME, mode=0o666):
+    with held(folder / MUTEX_NAME):
         yield
 
 
@@ -125,12 +148,14 @@ def claimed(folder: Path, gpu: int) -> Fraction:
     """The part of a GPU that holders of its share files claim (call under the mutex)."""
     total = Fraction(0)
     for index in _share_indices(folder, gpu):
-        path = share_lock_path(folder, gpu, index)
-        probe = _lock(path)
-        if probe is not None:  # free: nobody holds it
-            probe.close()
-            continue
-        match = _CLAIM.search(path.read_text())
+        with open_lock_file(share_lock_path(folder, gpu, index)) as probe:
+            try:
+                free = try_lock(probe)
+            except OSError:
+                free = False
+            if free:  # nobody holds it
+                continue
+            match = _CLAIM.search(read_holder(probe))  # read through the checked file
         total += Fraction(1, int(match.group(1))) if match else Fraction(1)  # unreadable: all
     return total
 
@@ -186,7 +211,7 @@ def try_acquire(
     count: int, lock_dir: Path, num_gpus: int, folds_per_gpu: int = 1
 ) -> list[int] | None:
     """Lock one slot on each of ``count`` GPUs, or nothing at all; returns the GPU ids."""
-    lock_dir.mkdir(parents=True, exist_ok=True)
+    private_lock_dir(lock_dir)
     if folds_per_gpu == 1:
         return _try_exclusive(count, lock_dir, num_gpus)
     return _try_shared(count, lock_dir, num_gpus, folds_per_gpu)
@@ -214,7 +239,8 @@ def acquire_gpus(
 
     Not applicable: ``CUDA_VISIBLE_DEVICES`` is already set (a scheduler or the user chose), or
     the machine has no GPU. Waits, with a message, while fewer than ``count`` GPUs have room.
-    ``folds_per_gpu``: None reads ``$nnUNet_folds_per_gpu``.
+    ``folds_per_gpu``: None reads ``$nnUNet_folds_per_gpu``. A lock folder (or lock file) that
+    is a link, someone else's or writable by others is refused in one line (``UnsafeLockError``).
     """
     env = os.environ if environ is None else environ
     if "CUDA_VISIBLE_DEVICES" in env:
@@ -226,7 +252,7 @@ def acquire_gpus(
         msg = f"{count} GPUs requested but this machine has {num_gpus}"
         raise ConfigurationError(msg)
     sharing = folds_per_gpu_of(env) if folds_per_gpu is None else folds_per_gpu
-    folder = Path(lock_dir) if lock_dir else default_lock_dir(env)
+    folder = private_lock_dir(Path(lock_dir) if lock_dir else default_lock_dir(env))
     where = f"locks in {folder}{_sharing_note(sharing)}"
     start = time.monotonic()
     announced = False

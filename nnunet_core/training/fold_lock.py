@@ -3,7 +3,9 @@
 The lock is an ``flock`` (``msvcrt.locking`` on Windows) held by the open file, so the kernel
 releases it when the process ends in any way, a SIGKILL included: a stale lock file never blocks
 a retry. A second job that tries to train the same fold fails at once with a clear message
-naming the holder (pid and host written into the file by the holder).
+naming the holder (pid and host written into the file by the holder). The file is private
+(``io.locks``): a symbolic link or someone else's file at its path is refused in one line and left
+untouched.
 """
 
 from __future__ import annotations

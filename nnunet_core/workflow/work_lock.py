@@ -11,7 +11,9 @@ job processes that parse the Snakefile again (cluster jobs) never take it.
 The lock is an ``flock`` held by an open file of that process, so the kernel releases it when
 the process ends in any way (SIGKILL included): it is never stale, no ``--unlock`` is needed.
 The holder writes its pid, host and Snakemake folder into the file; the second workflow stops
-with one line naming them, before any of its jobs runs (the first is not disturbed).
+with one line naming them, before any of its jobs runs (the first is not disturbed). The file
+is private (``io.locks``): a symbolic link or someone else's file at its path is refused in one
+line and left untouched.
 """
 
 from __future__ import annotations
@@ -37,8 +39,9 @@ class WorkDirLockedError(NnunetCoreError):
 
 def acquire(work_dir: str | os.PathLike) -> Path | None:
     """Take the lock of ``work_dir`` (created if needed); WorkDirLockedError when another process
-    holds it. Taking it again in the same process is a no-op. None where the file system cannot
-    lock (the run goes on, with a warning)."""
+    holds it, UnsafeLockError when its path holds a link or a file that is not ours. Taking it
+    again in the same process is a no-op. None where the file system cannot lock (the run goes
+    on, with a warning)."""
     work = Path(work_dir).absolute()
     path = work_lock_file(work)  # with the workflow's logs: no result folder lists it
     if path in _HELD:
@@ -81,7 +84,7 @@ def lock_when_started(workflow: Any, work_dir: str | os.PathLike) -> None:
 
         try:
             acquire(folder)
-        except WorkDirLockedError as exc:
+        except NnunetCoreError as exc:  # held by another workflow, or an unsafe lock file
             raise WorkflowError(str(exc)) from None
 
     workflow.onstart(onstart)

@@ -110,7 +110,11 @@ def test_a_lock_is_released_when_its_file_is_closed(tmp_path: Path) -> None:
         assert try_lock(second)
 
 
-def test_mode_makes_the_file_usable_by_other_users(tmp_path: Path) -> None:
+def test_a_new_lock_file_is_private_and_an_existing_one_keeps_its_mode(tmp_path: Path) -> None:
     path = tmp_path / "gpu_1.lock"
-    with open_lock_file(path, mode=0o666):
-        assert path.stat().st_mode & 0o777 == 0o666
+    with open_lock_file(path):
+        assert path.stat().st_mode & 0o777 == 0o600
+    path.chmod(0o640)
+    with open_lock_file(path) as handle:
+        write_holder(handle, "me")
+    assert path.stat().st_mode & 0o777 == 0o640  # never chmod-ed
