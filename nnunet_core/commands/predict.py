@@ -6,7 +6,8 @@ augmentation (``--disable_tta`` turns it off) and the segmentations are written 
 input's geometry; ``--save_probabilities`` adds ``{case}.npz`` + ``{case}.json``. The model comes
 from ``$nnUNet_results/D/<tr>__<p>__<c>/``, or from ``-m MODEL_FOLDER`` (upstream's
 ``nnUNetv2_predict_from_modelfolder``). Test-time mirroring uses the axes the trainer stored
-(``inference_allowed_mirroring_axes``): none for a ``NoMirroring`` trainer.
+(``inference_allowed_mirroring_axes``): none for a ``NoMirroring`` trainer. A model of a user's
+trainer rebuilds its network from the code it carries, which runs only with ``--trust-model-code``.
 
 A cascade stage (3d_cascade_fullres) reads the previous stage's segmentations from
 ``-prev_stage_predictions DIR`` (``<case><file ending>``, as its prediction wrote them). Without
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from nnunet_core.commands.common import add_root_flags, dataset_from_args
 from nnunet_core.errors import ConfigurationError
+from nnunet_core.extension.consent import TRUST_FLAG
 from nnunet_core.io.atomic import write_json
 from nnunet_core.layout.preprocessed import DEFAULT_PLANS_NAME
 from nnunet_core.layout.results import CHECKPOINT_FINAL as FINAL
@@ -94,6 +96,13 @@ def add_prediction_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-num_parts", type=int, default=1, help="split the cases into N parts")
     parser.add_argument("-part_id", type=int, default=0, help="which part this process predicts")
     parser.add_argument("--disable_progress_bar", action="store_true", help="no progress bar")
+    parser.add_argument(
+        TRUST_FLAG,
+        dest="trust_model_code",
+        action="store_true",
+        help="run the trainer code a model folder carries (trainer_source/*.py of a user's "
+        "trainer; its file and sha256 are printed first); without it such a model is refused",
+    )
     parser.add_argument(
         "--verbose", action="store_true", help="one line per case instead of a progress bar"
     )
@@ -170,7 +179,9 @@ def run(args: argparse.Namespace) -> int:
         model_dir, args.input, output, folds, args.checkpoint, args.num_parts, args.part_id
     )
     # the model first: a broken checkpoint leaves -o as it was (no folder, no args json)
-    model = load_trained_model(model_dir, folds, args.checkpoint)
+    model = load_trained_model(
+        model_dir, folds, args.checkpoint, trust_model_code=args.trust_model_code
+    )
     cases, previous = cascade_cases(args, model, cases, output)
     try:
         output.mkdir(parents=True, exist_ok=True)

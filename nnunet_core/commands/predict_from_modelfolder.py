@@ -5,7 +5,8 @@ Upstream's ``nnUNetv2_predict_from_modelfolder``: ``predict`` with ``-m`` requir
 and run function (``nnunet_core.commands.predict``); ``-num_parts``/``-part_id`` and
 ``--fp16_accumulation`` come along from there (upstream's command has no ``-num_parts``). A
 cascade model folder without ``-prev_stage_predictions`` predicts its previous stage first from
-the sibling folder ``<trainer>__<plans>__<previous stage>``.
+the sibling folder ``<trainer>__<plans>__<previous stage>``. A folder of a user's trainer carries
+its code (``trainer_source/*.py``), which runs only with ``--trust-model-code``.
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 Training writes ``trainer.json`` and a copy of the trainer's source file into the model folder
 (next to ``plans.json``); ``predict`` loads the class from that copy, never from the original
 file, so a model folder (or its exported zip) predicts the same on a machine that never had the
-user's file. A built-in trainer writes no record (its network is ours).
+user's file. A built-in trainer writes no record (its network is ours). The copy runs only with
+the user's consent and while its sha256 is the recorded one (``extension.consent``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from nnunet_core.errors import ConfigurationError
+from nnunet_core.extension.consent import TRUST_FLAG, require_consent, verified_code
 from nnunet_core.extension.trainer_code import TrainerCode, load_class, source_file
 from nnunet_core.io.atomic import atomic_path, write_json
 from nnunet_core.layout.results import TRAINER_JSON, TRAINER_SOURCE_FOLDER
@@ -55,11 +57,18 @@ def read_record(model_dir: Path) -> dict[str, Any] | None:
         raise ConfigurationError(msg) from None
 
 
-def load_recorded_class(model_dir: Path) -> type | None:
-    """The trainer class from the folder's copy of its source; None for a built-in trainer."""
+def load_recorded_class(
+    model_dir: Path, *, trusted: bool = False, how: str = TRUST_FLAG
+) -> type | None:
+    """The trainer class from the folder's copy of its source; None for a built-in trainer.
+
+    The copy runs only when ``trusted`` (the user's consent, given as ``how``) and when its
+    sha256 is the record's; otherwise a one-line ConfigurationError and nothing runs.
+    """
     record = read_record(model_dir)
     if record is None:
         return None
-    copy = model_dir / TRAINER_SOURCE_FOLDER / Path(str(record["source"])).name  # no ../
+    carried = verified_code(model_dir, record)
+    require_consent(carried, trusted, how)
     code = TrainerCode(str(record.get("trainer", record["class"])), record["class"], "copy")
-    return load_class(code, copy)
+    return load_class(code, carried.source)

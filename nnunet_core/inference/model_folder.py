@@ -3,7 +3,8 @@
 ``results/D/<trainer>__<plans>__<configuration>/`` holds ``plans.json``, ``dataset.json`` and
 ``fold_k/checkpoint_final.pth`` (training copies the JSON files there). Errors name the missing
 file and the ``nnunet-core train`` call that produces it. A user's trainer's folder also holds
-its record (``trainer.json`` and a copy of its source), from which its network is rebuilt.
+its record (``trainer.json`` and a copy of its source), from which its network is rebuilt: that
+code runs only with the user's consent (``trust_model_code``, see ``extension.consent``).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 from torch import nn
 
 from nnunet_core.errors import ConfigurationError
+from nnunet_core.extension.consent import TRUST_FLAG
 from nnunet_core.extension.trainer_record import load_recorded_class, read_record
 from nnunet_core.inference.cascade_input import num_input_channels
 from nnunet_core.io.dataset_json import DatasetJson, load_dataset_json
@@ -160,16 +162,22 @@ def load_trained_model(
     model_dir: str | os.PathLike,
     folds: Sequence[Fold] | None = None,
     checkpoint_name: str = ckpt.FINAL,
+    *,
+    trust_model_code: bool = False,
+    consent_how: str = TRUST_FLAG,
 ) -> LoadedModel:
     """Read a model folder; ``folds=None`` takes every ``fold_k`` that has ``checkpoint_name``.
 
     The first checkpoint names the configuration, the trainer and the mirroring axes (upstream).
+    A user trainer's carried code runs only with ``trust_model_code`` (``consent_how`` names
+    that consent in the refusal: the flag, or the workflow's config key).
     """
     model_dir = Path(model_dir)
     paths = checkpoint_paths(model_dir, folds, checkpoint_name)
     plans = Plans.load(model_file(model_dir, PLANS_JSON))
     dataset_json = load_dataset_json(model_file(model_dir, DATASET_JSON))
-    trainer_class = load_recorded_class(model_dir)  # None: a built-in trainer's model
+    # None: a built-in trainer's model; a user trainer's copy only with consent
+    trainer_class = load_recorded_class(model_dir, trusted=trust_model_code, how=consent_how)
     networks: list[nn.Module] = []
     first: dict[str, Any] = {}
     configuration: Configuration | None = None

@@ -1,30 +1,43 @@
-"""Installing a model archive into a results root without ever leaving half of it there.
+"""Installing a model archive into a results root without ever leaving half of it there, and
+without changing an installed model silently.
 
-Upstream (``install_model_from_zip_file``) calls ``extractall`` into ``nnUNet_results``. We check
-every member name first (no absolute path, no ``..``: an archive writes only below the root),
-unpack into a hidden folder inside the root (same file system, so moves are renames), and only
-when every member came out intact (CRC checked) move the result into place
+Upstream (``install_model_from_zip_file``) calls ``extractall`` into ``nnUNet_results``. Before
+anything is extracted we check every member name (no absolute path, no ``..``: an archive writes
+only below the root), the declared sizes (``archive_limits``: a zip bomb is refused) and where the
+archive brings trainer code (``install_changes``: never into a built-in trainer's model folder,
+never into an installed folder without a record). Then the archive is unpacked into a hidden
+locked folder inside the root (``install_staging``: same file system, so moves are renames; a
+killed install's folder is removed by the next install), compared with what is installed (a file
+replaced with other bytes is refused unless ``overwrite``, and then listed) and, when every
+member came out intact (CRC checked, never more bytes than declared), moved into place
 (``io.atomic.merge_folder``): a folder the root does not have yet is renamed in whole, an
-existing one is merged file by file with ``os.replace`` (files the archive brings replace the
-installed ones, as upstream's overwrite; other files stay).
+existing one is merged file by file with ``os.replace``; other files stay.
 Nothing is unpickled: members are copied as bytes.
 """
 
 from __future__ import annotations
 
 import re
-import shutil
-import tempfile
 import zipfile
 import zlib
-from contextlib import suppress
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 from nnunet_core.errors import STORAGE_ERRNOS, ConfigurationError
+from nnunet_core.extension.consent import CarriedCode
 from nnunet_core.io.atomic import merge_folder
+from nnunet_core.model_sharing.archive_limits import ArchiveLimits, check_limits
+from nnunet_core.model_sharing.install_changes import (
+    carried_code,
+    check_code_members,
+    replaced_files,
+    type_conflict,
+)
+from nnunet_core.model_sharing.install_staging import remove_stale_staging, staging_folder
 
 _DRIVE = re.compile(r"^[A-Za-z]:")
-_UNPACK_PREFIX = ".install-"
+_BLOCK = 1 << 20
 
 
 def unsafe_reason(name: str) -> str | None:
@@ -63,7 +76,7 @@ def _unpack(archive: Path, handle: zipfile.ZipFile, infos: list[zipfile.ZipInfo]
                 continue
             target.parent.mkdir(parents=True, exist_ok=True)
             with handle.open(info) as source, open(target, "wb") as sink:
-                shutil.copyfileobj(source, sink)
+                _copy_declared(archive, info, source, sink)
         except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError) as exc:
             msg = f"{archive}: member {info.filename!r} is corrupt ({exc}); nothing was installed"
             raise ConfigurationError(msg) from None
@@ -77,56 +90,78 @@ def _unpack(archive: Path, handle: zipfile.ZipFile, infos: list[zipfile.ZipInfo]
             raise ConfigurationError(msg) from None
 
 
-def _conflicts(source: Path, target: Path) -> str | None:
-    """A path where the archive has a folder and the root a file, or the other way round."""
-    for entry in source.iterdir():
-        there = target / entry.name
-        if not there.exists():
-            continue
-        if entry.is_dir() != there.is_dir():
-            kind = "a folder" if entry.is_dir() else "a file"
-            return f"{there} is in the archive as {kind} but is not one in the results folder"
-        if entry.is_dir():
-            found = _conflicts(entry, there)
-            if found:
-                return found
-    return None
+def _copy_declared(archive: Path, info: zipfile.ZipInfo, source: BinaryIO, sink: BinaryIO) -> None:
+    """Copy the member, never more than its declared size (``zipfile`` stops there too)."""
+    left = info.file_size
+    while block := source.read(min(_BLOCK, left + 1)):
+        if len(block) > left:
+            msg = (
+                f"{archive}: member {info.filename!r} holds more than the {info.file_size} bytes "
+                "its header declares; nothing was installed"
+            )
+            raise ConfigurationError(msg)
+        sink.write(block)
+        left -= len(block)
 
 
-def _staging_folder(results_root: Path) -> Path:
-    try:
-        results_root.mkdir(parents=True, exist_ok=True)
-        return Path(tempfile.mkdtemp(prefix=_UNPACK_PREFIX, dir=results_root))
-    except OSError as exc:
-        if exc.errno in STORAGE_ERRNOS:
-            raise
-        msg = f"results folder {results_root}: cannot write into it ({exc.strerror or exc})"
-        raise ConfigurationError(msg) from None
+@dataclass
+class Installed:
+    """What an install did: top-level entries, files it replaced (``overwrite``), the trainer
+    code its models carry, and killed installs' staging folders it removed."""
+
+    names: list[str]
+    replaced: list[Path] = field(default_factory=list)
+    carried: list[CarriedCode] = field(default_factory=list)
+    removed_staging: list[Path] = field(default_factory=list)
 
 
-def install_archive(archive: Path, results_root: Path) -> list[str]:
-    """Unpack ``archive`` into ``results_root``; the names of the top-level entries installed."""
+def _open(archive: Path) -> zipfile.ZipFile:
     if not archive.is_file():
         what = "is a folder, not a zip archive" if archive.is_dir() else "no such file"
         msg = f"{archive}: {what}"
         raise ConfigurationError(msg)
     try:
-        handle = zipfile.ZipFile(archive)
+        return zipfile.ZipFile(archive)
     except (zipfile.BadZipFile, OSError) as exc:
         msg = f"{archive}: not a readable zip archive ({exc})"
         raise ConfigurationError(msg) from None
-    with handle:
+
+
+def _refuse_replacing(archive: Path, replaced: list[Path], results_root: Path) -> None:
+    shown = ", ".join(str(p.relative_to(results_root)) for p in replaced[:3])
+    more = f" and {len(replaced) - 3} more" if len(replaced) > 3 else ""
+    msg = (
+        f"{archive}: would replace {len(replaced)} installed file(s) of {results_root} with "
+        f"other content ({shown}{more}); nothing was installed (--overwrite replaces them and "
+        "lists each)"
+    )
+    raise ConfigurationError(msg)
+
+
+def install_archive(
+    archive: Path,
+    results_root: Path,
+    *,
+    overwrite: bool = False,
+    limits: ArchiveLimits | None = None,
+) -> Installed:
+    """Unpack ``archive`` into ``results_root``; see the module docstring for what is refused."""
+    with _open(archive) as handle:
         infos = _members(archive, handle)
-        staging = _staging_folder(results_root)
-        try:
-            _unpack(archive, handle, infos, staging)
-            conflict = _conflicts(staging, results_root)
+        check_limits(archive, infos, limits or ArchiveLimits())
+        code_folders = check_code_members(archive, infos, results_root)
+        removed = remove_stale_staging(results_root)
+        with staging_folder(results_root) as staging:
+            tree = staging.tree
+            _unpack(archive, handle, infos, tree)
+            conflict = type_conflict(tree, results_root)
             if conflict:
                 msg = f"{archive}: {conflict}; nothing was installed"
                 raise ConfigurationError(msg)
-            installed = sorted(p.name for p in staging.iterdir())
-            merge_folder(staging, results_root)
-        finally:
-            with suppress(OSError):
-                shutil.rmtree(staging)
-    return installed
+            replaced = replaced_files(tree, results_root)
+            if replaced and not overwrite:
+                _refuse_replacing(archive, replaced, results_root)
+            carried = carried_code(archive, tree, results_root, code_folders)
+            names = sorted(p.name for p in tree.iterdir())
+            merge_folder(tree, results_root)
+    return Installed(names, replaced, carried, removed)

@@ -32,8 +32,9 @@ def export(results: Path, output: Path, *flags: str) -> int:
     return main([*command, *flags])
 
 
-def install(archive: Path, results: Path) -> int:
-    return main(["install-pretrained-model-from-zip", str(archive), "--results", str(results)])
+def install(archive: Path, results: Path, *flags: str) -> int:
+    command = ["install-pretrained-model-from-zip", str(archive), "--results", str(results)]
+    return main([*command, *flags])
 
 
 def one_line_error(capsys, command: str) -> str:
@@ -190,7 +191,9 @@ def test_install_refuses_a_file_and_a_folder_of_one_name(tmp_path, capsys) -> No
     assert list(root.iterdir()) == []
 
 
-def test_install_merges_into_an_existing_model_folder(tmp_path) -> None:
+def test_install_merges_into_an_existing_model_folder_replacing_only_with_overwrite(
+    tmp_path, capsys
+) -> None:
     root = tmp_path / "results"
     (root / "Dataset001_A" / "M" / "fold_1").mkdir(parents=True)
     (root / "Dataset001_A" / "M" / "fold_1" / "keep.pth").write_bytes(b"fold 1")
@@ -200,7 +203,18 @@ def test_install_merges_into_an_existing_model_folder(tmp_path) -> None:
         "Dataset001_A/M/fold_0/checkpoint_final.pth": b"fold 0",
     }
     archive = _zip(tmp_path / "m.zip", entries)
-    assert install(archive, root) == 0
+    before = files_under(root)
+    assert install(archive, root) == 2
+    err = one_line_error(capsys, "install-pretrained-model-from-zip")
+    assert "would replace 1 installed file(s)" in err and "Dataset001_A/M/plans.json" in err
+    assert "nothing was installed" in err and "--overwrite" in err
+    assert files_under(root) == before and sorted(p.name for p in root.iterdir()) == [
+        "Dataset001_A"
+    ]
+    assert install(archive, root, "--overwrite") == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == f"replaced {root / 'Dataset001_A' / 'M' / 'plans.json'}"
+    assert out[1] == f"installed Dataset001_A into {root}" and len(out) == 2
     assert files_under(root) == {
         "Dataset001_A/M/fold_1/keep.pth": b"fold 1",
         "Dataset001_A/M/plans.json": b"new plans",
