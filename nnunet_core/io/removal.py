@@ -21,7 +21,11 @@ from pathlib import Path
 
 from nnunet_core.errors import ConfigurationError
 
-_FORBIDDEN_ROOTS = (Path("/"), Path.home())
+
+def _forbidden_roots() -> tuple[Path, ...]:
+    """Folders nothing is ever deleted in as a root, nor deleted itself: ``/`` and the home
+    folder (read at each call: ``$HOME`` may change)."""
+    return (Path("/"), Path.home().resolve())
 
 
 def _located(path: Path) -> Path:
@@ -40,13 +44,22 @@ def confined_path(path: str | os.PathLike, inside: Iterable[str | os.PathLike]) 
         msg = f"refusing to delete {path}: no folder of the run to delete in was named"
         raise ConfigurationError(msg)
     located = _located(Path(path))
+    forbidden = _forbidden_roots()
+    if any(located == f or f.is_relative_to(located) for f in forbidden):
+        msg = (
+            f"refusing to delete {path}: it is {located}, the file system's root, the home "
+            "folder or a folder above it"
+        )
+        raise ConfigurationError(msg)
     for root in roots:
-        if root in _FORBIDDEN_ROOTS:
+        if root in forbidden:
             continue
         if located != root and located.is_relative_to(root):
             return located
     allowed = ", ".join(str(root) for root in roots)
-    msg = f"refusing to delete {path}: it is not inside the run's folders ({allowed})"
+    named = Path(os.path.abspath(path))
+    resolved = f" (it is {located})" if located != named else ""
+    msg = f"refusing to delete {path}{resolved}: it is not inside the run's folders ({allowed})"
     raise ConfigurationError(msg)
 
 

@@ -24,6 +24,7 @@ from nnunet_core.layout.work import DEFAULT_WORK_DIR, WORK_LOGS, WORK_PREPROCESS
 from nnunet_core.training.trainer_lookup import check_trainer_name
 from nnunet_core.workflow.pretrained import resolve_pretrained_weights
 from nnunet_core.workflow.runs import check_raw_dataset
+from nnunet_core.workflow.work_dir_checks import check_work_dir_placement
 
 _INTEGER = re.compile(r"^[+-]?\d+$")
 _NULL_WORDS = frozenset({"null", "~", "none", ""})
@@ -167,7 +168,10 @@ def check_config(config: dict[str, Any], execution: Execution | None = None) -> 
     ``execution``: how the jobs will run (common.smk passes ``Execution.of_workflow(workflow)``;
     None skips the one rule that needs it, ``training.nodes``).
     """
-    check_work_dir_writable(config.get("work_dir", DEFAULT_WORK_DIR))
+    work_dir = config.get("work_dir", DEFAULT_WORK_DIR)
+    # before anything else: a work_dir of its own, apart from the raw data (nothing deleted there)
+    check_work_dir_placement(work_dir, config["dataset"].get("raw_root"))
+    check_work_dir_writable(work_dir)
     synthetic = config["dataset"].get("synthetic", {})
     if synthetic.get("enabled"):
         shape, spacing = synthetic.get("shape"), synthetic.get("spacing")
