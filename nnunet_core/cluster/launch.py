@@ -21,6 +21,8 @@ Multi-node (``training.nodes: M`` > 1), under the SLURM executor plugin:
 
 from __future__ import annotations
 
+import shlex
+
 RDZV_BASE_PORT = 29500
 # Evaluated by the rule's shell on the first node of the allocation.
 DEFAULT_RDZV_ENDPOINT = f'"$(hostname):$(({RDZV_BASE_PORT} + ${{SLURM_JOB_ID:-0}} % 1000))"'
@@ -38,14 +40,17 @@ def multi_node_command(
     rdzv_id: str,
     rdzv_endpoint: str | None = None,
 ) -> str:
-    """``srun`` one torchrun agent per node; the trainer's arguments follow this prefix."""
-    endpoint = rdzv_endpoint or DEFAULT_RDZV_ENDPOINT
+    """``srun`` one torchrun agent per node; the trainer's arguments follow this prefix.
+
+    A configured ``rdzv_endpoint`` and the ``rdzv_id`` are shell-quoted (one word each, never
+    run); only the default endpoint is left for the shell to evaluate."""
+    endpoint = DEFAULT_RDZV_ENDPOINT if not rdzv_endpoint else shlex.quote(rdzv_endpoint)
     return (
         f"srun --nodes {nodes} --ntasks-per-node 1 --cpus-per-task {cpus_per_node} "
         "--kill-on-bad-exit=1 python -m nnunet_core.cluster.stop_relay "
         f"python -m nnunet_core.training.torchrun_launch --nnodes {nodes} "
         f"--nproc_per_node {max(gpus_per_node, 1)} "
-        f"--rdzv_backend c10d --rdzv_endpoint {endpoint} --rdzv_id {rdzv_id} "
+        f"--rdzv_backend c10d --rdzv_endpoint {endpoint} --rdzv_id {shlex.quote(rdzv_id)} "
         "-m nnunet_core.train"
     )
 

@@ -3,6 +3,11 @@
 Built from the config (and the run settings derived from it) while the Snakefile is parsed; the
 ``.smk`` files only bind them to rule params. Kept here, pure and typed, so that every flag is
 unit-tested (tests/unit/workflow/test_workflow_flags.py) instead of only through whole runs.
+
+Each string goes into a rule's shell as it is (a rule quotes its single values with ``:q``, not
+these): every value in it is shell-quoted here (``word``, ``option``), so that a path or name
+from a config (spaces, quotes, ``$(...)``, ``;``) reaches the command as one argument and never
+runs (tests/unit/workflow/test_shell_quoting.py).
 """
 
 from __future__ import annotations
@@ -19,22 +24,45 @@ from nnunet_core.layout.roots import Roots
 from nnunet_core.runtime.cpus import MAX_DEFAULT_WORKERS
 from nnunet_core.workflow.pretrained import PretrainedWeights
 
-# Where a rule writing a folder writes it before the rename onto its output (predict.smk).
+
+def word(value: Any) -> str:
+    """``value`` as one shell word (``shlex.quote``; a safe value stays as it is)."""
+    return shlex.quote(str(value))
+
+
+def option(flag: str, value: Any) -> str:
+    """``FLAG VALUE`` as shell words; a value starting with ``-`` (which argparse would read as
+    an option) as the one word ``FLAG=VALUE``, which argparse splits back."""
+    text = str(value)
+    if text.startswith("-"):
+        return word(f"{flag}={text}")
+    return f"{flag} {word(text)}"
+
+
+def words(values: Iterable[Any]) -> str:
+    """Several values, each one shell word, space-separated."""
+    return " ".join(word(value) for value in values)
 
 
 def folds_argument(folds: Iterable[Any]) -> str:
     """``-f``'s values: the folds, space-separated (``0 1 all``)."""
-    return " ".join(str(f) for f in folds)
+    return words(folds)
 
 
 def model_flags(plans_name: str, trainer: str) -> str:
     """Which trained model a command reads: ``-p PLANS -tr TRAINER``."""
-    return f"-p {plans_name} -tr {trainer}"
+    return f"{option('-p', plans_name)} {option('-tr', trainer)}"
 
 
 def root_flags(roots: Roots) -> str:
     """The three trees every command reads or writes, as flags (not environment variables)."""
-    return f"--raw {roots.raw} --preprocessed {roots.preprocessed} --results {roots.results}"
+    return " ".join(
+        [
+            option("--raw", roots.raw),
+            option("--preprocessed", roots.preprocessed),
+            option("--results", roots.results),
+        ]
+    )
 
 
 def surface_metric_flags(evaluation: Mapping[str, Any]) -> str:
@@ -46,44 +74,45 @@ def surface_metric_flags(evaluation: Mapping[str, Any]) -> str:
         return ""
     tolerance = evaluation["nsd_tolerance_mm"]
     if isinstance(tolerance, dict):
-        values = [shlex.quote(f"{label}={mm}") for label, mm in tolerance.items()]
+        values = [f"{label}={mm}" for label, mm in tolerance.items()]
     else:
-        values = [str(tolerance)]
-    return "--surface-metrics --nsd-tolerance " + " ".join(values)
+        values = [tolerance]
+    return "--surface-metrics --nsd-tolerance " + words(values)
 
 
 def synthetic_options(synthetic: Mapping[str, Any]) -> str:
     """Flags of ``nnunet-core synthesize`` from config ``dataset.synthetic``; a 2-D shape adds
     ``--2d``."""
     flags = [
-        f"--num-training {synthetic['num_training']}",
-        f"--num-test {synthetic['num_test']}",
-        f"--channels {synthetic['channels']}",
-        f"--seed {synthetic['seed']}",
+        option("--num-training", synthetic["num_training"]),
+        option("--num-test", synthetic["num_test"]),
+        option("--channels", synthetic["channels"]),
+        option("--seed", synthetic["seed"]),
     ]
     if synthetic.get("lesion_scale", 1.0) != 1.0:  # 1.0: today's command line, unchanged
-        flags.append(f"--lesion-scale {synthetic['lesion_scale']}")
+        flags.append(option("--lesion-scale", synthetic["lesion_scale"]))
     shape = synthetic.get("shape")
     if shape:
-        flags.append("--shape " + " ".join(str(v) for v in shape))
+        flags.append("--shape " + words(shape))
         if len(shape) == 2:
             flags.append("--2d")
     spacing = synthetic.get("spacing")
     if spacing:
-        flags.append("--spacing " + " ".join(str(v) for v in spacing))
+        flags.append("--spacing " + words(spacing))
     return " ".join(flags)
 
 
 def planning_options(planning: Mapping[str, Any], plans_name: str) -> str:
     """Flags of ``nnunet-core plan``: planner, plans name, and the GPU memory target if set."""
-    flags = [f"-pl {planning['planner']}", f"--plans-name {plans_name}"]
+    flags = [option("-pl", planning["planner"]), option("--plans-name", plans_name)]
     if planning.get("gpu_memory_target_gb") is not None:
-        flags.append(f"--gpu-memory-target {planning['gpu_memory_target_gb']}")
+        flags.append(option("--gpu-memory-target", planning["gpu_memory_target_gb"]))
     return " ".join(flags)
 
 
 def plan_overrides(planning: Mapping[str, Any]) -> str:
-    """Inheriting configurations from config ``planning.overrides``, as inline JSON."""
+    """Inheriting configurations from config ``planning.overrides``, as inline JSON (one value:
+    the rule quotes it with ``:q``)."""
     return json.dumps(planning["overrides"])
 
 
@@ -92,24 +121,24 @@ def training_options(config: Mapping[str, Any], plans_name: str, device: str) ->
     the run's ``seed`` and ``deterministic``."""
     training = config["training"]
     flags = [
-        f"-tr {training['trainer']}",
-        f"-p {plans_name}",
-        f"-device {device}",
-        f"--epochs {training['epochs']}",
-        f"--iterations {training['iterations_per_epoch']}",
-        f"--val-iterations {training['val_iterations_per_epoch']}",
-        f"--save-every {training['save_every']}",
-        f"--seed {config['seed']}",
-        f"--stop-margin {training['stop_margin']}",
+        option("-tr", training["trainer"]),
+        option("-p", plans_name),
+        option("-device", device),
+        option("--epochs", training["epochs"]),
+        option("--iterations", training["iterations_per_epoch"]),
+        option("--val-iterations", training["val_iterations_per_epoch"]),
+        option("--save-every", training["save_every"]),
+        option("--seed", config["seed"]),
+        option("--stop-margin", training["stop_margin"]),
     ]
     if config.get("deterministic", False):
         flags.append("--deterministic")
     if training.get("num_workers") is not None:
-        flags.append(f"--num-workers {training['num_workers']}")
+        flags.append(option("--num-workers", training["num_workers"]))
     if training.get("npz", True):
         flags.append("--npz")
     if training.get("gpu_lock_dir"):
-        flags.append(f"--gpu-lock-dir {training['gpu_lock_dir']}")
+        flags.append(option("--gpu-lock-dir", training["gpu_lock_dir"]))
     return " ".join(flags)
 
 
@@ -121,7 +150,7 @@ def pretrained_weights_flag(pretrained: PretrainedWeights | None) -> str:
     """
     if pretrained is None:
         return ""
-    return f" -pretrained_weights {shlex.quote(str(pretrained.checkpoint))}"
+    return " " + option("-pretrained_weights", pretrained.checkpoint)
 
 
 def training_launcher(
@@ -208,25 +237,28 @@ def prediction_gpu_resource(gpus_per_job: int, folds_per_gpu: int) -> int:
 
 def chosen_configurations_argument(chosen: Sequence[str]) -> str:
     """``find-best-config -c``'s values: the configurations chosen from the plans."""
-    return " ".join(chosen)
+    return words(chosen)
 
 
 def report_test_summary_flag(has_test_labels: bool, test_summary: str | Path) -> str:
     """``--test-summary FILE`` of the report where the test set has labels, else ''."""
     if not has_test_labels:
         return ""
-    return f"--test-summary {test_summary}"
+    return option("--test-summary", test_summary)
 
 
 def report_test_set_note_flag(notice: str | None) -> str:
     """``--test-set-note TEXT`` of the report, saying why the test set has no summary, else ''."""
     if notice is None:
         return ""
-    return f"--test-set-note {shlex.quote(notice)}"
+    return option("--test-set-note", notice)
 
 
 def previous_stage_flag(previous_stage: str | Path | Sequence[str]) -> str:
-    """``-prev_stage_predictions DIR `` for a cascade stage's prediction, else nothing."""
+    """``-prev_stage_predictions DIR `` for a cascade stage's prediction, else nothing.
+
+    ``previous_stage`` is the rule's named input: one folder (a string) or a list of one."""
     if not previous_stage:
         return ""
-    return f"-prev_stage_predictions {previous_stage} "
+    folders = [previous_stage] if isinstance(previous_stage, str | Path) else list(previous_stage)
+    return " ".join(option("-prev_stage_predictions", folder) for folder in folders) + " "

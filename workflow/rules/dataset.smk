@@ -14,7 +14,7 @@ if SYNTHETIC:
         message:
             JOB
         shell:
-            "nnunet-core synthesize --output {params.raw} --force {params.options} > {log} 2>&1"
+            "nnunet-core synthesize --output {params.raw:q} --force {params.options} > {log:q} 2>&1"
 
 
 rule verify_dataset:
@@ -31,5 +31,5 @@ rule verify_dataset:
     message:
         JOB
     shell:
-        "nnunet-core verify -d {params.dataset} {params.roots} -np {threads} "
-        "--output {output} > {log} 2>&1"
+        "nnunet-core verify -d {params.dataset:q} {params.roots} -np {threads} "
+        "--output {output:q} > {log:q} 2>&1"

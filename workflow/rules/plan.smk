@@ -15,7 +15,8 @@ rule fingerprint:
     message:
         JOB
     shell:
-        "nnunet-core fingerprint -d {params.dataset} {params.roots} -np {threads} > {log} 2>&1"
+        "nnunet-core fingerprint -d {params.dataset:q} {params.roots} -np {threads} "
+        "> {log:q} 2>&1"
 
 
 checkpoint plan:
@@ -38,8 +39,8 @@ checkpoint plan:
     message:
         JOB
     shell:
-        "nnunet-core plan -d {params.dataset} {params.roots} {params.options} "
-        "--overrides {params.overrides:q} > {log} 2>&1"
+        "nnunet-core plan -d {params.dataset:q} {params.roots} {params.options} "
+        "--overrides {params.overrides:q} > {log:q} 2>&1"
 
 
 rule splits:
@@ -58,5 +59,5 @@ rule splits:
     message:
         JOB
     shell:
-        "nnunet-core splits -d {params.dataset} {params.roots} --folds {params.folds} "
-        "--seed {params.seed} > {log} 2>&1"
+        "nnunet-core splits -d {params.dataset:q} {params.roots} --folds {params.folds:q} "
+        "--seed {params.seed:q} > {log:q} 2>&1"

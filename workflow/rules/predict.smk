@@ -6,8 +6,9 @@
 # those added when a checkpoint's dependencies are updated: a folder left half-written by a killed
 # job would count as done on the next run, even with --rerun-incomplete (a test prediction
 # missing, found only by evaluate_test where there are test labels). A killed job's `.partial`
-# folder is removed when the job runs again (`staging_folder` in flags.smk). (Within the folder,
-# predict_from_raw_data_args.json names the `.partial` folder that predict wrote.)
+# folder is removed when the job runs again (`staging_folder` in flags.smk), by
+# nnunet_core.io.removal, which deletes only inside the run's predictions folder. (Within the
+# folder, predict_from_raw_data_args.json names the `.partial` folder that predict wrote.)
 # A cascade stage (3d_cascade_fullres) reads its previous stage's test predictions, made by this
 # rule for 3d_lowres (also when the selection did not pick 3d_lowres), via -prev_stage_predictions.
 
@@ -26,6 +27,8 @@ rule predict:
         gpu=prediction_gpu_resource(),
         lsf_extra=lsf_options(resumable=False),
     params:
+        python=sys.executable,
+        predictions=PREDICTIONS,
         staging=staging_folder,
         dataset=DATASET,
         roots=ROOT_FLAGS,
@@ -37,14 +40,15 @@ rule predict:
     message:
         JOB_WITH_WILDCARDS
     shell:
-        "rm -rf {params.staging}\n"
+        "{params.python:q} -m nnunet_core.io.removal --inside {params.predictions:q} "
+        "{params.staging:q}\n"
         "OMP_NUM_THREADS={threads} OMP_WAIT_POLICY=${{OMP_WAIT_POLICY:-PASSIVE}} "
-        "nnunet-core predict -i {params.images} "
-        "-o {params.staging} -d {params.dataset} -c {wildcards.configuration} {params.model} "
+        "nnunet-core predict -i {params.images:q} -o {params.staging:q} "
+        "-d {params.dataset:q} -c {wildcards.configuration:q} {params.model} "
         "{params.previous_stage}"
-        "-f {params.folds} --save_probabilities -device {params.device} -npp 0 -nps 0 "
-        "--disable_progress_bar {params.roots} > {log} 2>&1\n"
-        "mv {params.staging} {output}"
+        "-f {params.folds} --save_probabilities -device {params.device:q} -npp 0 -nps 0 "
+        "--disable_progress_bar {params.roots} > {log:q} 2>&1\n"
+        "mv {params.staging:q} {output:q}"
 
 
 rule ensemble_predictions:
@@ -55,15 +59,18 @@ rule ensemble_predictions:
     log:
         LOGS / "ensemble_predictions.log",
     params:
+        python=sys.executable,
+        predictions=PREDICTIONS,
         staging=staging_folder,
         processes=NUM_PROCESSES,
     message:
         JOB
     shell:
-        "rm -rf {params.staging}\n"
-        "nnunet-core ensemble -i {input} -o {params.staging} -np {params.processes} "
-        "> {log} 2>&1\n"
-        "mv {params.staging} {output}"
+        "{params.python:q} -m nnunet_core.io.removal --inside {params.predictions:q} "
+        "{params.staging:q}\n"
+        "nnunet-core ensemble -i {input:q} -o {params.staging:q} -np {params.processes:q} "
+        "> {log:q} 2>&1\n"
+        "mv {params.staging:q} {output:q}"
 
 
 rule postprocess:
@@ -75,6 +82,8 @@ rule postprocess:
     log:
         LOGS / "postprocess.log",
     params:
+        python=sys.executable,
+        predictions=PREDICTIONS,
         staging=staging_folder,
         steps=postprocessing_file,
         dataset_json=PRE_DATASET_JSON,
@@ -82,11 +91,12 @@ rule postprocess:
     message:
         JOB
     shell:
-        "rm -rf {params.staging}\n"
-        "nnunet-core apply-postprocessing -i {input.predictions} -o {params.staging} "
-        "--pp-file {params.steps} -dataset_json {params.dataset_json} "
-        "-np {params.processes} > {log} 2>&1\n"
-        "mv {params.staging} {output}"
+        "{params.python:q} -m nnunet_core.io.removal --inside {params.predictions:q} "
+        "{params.staging:q}\n"
+        "nnunet-core apply-postprocessing -i {input.predictions:q} -o {params.staging:q} "
+        "--pp-file {params.steps:q} -dataset_json {params.dataset_json:q} "
+        "-np {params.processes:q} > {log:q} 2>&1\n"
+        "mv {params.staging:q} {output:q}"
 
 
 rule evaluate_test:
@@ -106,5 +116,6 @@ rule evaluate_test:
     message:
         JOB
     shell:
-        "nnunet-core evaluate {params.labels} {input.predictions} -djfile {input.dataset_json} "
-        "-o {output} -np {params.processes} {params.surface} > {log} 2>&1"
+        "nnunet-core evaluate {params.labels:q} {input.predictions:q} "
+        "-djfile {input.dataset_json:q} -o {output:q} -np {params.processes:q} "
+        "{params.surface} > {log:q} 2>&1"

@@ -21,5 +21,6 @@ rule preprocess:
     message:
         JOB_WITH_WILDCARDS
     shell:
-        "nnunet-core preprocess -d {params.dataset} {params.roots} -c {params.configuration} "
-        "--plans-name {params.plans_name} -np {threads} > {log} 2>&1"
+        "nnunet-core preprocess -d {params.dataset:q} {params.roots} "
+        "-c {params.configuration:q} --plans-name {params.plans_name:q} -np {threads} "
+        "> {log:q} 2>&1"

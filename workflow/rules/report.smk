@@ -75,8 +75,8 @@ rule report:
     message:
         JOB
     shell:
-        "nnunet-core report -d {params.dataset} {params.test_summary} {params.test_set_note} "
-        "--seed {params.seed} {params.records} {params.roots} > {log} 2>&1"
+        "nnunet-core report -d {params.dataset:q} {params.test_summary} {params.test_set_note} "
+        "--seed {params.seed:q} {params.records} {params.roots} > {log:q} 2>&1"
 
 
 # A reader's rerun: `snakemake reproduce` packs the config (defaults filled in), plans, splits,

@@ -17,8 +17,8 @@ rule crossval:
     message:
         JOB_WITH_WILDCARDS
     shell:
-        "nnunet-core crossval -d {params.dataset} -c {wildcards.configuration} {params.model} "
-        "-f {params.folds} {params.surface} {params.roots} > {log} 2>&1"
+        "nnunet-core crossval -d {params.dataset:q} -c {wildcards.configuration:q} "
+        "{params.model} -f {params.folds} {params.surface} {params.roots} > {log:q} 2>&1"
 
 
 rule ensemble_cv:
@@ -37,8 +37,9 @@ rule ensemble_cv:
     message:
         JOB_WITH_WILDCARDS
     shell:
-        "nnunet-core ensemble-cv -d {params.dataset} -c {wildcards.first} {wildcards.second} "
-        "{params.model} -f {params.folds} {params.surface} {params.roots} > {log} 2>&1"
+        "nnunet-core ensemble-cv -d {params.dataset:q} "
+        "-c {wildcards.first:q} {wildcards.second:q} {params.model} -f {params.folds} "
+        "{params.surface} {params.roots} > {log:q} 2>&1"
 
 
 checkpoint select:
@@ -58,5 +59,5 @@ checkpoint select:
     message:
         JOB
     shell:
-        "nnunet-core find-best-config -d {params.dataset} -c {params.configurations} "
-        "{params.model} -f {params.folds} {params.roots} > {log} 2>&1"
+        "nnunet-core find-best-config -d {params.dataset:q} -c {params.configurations} "
+        "{params.model} -f {params.folds} {params.roots} > {log:q} 2>&1"

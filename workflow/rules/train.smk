@@ -69,5 +69,5 @@ rule train:
     message:
         JOB_WITH_WILDCARDS
     shell:
-        "{params.guard}{params.sharing}OMP_NUM_THREADS={threads} OMP_WAIT_POLICY=${{OMP_WAIT_POLICY:-PASSIVE}} {params.launcher} {params.dataset} {wildcards.configuration} {wildcards.fold} "
-        "{params.options} --c{params.pretrained} {params.roots} >> {log} 2>&1"
+        "{params.guard}{params.sharing}OMP_NUM_THREADS={threads} OMP_WAIT_POLICY=${{OMP_WAIT_POLICY:-PASSIVE}} {params.launcher} {params.dataset:q} {wildcards.configuration:q} {wildcards.fold:q} "
+        "{params.options} --c{params.pretrained} {params.roots} >> {log:q} 2>&1"

@@ -6,6 +6,7 @@ queue wait to find out; tests/cluster checks the sbatch lines the plugin builds 
 
 from __future__ import annotations
 
+import shlex
 import subprocess
 
 from nnunet_core.cluster import launch
@@ -93,3 +94,13 @@ def test_multi_node_guard_fails_outside_a_slurm_job() -> None:
         text=True,
     )
     assert inside.returncode == 0 and inside.stdout.strip() == "ran"
+
+
+def test_a_configured_endpoint_and_the_rendezvous_id_are_one_word_each() -> None:
+    """Config values: quoted, never run; only the default endpoint is the shell's to evaluate."""
+    command = launch.multi_node_command(
+        2, 1, 8, rdzv_id="D_3d;x", rdzv_endpoint="$(touch X) host:1"
+    )
+    words = shlex.split(command)
+    assert words[words.index("--rdzv_endpoint") + 1] == "$(touch X) host:1"
+    assert words[words.index("--rdzv_id") + 1] == "D_3d;x"
