@@ -34,7 +34,11 @@ from nnunet_core.model_sharing.install_changes import (
     replaced_files,
     type_conflict,
 )
-from nnunet_core.model_sharing.install_staging import remove_stale_staging, staging_folder
+from nnunet_core.model_sharing.install_staging import (
+    STAGING_PREFIX,
+    remove_stale_staging,
+    staging_folder,
+)
 
 _DRIVE = re.compile(r"^[A-Za-z]:")
 _BLOCK = 1 << 20
@@ -51,6 +55,8 @@ def unsafe_reason(name: str) -> str | None:
         return "names no file"
     if "\x00" in name:
         return "holds a NUL character"
+    if next(p for p in parts if p not in ("", ".")).startswith(STAGING_PREFIX):
+        return f"uses the name of an install's staging folder ({STAGING_PREFIX}*)"
     return None
 
 

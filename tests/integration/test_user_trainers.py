@@ -76,7 +76,12 @@ def test_an_example_trains_records_itself_and_predicts(
     shutil.copy(case, images)
     out = tmp_path / "out"
     args = ["predict", "-i", str(images), "-o", str(out), "-d", "900", "-c", CONFIG, "-f", "0"]
-    check(cli(env, *args, "-tr", trainer, "-device", "cpu", "-npp", "1", "-nps", "1"))
+    flags = ("-tr", trainer, "-device", "cpu", "-npp", "1", "-nps", "1")
+    refused = cli(env, *args, *flags)  # the model carries the trainer's code: consent first
+    assert refused.returncode == 2 and "pass --trust-model-code" in refused.stderr, refused.stderr
+    assert not out.exists()
+    result = check(cli(env, *args, *flags, "--trust-model-code"))
+    assert f"{folder / record['source']} (sha256 {record['sha256']})" in result.stderr
     assert (out / case.name.replace("_0000", "")).is_file()
 
 

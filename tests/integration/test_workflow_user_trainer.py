@@ -85,7 +85,8 @@ def predict(env: dict[str, str], images: Path, output: Path) -> dict[str, np.nda
         "0",
         "1",
     ]
-    check(cli(env, *args, "-tr", TRAINER, "-device", "cpu", "-npp", "1", "-nps", "1"))
+    flags = ("-tr", TRAINER, "-device", "cpu", "-npp", "1", "-nps", "1", "--trust-model-code")
+    check(cli(env, *args, *flags))  # the model folder carries the trainer's code
     return {p.name: sitk.GetArrayFromImage(sitk.ReadImage(str(p))) for p in output.glob("*.nii.gz")}
 
 

@@ -137,7 +137,10 @@ def _zip(path: Path, entries: dict[str, bytes]) -> Path:
     return path
 
 
-@pytest.mark.parametrize("member", ["../evil.txt", "Dataset1_A/../../evil.txt", "/tmp/evil.txt"])
+@pytest.mark.parametrize(
+    "member",
+    ["../evil.txt", "Dataset1_A/../../evil.txt", "/tmp/evil.txt", "./.install-h-1-x/tree/a"],
+)
 def test_install_refuses_members_outside_the_root(tmp_path, capsys, member) -> None:
     archive = _zip(tmp_path / "bad.zip", {"Dataset001_A/ok.json": b"{}", member: b"gotcha"})
     root = tmp_path / "root" / "results"
