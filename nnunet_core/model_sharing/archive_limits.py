@@ -64,9 +64,10 @@ def check_limits(archive: Path, infos: Sequence[zipfile.ZipInfo], limits: Archiv
         ratio = info.file_size / max(info.compress_size, 1)
         if ratio > limits.max_ratio:
             msg = (
-                f"{archive}: member {info.filename!r} would unpack {_gib(info.file_size)} from "
-                f"{info.compress_size} bytes (ratio {ratio:.0f}:1, the limit is "
-                f"{limits.max_ratio:g}:1; --max-ratio raises it); nothing was installed"
+                f"{archive}: member {info.filename!r} declares an unpacked size of "
+                f"{_gib(info.file_size)} from {info.compress_size} bytes (ratio {ratio:.0f}:1, "
+                f"the limit is {limits.max_ratio:g}:1; --max-ratio raises it); nothing was "
+                "installed"
             )
             raise ConfigurationError(msg)
     total = sum(info.file_size for info in infos)
