@@ -15,12 +15,23 @@ from pathlib import Path
 
 from nnunet_core.commands.common import add_processes_flag
 from nnunet_core.errors import DatasetError
+from nnunet_core.io.prediction_output import (
+    OVERWRITE_HELP,
+    check_output_folder,
+    mark_prediction_folder,
+)
 from nnunet_core.layout.raw import DATASET_JSON
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-i", "--input", required=True, help="folder of segmentations")
-    parser.add_argument("-o", "--output", required=True, help="output folder")
+    parser.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        help="output folder (never a raw dataset's imagesTr/labelsTr/imagesTs/labelsTs)",
+    )
+    parser.add_argument("--overwrite", action="store_true", help=OVERWRITE_HELP)
     parser.add_argument(
         "-pp_pkl_file", "--pp-file", dest="pp_file", required=True, help="postprocessing.json"
     )
@@ -59,9 +70,13 @@ def run(args: argparse.Namespace) -> int:
     djfile = Path(args.dataset_json) if args.dataset_json else Path(args.input) / DATASET_JSON
     dataset_json = load_dataset_json(djfile)
     steps = load_postprocessing(json_beside_pickle(Path(args.pp_file)))
+    source, ending = Path(args.input), dataset_json.file_ending
+    written = [p.name.removesuffix(ending) for p in source.glob(f"*{ending}")]
+    check_output_folder(args.output, written, (DATASET_JSON,), args.overwrite)
     cases = apply_postprocessing_to_folder(
-        args.input, args.output, steps, dataset_json.file_ending, args.num_processes
+        args.input, args.output, steps, ending, args.num_processes
     )
     shutil.copy(djfile, Path(args.output) / DATASET_JSON)
+    mark_prediction_folder(args.output, "apply-postprocessing")
     print(f"{args.output}: {len(cases)} cases, {len(steps)} postprocessing step(s)")
     return 0

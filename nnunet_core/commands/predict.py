@@ -25,9 +25,12 @@ from nnunet_core.commands.common import add_root_flags, dataset_from_args
 from nnunet_core.errors import ConfigurationError
 from nnunet_core.extension.consent import TRUST_FLAG
 from nnunet_core.io.atomic import write_json
+from nnunet_core.io.prediction_output import OVERWRITE_HELP, mark_prediction_folder
+from nnunet_core.io.prediction_output import check_output_folder as check_output_place
 from nnunet_core.layout.preprocessed import DEFAULT_PLANS_NAME
+from nnunet_core.layout.raw import DATASET_JSON
 from nnunet_core.layout.results import CHECKPOINT_FINAL as FINAL
-from nnunet_core.layout.results import DEFAULT_TRAINER, parse_fold, trained_model_dir
+from nnunet_core.layout.results import DEFAULT_TRAINER, PLANS_JSON, parse_fold, trained_model_dir
 from nnunet_core.layout.roots import results_dataset_dir
 from nnunet_core.runtime.devices import resolve_device as resolve_torch_device
 
@@ -56,7 +59,14 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 def add_io_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-i", dest="input", required=True, help="folder with CASE_XXXX images")
-    parser.add_argument("-o", dest="output", required=True, help="folder for the predictions")
+    parser.add_argument(
+        "-o",
+        dest="output",
+        required=True,
+        help="folder for the predictions (never a raw dataset's imagesTr/labelsTr/imagesTs/"
+        "labelsTs)",
+    )
+    parser.add_argument("--overwrite", action="store_true", help=OVERWRITE_HELP)
 
 
 def add_prediction_flags(parser: argparse.ArgumentParser) -> None:
@@ -164,6 +174,7 @@ def check_output_folder(output: Path) -> None:
     if parent is not None and not parent.is_dir():
         msg = f"-o {output}: {parent} is a file, not a folder"
         raise ConfigurationError(msg)
+    check_output_place(output)  # never into a raw dataset (its images or ground truth)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -178,6 +189,13 @@ def run(args: argparse.Namespace) -> int:
     cases = prepare_inputs(
         model_dir, args.input, output, folds, args.checkpoint, args.num_parts, args.part_id
     )
+    # files of a folder that is no prediction folder are replaced only with --overwrite
+    check_output_place(
+        output,
+        [case.identifier for case in cases],
+        (ARGS_JSON, DATASET_JSON, PLANS_JSON),
+        getattr(args, "overwrite", False),
+    )
     # the model first: a broken checkpoint leaves -o as it was (no folder, no args json)
     model = load_trained_model(
         model_dir, folds, args.checkpoint, trust_model_code=args.trust_model_code
@@ -191,6 +209,7 @@ def run(args: argparse.Namespace) -> int:
     record = {k: v for k, v in vars(args).items() if not k.startswith("_")}
     record["prev_stage_predictions"] = None if previous is None else str(previous)
     write_json(output / ARGS_JSON, {**record, "model_dir": str(model_dir)})
+    mark_prediction_folder(output, "predict")
     written = predict_cases(model, cases, output, settings_from_args(args))
     print(f"wrote {len(written)} prediction(s) to {output}")
     return 0
