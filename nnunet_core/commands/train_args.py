@@ -12,6 +12,14 @@ from nnunet_core.commands.common import add_root_flags
 from nnunet_core.errors import ConfigurationError
 from nnunet_core.layout.preprocessed import DEFAULT_PLANS_NAME, SPLITS_JSON
 from nnunet_core.layout.results import CHECKPOINT_BEST, DEFAULT_TRAINER, parse_fold
+from nnunet_core.training.limits import (
+    MAX_EPOCHS,
+    MAX_GPUS,
+    MAX_ITERATIONS,
+    MAX_SEED,
+    MAX_STOP_MARGIN,
+    MAX_WORKERS,
+)
 from nnunet_core.training.trainer_lookup import check_trainer_name
 from nnunet_core.training.trainer_variants import (
     DEFAULT_EPOCHS,
@@ -105,18 +113,25 @@ def check_flags(args: argparse.Namespace) -> None:
         msg = f"--val_best needs {CHECKPOINT_BEST}, which --disable_checkpointing never writes"
         raise ConfigurationError(msg)
     parse_fold(args.fold)  # a fold beyond splits_final.json is found when the split is read
-    # --epochs 0 is refused, never read as "the trainer's default" (1000)
-    for flag, value, least in (
-        ("--epochs", args.epochs, 1),
-        ("-num_gpus", args.num_gpus, 1),
-        ("--iterations", args.iterations, 1),
-        ("--val-iterations", args.val_iterations, 1),
-        ("--save-every", args.save_every, 1),
-        ("--num-workers", args.num_workers, 0),
-        ("--stop-margin", args.stop_margin, 0),
+    # --epochs 0 is refused, never read as "the trainer's default" (1000); the maxima are far
+    # beyond any real run (nnunet_core.training.limits): a typo is one line, not an endless run
+    for flag, value, least, most in (
+        ("--epochs", args.epochs, 1, MAX_EPOCHS),
+        ("-num_gpus", args.num_gpus, 1, MAX_GPUS),
+        ("--iterations", args.iterations, 1, MAX_ITERATIONS),
+        ("--val-iterations", args.val_iterations, 1, MAX_ITERATIONS),
+        ("--save-every", args.save_every, 1, MAX_EPOCHS),
+        ("--num-workers", args.num_workers, 0, MAX_WORKERS),
+        ("--stop-margin", args.stop_margin, 0, MAX_STOP_MARGIN),
+        ("--seed", args.seed, 0, MAX_SEED),
     ):
-        if value is not None and value < least:
+        if value is None:
+            continue
+        if not value >= least:  # NaN too
             msg = f"{flag} must be >= {least}, got {value}"
+            raise ConfigurationError(msg)
+        if value > most:
+            msg = f"{flag} must be <= {most}, got {value}"
             raise ConfigurationError(msg)
 
 

@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass
 
 from nnunet_core.errors import ConfigurationError
+from nnunet_core.training.limits import MAX_EPOCHS
 
 BASE = "nnUNetTrainer"
 DEFAULT_EPOCHS = 1000
@@ -83,7 +84,11 @@ def parse_trainer_name(name: str) -> TrainerVariant:
     match = _EPOCHS_RE.match(name)
     if match is not None:
         mirroring = MIRROR_NONE if match.group(2) else MIRROR_ALL
-        return TrainerVariant(name, int(match.group(1)), mirroring)
+        epochs = int(match.group(1))
+        if epochs > MAX_EPOCHS:  # far beyond any real run: a typo (nnunet_core.training.limits)
+            msg = f"trainer {name!r}: {epochs} epochs is more than the {MAX_EPOCHS} allowed"
+            raise ConfigurationError(msg)
+        return TrainerVariant(name, epochs, mirroring)
     msg = (
         f"unknown trainer {name!r} (known: {', '.join(known_trainer_names())}; N >= 1; or your "
         "own: package.module:Class, /path/to/file.py:Class, a Class in $nnUNet_extTrainer)"
