@@ -28,9 +28,12 @@ from nnunet_core.evaluation.crossval import (
 )
 from nnunet_core.evaluation.metrics import classes_from_dataset_json, compute_metrics_on_folder
 from nnunet_core.evaluation.surface import SurfaceSettings
-from nnunet_core.io.atomic import atomic_path, read_json, write_json
+from nnunet_core.io.atomic import atomic_path, write_json
 from nnunet_core.io.dataset_json import LabelSpec, load_dataset_json
 from nnunet_core.io.images import read_seg, write_seg
+from nnunet_core.io.removal import remove_tree
+from nnunet_core.io.json_input import read_json_object
+from nnunet_core.io.npz_input import load_probabilities, probabilities_header
 from nnunet_core.layout.raw import DATASET_JSON
 from nnunet_core.layout.results import (
     DEFAULT_FOLDS,
@@ -47,11 +50,7 @@ def average_probabilities(npz_files: Sequence[Path]) -> np.ndarray:
     """Mean of the members' 'probabilities' (float32, summed in member order like upstream)."""
     total: np.ndarray | None = None
     for path in npz_files:
-        with np.load(path) as content:
-            if "probabilities" not in content:
-                msg = f"{path}: no 'probabilities' array (keys: {', '.join(content.files)})"
-                raise DatasetError(msg)
-            probabilities = content["probabilities"]
+        probabilities = load_probabilities(path)  # never unpickled; one line if unreadable
         if total is None:
             total = probabilities.astype(np.float32, copy=True)
             first = path
@@ -70,12 +69,31 @@ def average_probabilities(npz_files: Sequence[Path]) -> np.ndarray:
     return total
 
 
+def check_member_files(members_per_case: dict[str, list[Path]], label_spec: LabelSpec) -> None:
+    """Every member's ``.npz`` an archive of float probabilities, one shape per case and a
+    channel per output, read from the headers only: before the output folder is made."""
+    heads = label_spec.num_segmentation_heads
+    for _case, files in sorted(members_per_case.items()):
+        first = probabilities_header(files[0])
+        for path in files:
+            shape = probabilities_header(path)
+            if len(shape) not in (3, 4) or shape[0] != heads:
+                msg = (
+                    f"{path}: probabilities of shape {shape}; this dataset needs {heads} channels "
+                    "and 2 or 3 image axes"
+                )
+                raise DatasetError(msg)
+            if shape != first:
+                msg = f"{path}: probabilities of shape {shape} differ from {files[0]} {first}"
+                raise DatasetError(msg)
+
+
 def case_properties(npz_file: Path, file_ending: str) -> dict[str, Any]:
     """Geometry for writing: ``{case}.json`` next to the npz, else the segmentation's header."""
     base = npz_file.with_suffix("")
     json_file = base.with_name(base.name + ".json")
     if json_file.is_file():
-        return read_json(json_file)
+        return read_json_object(json_file, "case geometry file")
     seg_file = base.with_name(base.name + file_ending)
     if seg_file.is_file():
         return read_seg(seg_file)[1]
@@ -164,6 +182,7 @@ def ensemble_folders(
             )
             raise DatasetError(msg)
     members = {case: [cases[case] for cases in per_folder] for case in every_case}
+    check_member_files(members, dataset_json.label_spec)
     _merge_all(
         members,
         output_dir,
@@ -222,10 +241,10 @@ def ensemble_crossval(
                 f"{list(folds)}, which other ensemble members have"
             )
             raise DatasetError(msg)
-    output = dirs.ensembles_dir / ensemble_name(models, folds)
-    if output.exists():
-        shutil.rmtree(output)
     members = {case: [cases[case] for cases in per_model] for case in every_case}
+    check_member_files(members, dataset_json.label_spec)
+    output = dirs.ensembles_dir / ensemble_name(models, folds)
+    remove_tree(output, inside=[dirs.results])
     _merge_all(members, output, file_ending, dataset_json.label_spec, num_processes, False)
     shutil.copy(dirs.dataset_json_file(models[0]), output / DATASET_JSON)
     if dirs.plans_json_file(models[0]).is_file():

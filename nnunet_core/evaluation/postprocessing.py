@@ -38,14 +38,13 @@ from nnunet_core.evaluation.metrics import (
     summarize,
     summary_for_json,
 )
-from nnunet_core.io.atomic import read_json, write_json
+from nnunet_core.evaluation.postprocessing_file import KEEP_LARGEST, Step, read_postprocessing
+from nnunet_core.io.atomic import write_json
 from nnunet_core.io.dataset_json import DatasetJson
 from nnunet_core.io.images import read_seg, write_seg
+from nnunet_core.io.removal import remove_tree
 from nnunet_core.layout.results import POSTPROCESSED_FOLDER, POSTPROCESSING_JSON, SUMMARY_JSON
 from nnunet_core.runtime.parallel import map_cases
-
-KEEP_LARGEST = "remove_all_but_largest_component_from_segmentation"  # upstream's function name
-Step = dict[str, Any]  # {"function": KEEP_LARGEST, "labels_or_regions": int | list}
 
 
 def _labels_of(labels_or_regions: Any) -> list[int]:
@@ -107,22 +106,7 @@ def load_postprocessing(path: str | Path) -> list[Step]:
     if not path.is_file():
         msg = f"{path}: postprocessing file not found (written by `nnunet-core find-best-config`)"
         raise DatasetError(msg)
-    content = read_json(path)
-    functions = content.get("postprocessing_fns")
-    kwargs = content.get("postprocessing_kwargs")
-    if (
-        not isinstance(functions, list)
-        or not isinstance(kwargs, list)
-        or len(functions) != len(kwargs)
-    ):
-        msg = (
-            f"{path}: needs lists 'postprocessing_fns' and 'postprocessing_kwargs' of equal length"
-        )
-        raise DatasetError(msg)
-    return [
-        {"function": f, "labels_or_regions": k["labels_or_regions"]}
-        for f, k in zip(functions, kwargs, strict=True)
-    ]
+    return read_postprocessing(path)[1]  # a malformed file is one line naming it
 
 
 def postprocess_file(source: Path, target: Path, steps: Sequence[Step]) -> None:
@@ -242,8 +226,7 @@ def determine_postprocessing(
         )
     )
     output = prediction_dir / POSTPROCESSED_FOLDER
-    if output.exists():
-        shutil.rmtree(output)
+    remove_tree(output, inside=[prediction_dir])
     work = output / "temp"
     output.mkdir(parents=True)
     source, current, accepted, tried = prediction_dir, baseline, [], []
@@ -276,13 +259,13 @@ def determine_postprocessing(
         if ok:
             accepted.append(step)
             if source != prediction_dir:
-                shutil.rmtree(source)
+                remove_tree(source, inside=[work])
             source, current = target, after
         else:
-            shutil.rmtree(target)
+            remove_tree(target, inside=[work])
     for path in case_files(source, ending).values():
         link_or_copy(path, output / path.name)
-    shutil.rmtree(work)
+    remove_tree(work, inside=[output])
     write_json(output / SUMMARY_JSON, current, sort_keys=True)
     result = {
         "input_folder": {k: baseline[k] for k in ("foreground_mean", "mean")},

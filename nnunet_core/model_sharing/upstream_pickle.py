@@ -16,13 +16,13 @@ nnunetv2: a pure-Python pickler with one extra entry in its dispatch table.
 from __future__ import annotations
 
 import io
-import json
 import pickle
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from nnunet_core.errors import ConfigurationError
+from nnunet_core.evaluation.postprocessing_file import read_postprocessing
 
 UPSTREAM_MODULE = "nnunetv2.postprocessing.remove_connected_components"
 KEEP_LARGEST = "remove_all_but_largest_component_from_segmentation"
@@ -74,7 +74,9 @@ def upstream_steps(content: dict[str, Any], source: Path) -> tuple[list, list]:
     if unknown:
         msg = f"{source}: postprocessing function(s) {', '.join(unknown)} unknown to upstream"
         raise ConfigurationError(msg)
-    scopes = [s.get("scope") for s in content.get("steps_tried", []) if s.get("accepted")]
+    tried = content.get("steps_tried")
+    tried = [s for s in tried if isinstance(s, dict)] if isinstance(tried, list) else []
+    scopes = [s.get("scope") for s in tried if s.get("accepted")]
     fns, out = [], []
     for index, step in enumerate(kwargs):
         value = step["labels_or_regions"]
@@ -90,12 +92,5 @@ def upstream_steps(content: dict[str, Any], source: Path) -> tuple[list, list]:
 
 def postprocessing_pickle(json_file: Path) -> bytes:
     """The bytes of upstream's ``postprocessing.pkl`` for ``json_file``."""
-    try:
-        content = json.loads(json_file.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        msg = f"{json_file}: unreadable ({type(exc).__name__}: {exc})"
-        raise ConfigurationError(msg) from None
-    if not isinstance(content, dict):
-        msg = f"{json_file}: not a JSON object"
-        raise ConfigurationError(msg)
+    content, _ = read_postprocessing(json_file, ConfigurationError)  # one line if malformed
     return dumps(upstream_steps(content, json_file))

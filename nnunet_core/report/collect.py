@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from nnunet_core.evaluation.selection_file import read_inference_information
 from nnunet_core.layout.raw import DATASET_JSON
 from nnunet_core.layout.results import (
     DEFAULT_FOLDS,
@@ -254,7 +255,7 @@ def collect(
     if not info_file.is_file():
         msg = f"{info_file} not found; it is written by `nnunet-core find-best-config -d {dataset}`"
         raise ReportInputError(msg)
-    info = read_json_file(info_file)
+    info = read_inference_information(info_file, ReportInputError)
     notes: list[str] = []
     winner = info.get("winner") or info.get("best_model_or_ensemble", {}).get("identifier", "")
     names = class_names(results_dir, ensemble_members(winner) or [winner])

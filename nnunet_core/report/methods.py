@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from nnunet_core.errors import ConfigurationError
+from nnunet_core.evaluation.selection_file import read_inference_information
 from nnunet_core.io.plans import Plans
 from nnunet_core.layout.results import (
     PLANS_JSON,
@@ -21,7 +22,7 @@ from nnunet_core.layout.results import (
     inference_information_file,
     is_model_folder_name,
 )
-from nnunet_core.report.summaries import read_json_file
+from nnunet_core.report.summaries import ReportInputError, read_json_file
 
 PROVENANCE = "provenance.json"
 
@@ -105,14 +106,16 @@ def postprocessing_sentence(info: dict[str, Any], class_names: dict[str, str]) -
     )
 
 
+def _info(results_dir: Path) -> dict[str, Any]:
+    """The checked ``inference_information.json`` of ``results_dir`` (one line if malformed)."""
+    return read_inference_information(inference_information_file(results_dir), ReportInputError)
+
+
 def seeds_postprocessing_sentence(
     seed_dirs: Sequence[tuple[int, Path]], class_names: dict[str, str]
 ) -> str | None:
     """Each seed's postprocessing, when the seeds' selections chose different ones (else None)."""
-    chosen = {
-        seed: postprocessing_sentence(read_json_file(inference_information_file(d)), class_names)
-        for seed, d in seed_dirs
-    }
+    chosen = {seed: postprocessing_sentence(_info(d), class_names) for seed, d in seed_dirs}
     if len(set(chosen.values())) <= 1:
         return None
     parts = [f"seed {seed}: {text[0].lower()}{text[1:-1]}" for seed, text in chosen.items()]
@@ -135,7 +138,7 @@ def methods_paragraph(
     """The paragraph for one dataset's results folder (``seeds``: the seeds it was run with;
     ``class_names``: label key -> name; ``seed_dirs``: (seed, results folder) of every seed,
     whose postprocessing is named per seed where they differ)."""
-    info = read_json_file(inference_information_file(results_dir))
+    info = _info(results_dir)
     candidates = info.get("candidates", [])
     members = list(dict.fromkeys(m for c in candidates for m in c.get("members", [])))
     model_dirs = [results_dir / m for m in members if (results_dir / m).is_dir()]

@@ -12,8 +12,10 @@ from typing import Any
 
 import pandas as pd
 
+from nnunet_core.evaluation.postprocessing_file import read_postprocessing
 from nnunet_core.report.summaries import (
     FOREGROUND,
+    ReportInputError,
     case_name,
     dice_of,
     per_class_rows,
@@ -33,6 +35,18 @@ class Selection:
     before_after: pd.DataFrame  # label, name, before, after (foreground mean last)
 
 
+def _pp_scores(content: dict[str, Any], pp_file: Path) -> list[dict[str, Any]]:
+    """The summaries before and after postprocessing of a ``postprocessing.json``."""
+    scores = [content.get("input_folder"), content.get("postprocessed")]
+    if not all(isinstance(s, dict) and isinstance(s.get("mean"), dict) for s in scores):
+        msg = (
+            f"{pp_file}: no 'input_folder' and 'postprocessed' summaries with a 'mean' (written "
+            "by `nnunet-core find-best-config`)"
+        )
+        raise ReportInputError(msg)
+    return scores
+
+
 def collect_selection(
     info: dict[str, Any], names: dict[str, str], notes: list[str]
 ) -> Selection | None:
@@ -43,21 +57,18 @@ def collect_selection(
     if post is None:
         pp_file = Path(best.get("postprocessing_file", ""))
         if pp_file.is_file():
-            content = read_json_file(pp_file)
+            content, steps = read_postprocessing(pp_file, ReportInputError)
+            scores = _pp_scores(content, pp_file)
+            tried = (
+                content.get("steps_tried") if isinstance(content.get("steps_tried"), list) else []
+            )
             post = {
-                "steps": [
-                    {"function": f, **k}
-                    for f, k in zip(
-                        content.get("postprocessing_fns", []),
-                        content.get("postprocessing_kwargs", []),
-                        strict=False,
-                    )
-                ],
-                "steps_tried": content.get("steps_tried", []),
-                "mean_dice_before": content["input_folder"]["mean"],
-                "mean_dice_after": content["postprocessed"]["mean"],
-                "foreground_mean_dice_before": content["input_folder"]["foreground_mean"],
-                "foreground_mean_dice_after": content["postprocessed"]["foreground_mean"],
+                "steps": steps,
+                "steps_tried": [s for s in tried if isinstance(s, dict)],
+                "mean_dice_before": scores[0]["mean"],
+                "mean_dice_after": scores[1]["mean"],
+                "foreground_mean_dice_before": scores[0].get("foreground_mean"),
+                "foreground_mean_dice_after": scores[1].get("foreground_mean"),
             }
     if post is None:
         notes.append(f"no postprocessing record for {winner}: selection figure skipped")

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from nnunet_core.evaluation.selection_file import read_inference_information
 from nnunet_core.layout.results import DEFAULT_FOLDS, inference_information_file
 from nnunet_core.report.collect import candidate_entries, candidate_summary_file
 from nnunet_core.report.summaries import (
@@ -72,7 +73,7 @@ def run_frame(run: Run) -> tuple[pd.DataFrame, str]:
     if not info_file.is_file():
         msg = f"{info_file}: not found (written by `nnunet-core find-best-config`)"
         raise ReportInputError(msg)
-    info = read_json_file(info_file)
+    info = read_inference_information(info_file, ReportInputError)
     entries = candidate_entries(info)
     folds = [int(f) for f in info.get("folds", DEFAULT_FOLDS)]
     labels = short_names([e["identifier"] for e in entries])

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from nnunet_core.errors import ConfigurationError
+from nnunet_core.evaluation.selection_file import read_inference_information
 from nnunet_core.io.plans import Plans
 from nnunet_core.layout.predictions import configuration_predictions_dir
 from nnunet_core.layout.preprocessed import preprocess_summary_file
@@ -33,8 +34,14 @@ def model_path(pattern: str | Path, configuration: str, fold: Any = None) -> str
 
 
 def read_json(path: str | Path) -> Any:
-    """A checkpoint's JSON output (the selection's inference information)."""
+    """A checkpoint's JSON output."""
     return json.loads(Path(path).read_text())
+
+
+def read_selection(path: str | Path) -> dict[str, Any]:
+    """The select checkpoint's inference_information.json, checked: a malformed file is one
+    line naming it and the key (never a KeyError inside an input function)."""
+    return read_inference_information(path, ConfigurationError, needs_winner=True)
 
 
 def read_plans(path: str | Path) -> Plans:

@@ -87,7 +87,7 @@ def crossval_and_ensemble_summaries(wildcards):
 
 
 def selection():
-    return inputs.read_json(checkpoints.select.get().output.information)
+    return inputs.read_selection(checkpoints.select.get().output.information)
 
 
 def winner_configurations():
