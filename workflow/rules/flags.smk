@@ -5,6 +5,7 @@ import sys
 from nnunet_core.workflow import devices as workflow_devices
 from nnunet_core.workflow import flags
 from nnunet_core.cluster import gpu_slots, launch, lsf
+from nnunet_core.extension.consent import consent_flag_for_trainer
 from nnunet_core.runtime.cpus import default_num_workers
 from nnunet_core.workflow import threads as job_threads
 from nnunet_core.workflow.console import calm_console, job_message
@@ -13,6 +14,8 @@ from snakemake.logging import logger as snakemake_logger
 FOLDS_ARGS = flags.folds_argument(FOLDS)
 MODEL_FLAGS = flags.model_flags(PLANS_NAME, TRAINER)
 ROOT_FLAGS = flags.root_flags(ROOTS)
+# The test-set prediction runs the code a user's trainer model carries: the user named it.
+MODEL_CODE_CONSENT = consent_flag_for_trainer(TRAINER)
 # Cluster executor, or a job inside a cluster allocation (the same test as GPUS_PER_JOB's).
 ON_CLUSTER = workflow.remote_exec or workflow.non_local_exec or bool(workflow.nodes)
 # training.folds_per_gpu where the GPU slot locks apply (local GPU jobs), else 1.

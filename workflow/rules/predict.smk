@@ -34,6 +34,7 @@ rule predict:
         roots=ROOT_FLAGS,
         images=TEST_IMAGES,
         model=MODEL_FLAGS,
+        consent=MODEL_CODE_CONSENT,
         folds=FOLDS_ARGS,
         device=DEVICE,
         previous_stage=previous_stage_flag,
@@ -44,7 +45,7 @@ rule predict:
         "{params.staging:q}\n"
         "OMP_NUM_THREADS={threads} OMP_WAIT_POLICY=${{OMP_WAIT_POLICY:-PASSIVE}} "
         "nnunet-core predict -i {params.images:q} -o {params.staging:q} "
-        "-d {params.dataset:q} -c {wildcards.configuration:q} {params.model} "
+        "-d {params.dataset:q} -c {wildcards.configuration:q} {params.model} {params.consent} "
         "{params.previous_stage}"
         "-f {params.folds} --save_probabilities -device {params.device:q} -npp 0 -nps 0 "
         "--disable_progress_bar {params.roots} > {log:q} 2>&1\n"

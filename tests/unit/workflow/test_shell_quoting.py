@@ -23,6 +23,7 @@ from snakemake import parser as snakemake_parser
 
 from nnunet_core.cli import build_parser
 from nnunet_core.cluster import launch
+from nnunet_core.extension.consent import consent_flag_for_trainer
 from nnunet_core.layout.roots import Roots
 from nnunet_core.workflow import flags, runs
 from nnunet_core.workflow.pretrained import PretrainedWeights
@@ -52,9 +53,10 @@ PRE_QUOTED = {
     "methods_table_flags": "methods_table_flags",
     "reproduce_run_flags": "reproduce_run_flags",
     "shlex.join": "join",
+    "MODEL_CODE_CONSENT": "consent_flag_for_trainer",
 }
 # Bound in flags.smk (the others are called in the rules themselves).
-BOUND_IN_FLAGS_SMK = list(PRE_QUOTED)[:14]
+BOUND_IN_FLAGS_SMK = [*list(PRE_QUOTED)[:14], "MODEL_CODE_CONSENT"]
 
 
 # ------------------------------------------------------------------------------ the checker
@@ -330,15 +332,16 @@ BUILDER_CASES: dict[str, Case] = {
     ),
     "join": lambda v: (shlex.join(["--job-logs", v, f"{v}/2"]), [v, f"{v}/2"]),
 }
-# Builders of integers only (the schema's): no value of a user's reaches them.
-INTEGER_ONLY: dict[str, Callable[[], str]] = {
+# Builders whose words hold no value of a user's: integers of the schema, or a fixed flag.
+FIXED_WORDS: dict[str, Callable[[], str]] = {
     "folds_per_gpu_variable": lambda: flags.folds_per_gpu_variable(3),
     "multi_node_guard": lambda: launch.multi_node_guard(2),
+    "consent_flag_for_trainer": lambda: consent_flag_for_trainer(f"{HOSTILE[3]}/t.py:Mine"),
 }
 
 
 def test_every_pre_quoted_builder_has_a_case() -> None:
-    assert set(PRE_QUOTED.values()) == set(BUILDER_CASES) | set(INTEGER_ONLY)
+    assert set(PRE_QUOTED.values()) == set(BUILDER_CASES) | set(FIXED_WORDS)
 
 
 def bash_words(text: str, folder: Path) -> list[str]:
@@ -359,9 +362,9 @@ def test_a_builder_passes_hostile_values_as_single_arguments(builder: str, tmp_p
         assert sorted(p.name for p in tmp_path.iterdir()) == [], (value, text)
 
 
-@pytest.mark.parametrize("builder", sorted(INTEGER_ONLY))
-def test_an_integer_builder_writes_only_plain_words(builder: str) -> None:
-    text = INTEGER_ONLY[builder]()
+@pytest.mark.parametrize("builder", sorted(FIXED_WORDS))
+def test_a_fixed_builder_writes_only_plain_words(builder: str) -> None:
+    text = FIXED_WORDS[builder]()
     if builder == "multi_node_guard":  # a guard line: its one value is the node count
         assert "training.nodes is 2:" in text
     else:
