@@ -147,11 +147,15 @@ def find_in_ext_folders(class_name: str) -> Path | None:
     return None
 
 
-def load_class(code: TrainerCode, file: Path | None = None) -> type:
-    """Import the trainer's code (``file``: a recorded copy instead) and return its class."""
+def load_class(code: TrainerCode, file: Path | None = None, *, sha256: str | None = None) -> type:
+    """Import the trainer's code (``file``: a recorded copy instead) and return its class.
+
+    ``sha256``: the file runs only if its bytes have this digest (a model's carried code,
+    checked by ``extension.consent``); the bytes checked are the bytes executed.
+    """
     file = file or code.file
     if file is not None:
-        module = load_file(code.name, file)
+        module = load_file(code.name, file, sha256=sha256)
         where = str(file)
     else:
         module = _import_module(code)
@@ -176,12 +180,15 @@ def _classes_in(file: Path) -> list[tuple[str, int]]:
     return [(n.name, n.lineno) for n in tree.body if isinstance(n, ast.ClassDef)]
 
 
-def load_file(name: str, file: Path) -> ModuleType:
+def load_file(name: str, file: Path, *, sha256: str | None = None) -> ModuleType:
     """Execute ``file`` as a module registered under a name of its own (so it pickles into the
-    forked data workers); a failure is one line with the file and line."""
+    forked data workers); a failure is one line with the file and line. With ``sha256`` the file
+    is read once, its digest checked, and those bytes executed (no window in which the file could
+    change between the check and the run)."""
     if not file.is_file():
         msg = f"trainer {name!r}: {file}: file not found"
         raise ConfigurationError(msg)
+    checked = None if sha256 is None else _checked_bytes(name, file, sha256)
     digest = hashlib.sha256(str(file).encode()).hexdigest()[:12]
     stem = re.sub(r"\W", "_", file.stem)
     module_name = f"{_LOADED_PREFIX}{stem}_{digest}"
@@ -194,11 +201,24 @@ def load_file(name: str, file: Path) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module  # before exec: dataclasses and pickling look it up
     try:
-        spec.loader.exec_module(module)
+        if checked is None:
+            spec.loader.exec_module(module)
+        else:
+            exec(compile(checked, str(file), "exec"), module.__dict__)  # noqa: S102
     except Exception as exc:
         del sys.modules[module_name]
         raise _code_error(name, exc, file) from None
     return module
+
+
+def _checked_bytes(name: str, file: Path, sha256: str) -> bytes:
+    """The bytes of ``file`` if their sha256 is ``sha256``; else a one-line refusal."""
+    data = file.read_bytes()
+    actual = hashlib.sha256(data).hexdigest()
+    if actual != sha256.lower():
+        msg = f"trainer {name!r}: {file} has sha256 {actual}, not the checked {sha256}; not run"
+        raise ConfigurationError(msg)
+    return data
 
 
 def _import_module(code: TrainerCode) -> ModuleType:

@@ -71,4 +71,4 @@ def load_recorded_class(
     carried = verified_code(model_dir, record)
     require_consent(carried, trusted, how)
     code = TrainerCode(str(record.get("trainer", record["class"])), record["class"], "copy")
-    return load_class(code, carried.source)
+    return load_class(code, carried.source, sha256=carried.sha256)
