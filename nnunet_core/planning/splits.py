@@ -26,6 +26,9 @@ def kfold_splits(
     if len(keys) < num_folds:
         msg = f"{len(keys)} training cases cannot be split into {num_folds} folds"
         raise ConfigurationError(msg)
+    if not 0 <= seed <= 2**32 - 1:  # numpy's RandomState (upstream's KFold) takes 32 bits
+        msg = f"the split seed must be between 0 and {2**32 - 1}, got {seed}"
+        raise ConfigurationError(msg)
     order = np.arange(len(keys))
     np.random.RandomState(seed).shuffle(order)
     sizes = np.full(num_folds, len(keys) // num_folds)

@@ -410,3 +410,13 @@ def test_a_config_number_beyond_its_maximum_stops_the_workflow(
     assert message in output.splitlines(), output
     assert "Traceback" not in output
     assert not (tmp_path / "work").exists()
+
+
+@pytest.mark.parametrize("seed", ["-1", str(2**32)])
+def test_a_split_seed_numpy_cannot_take_is_one_line(root: Path, seed: str, capsys) -> None:
+    target = root / f"pre_seed_{seed}"
+    flags = ["--raw", root / "raw", "--preprocessed", target, "--folds", "2", "--seed", seed]
+    code, err = run_main(capsys, "splits", "-d", DATASET, *flags)
+    assert code == 2, err
+    one_line(err, "splits", f"the split seed must be between 0 and 4294967295, got {seed}")
+    assert not target.exists()
