@@ -8,7 +8,6 @@ predictions, the test summary and the report; no command in a path may run (no m
 anywhere), and the files named like a path's first word (``<tmp>/odd`` beside
 ``<tmp>/odd wd ...``), which an unquoted ``> {log}`` or ``rm -rf`` would hit, stay as they were.
 A relative work_dir starting with ``-`` is refused in one line (nnunet_core.workflow.path_values).
-The trainer's file has no space: the schema's trainer pattern forbids whitespace.
 """
 
 from __future__ import annotations
@@ -34,8 +33,7 @@ pytestmark = pytest.mark.slow
 WORK_NAME = "odd wd 'q' \"dq\" $(touch INJ_WD) `touch INJ_WD_BT` ;x |y ünï ✓"
 RAW_NAME = "raw r'q' \"dq\" $(touch INJ_RAW) `touch INJ_RAW_BT` ;x |y ünï"
 LOCK_NAME = "locks l'q' \"dq\" $(touch INJ_LOCK) `touch INJ_LOCK_BT` ;x |y ünï"
-# The schema allows no whitespace in training.trainer: $IFS stands in for the space.
-TRAINER_DIR = "tr'q'\"dq\"$(touch$IFS'INJ_TR')`touch$IFS'INJ_TR_BT'`;x|y-ünï"
+TRAINER_DIR = "tr 'q' \"dq\" $(touch 'INJ_TR') `touch 'INJ_TR_BT'`; x|y -ünï"
 MARKERS = {
     "INJ_WD",
     "INJ_WD_BT",
