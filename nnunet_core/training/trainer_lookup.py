@@ -50,7 +50,9 @@ def check_trainer_name(name: str) -> TrainerCode | None:
     """None for a built-in name; the user code's location otherwise; a ConfigurationError
     (one line) when the name is neither."""
     if is_user_trainer_name(name):
-        return parse_trainer_code(name)
+        code = parse_trainer_code(name)
+        _refuse_builtin_class_name(name, code.class_name)
+        return code
     try:
         parse_trainer_name(name)
     except ConfigurationError:
@@ -58,6 +60,21 @@ def check_trainer_name(name: str) -> TrainerCode | None:
             raise
         return parse_trainer_code(name)  # not found there either: says where it looked
     return None
+
+
+def _refuse_builtin_class_name(name: str, class_name: str) -> None:
+    """A user's class named like a built-in trainer would write its code (``trainer.json``,
+    ``trainer_source/``) into the built-in trainer's model folder, where a plain ``-tr`` of that
+    name would then find it: refused in one line."""
+    try:
+        parse_trainer_name(class_name)
+    except ConfigurationError:
+        return
+    msg = (
+        f"trainer {name!r}: {class_name} is the name of a built-in trainer, whose model folders "
+        "must not hold a user's code: give your class another name"
+    )
+    raise ConfigurationError(msg)
 
 
 def resolve_trainer(name: str) -> tuple[type[Trainer], TrainerCode | None]:

@@ -123,3 +123,14 @@ def test_the_train_command_exits_2_with_the_one_line(tmp_path: Path) -> None:
     assert result.returncode == 2, result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and f"trainer '{path}:X': {path}:2: SyntaxError" in lines[0], lines
+
+
+@pytest.mark.parametrize("class_name", ["nnUNetTrainer", "nnUNetTrainer_5epochs"])
+def test_a_user_class_named_like_a_built_in_trainer_is_refused(
+    tmp_path: Path, class_name: str
+) -> None:
+    # its trainer.json and source would land in the built-in trainer's model folder
+    path = write(tmp_path, "mine.py", GOOD.replace("MyTrainer", class_name))
+    with pytest.raises(ConfigurationError, match="name of a built-in trainer") as caught:
+        check_trainer_name(f"{path}:{class_name}")
+    assert "\n" not in str(caught.value)
