@@ -23,7 +23,6 @@ from typing import Any, TextIO
 
 from nnunet_core.errors import ConfigurationError
 from nnunet_core.layout.results import TRAINER_JSON, TRAINER_SOURCE_FOLDER
-from nnunet_core.training.trainer_variants import parse_trainer_name
 
 TRUST_FLAG = "--trust-model-code"
 TRUST_CONFIG_KEY = "trust_model_code"
@@ -102,18 +101,3 @@ def require_consent(
         file=stream or sys.stderr,
         flush=True,
     )
-
-
-def is_builtin_trainer(name: str) -> bool:
-    """``nnUNetTrainer`` or one of upstream's variant names (their network is ours)."""
-    try:
-        parse_trainer_name(name)
-    except ConfigurationError:
-        return False
-    return True
-
-
-def consent_flag_for_trainer(trainer_name: str) -> str:
-    """What a prediction with the models of ``trainer_name`` (``training.trainer``) passes: the
-    consent flag for a user's trainer, whose code the user named themself; nothing for ours."""
-    return "" if is_builtin_trainer(trainer_name) else TRUST_FLAG

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from nnunet_core.errors import ConfigurationError
-from nnunet_core.extension.consent import CarriedCode, is_builtin_trainer, verified_code
+from nnunet_core.extension.consent import CarriedCode, verified_code
 from nnunet_core.extension.trainer_record import read_record
 from nnunet_core.layout.results import (
     TRAINER_JSON,
@@ -26,6 +26,7 @@ from nnunet_core.layout.results import (
     TrainedModel,
     is_model_folder_name,
 )
+from nnunet_core.training.trainer_lookup import is_builtin_trainer
 
 
 def code_folder(name: str) -> tuple[str, ...] | None:

@@ -12,6 +12,7 @@ import inspect
 from typing import TYPE_CHECKING
 
 from nnunet_core.errors import ConfigurationError
+from nnunet_core.extension.consent import TRUST_FLAG
 from nnunet_core.extension.trainer_code import (
     TrainerCode,
     ext_folders,
@@ -66,9 +67,7 @@ def _refuse_builtin_class_name(name: str, class_name: str) -> None:
     """A user's class named like a built-in trainer would write its code (``trainer.json``,
     ``trainer_source/``) into the built-in trainer's model folder, where a plain ``-tr`` of that
     name would then find it: refused in one line."""
-    try:
-        parse_trainer_name(class_name)
-    except ConfigurationError:
+    if not is_builtin_trainer(class_name):
         return
     msg = (
         f"trainer {name!r}: {class_name} is the name of a built-in trainer, whose model folders "
@@ -93,3 +92,18 @@ def resolve_trainer(name: str) -> tuple[type[Trainer], TrainerCode | None]:
         msg = f"trainer {name!r}: {file}:{line}: {cls.__name__} is no nnunet_core.Trainer"
         raise ConfigurationError(msg)
     return cls, code
+
+
+def is_builtin_trainer(name: str) -> bool:
+    """``nnUNetTrainer`` or one of upstream's variant names (their network is ours)."""
+    try:
+        parse_trainer_name(name)
+    except ConfigurationError:
+        return False
+    return True
+
+
+def consent_flag_for_trainer(trainer_name: str) -> str:
+    """What a prediction with the models of ``trainer_name`` (``training.trainer``) passes: the
+    consent flag for a user's trainer, whose code the user named themself; nothing for ours."""
+    return "" if is_builtin_trainer(trainer_name) else TRUST_FLAG

@@ -19,11 +19,11 @@ from nnunet_core.errors import ConfigurationError
 from nnunet_core.extension.consent import (
     TRUST_CONFIG_KEY,
     TRUST_FLAG,
-    consent_flag_for_trainer,
     require_consent,
     verified_code,
 )
 from nnunet_core.extension.trainer_record import load_recorded_class
+from nnunet_core.training.trainer_lookup import consent_flag_for_trainer
 
 
 def model_with_code(folder: Path, marker: Path, *, recorded_sha: str | None = "auto") -> Path:
