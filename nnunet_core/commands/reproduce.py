@@ -50,6 +50,12 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         "--raw-root",
         help="where the reader keeps the raw dataset (the run's own raw_root if unset)",
     )
+    unpack.add_argument(
+        "--trust-model-code",
+        action="store_true",
+        help="write the user trainer files the archive carries (the rerun runs them; each is "
+        "named with its sha256): without it an archive carrying code is refused",
+    )
     check = actions.add_parser("check", help="compare a rerun with the archive, byte for byte")
     check.add_argument("archive")
     check.add_argument("work", help="the rerun's work_dir")
@@ -61,7 +67,9 @@ def run(args: argparse.Namespace) -> int:
     if args.action == "pack":
         return _pack(args)
     if args.action == "unpack":
-        config = reproduce.unpack(Path(args.archive), Path(args.into), args.raw_root)
+        config = reproduce.unpack(
+            Path(args.archive), Path(args.into), args.raw_root, trusted=args.trust_model_code
+        )
         print(f"wrote {config}; run: snakemake --cores 2 --configfile {config}")
         return 0
     problems = reproduce.check(Path(args.archive), Path(args.work))

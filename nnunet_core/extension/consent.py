@@ -83,20 +83,29 @@ def verified_code(
 
 
 def require_consent(
-    code: CarriedCode, trusted: bool, how: str = TRUST_FLAG, stream: TextIO | None = None
+    code: CarriedCode,
+    trusted: bool,
+    how: str = TRUST_FLAG,
+    stream: TextIO | None = None,
+    *,
+    carrier: str = "model",
+    runs_when: str = "predicting",
+    announce: str = "running",
 ) -> None:
     """Refuse in one line unless ``trusted``; else say on stderr which code runs.
 
     ``how`` names the consent in the refusal: the flag, or the config key for the workflow.
+    ``carrier`` and ``runs_when`` say what carries the code (a model folder, a reproduce archive)
+    and what would run it; ``announce`` begins the line said on consent.
     """
     if not trusted:
         msg = (
-            f"model {code.model_dir} carries trainer code {code.describe()}, which predicting "
-            f"runs: pass {how} if you trust it"
+            f"{carrier} {code.model_dir} carries trainer code {code.describe()}, which "
+            f"{runs_when} runs: pass {how} if you trust it"
         )
         raise ConfigurationError(msg)
     print(
-        f"running the trainer code carried by model {code.model_dir}: {code.describe()} "
+        f"{announce} the trainer code carried by {carrier} {code.model_dir}: {code.describe()} "
         f"({how} given)",
         file=stream or sys.stderr,
         flush=True,

@@ -46,7 +46,7 @@ from nnunet_core.layout.work import (
     REPRODUCE_ARCHIVE,
     WORK_PREPROCESSED,
 )
-from nnunet_core.workflow.reproduce_trainers import pack_trainers, unpack_trainers
+from nnunet_core.workflow.reproduce_trainers import pack_trainers, packed_sha256, unpack_trainers
 
 ARCHIVE_NAME = REPRODUCE_ARCHIVE
 EXPECTED = "expected"
@@ -210,10 +210,12 @@ def _open(path: Path) -> tarfile.TarFile:
         raise ConfigurationError(msg) from None
 
 
-def unpack(archive_path: Path, into: Path, raw_root: str | None = None) -> Path:
+def unpack(
+    archive_path: Path, into: Path, raw_root: str | None = None, *, trusted: bool = False
+) -> Path:
     """``into/config.yaml`` with ``work_dir`` set to ``into/work`` (and ``dataset.raw_root`` to
-    ``raw_root`` when given) and each user trainer's file under ``into/trainers``; returns the
-    config file."""
+    ``raw_root`` when given) and each user trainer's file under ``into/trainers`` (only with the
+    reader's consent, ``trusted``: the rerun runs them); returns the config file."""
 
     def read(name: str) -> bytes:
         try:
@@ -224,7 +226,15 @@ def unpack(archive_path: Path, into: Path, raw_root: str | None = None) -> Path:
 
     into.mkdir(parents=True, exist_ok=True)
     with _open(archive_path) as archive:
-        config = unpack_trainers(yaml.safe_load(read("config.yaml")), read, into)
+        manifest = json.loads(read("manifest.json"))
+        config = unpack_trainers(
+            yaml.safe_load(read("config.yaml")),
+            read,
+            into,
+            archive=archive_path,
+            recorded=packed_sha256(manifest.get("trainers") if isinstance(manifest, dict) else []),
+            trusted=trusted,
+        )
     config["work_dir"] = str((into / DEFAULT_WORK_DIR).resolve())
     if raw_root is not None:
         for dataset in config["datasets"] if "datasets" in config else [config["dataset"]]:

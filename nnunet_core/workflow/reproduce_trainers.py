@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from nnunet_core.errors import ConfigurationError
+from nnunet_core.extension.consent import TRUST_FLAG, CarriedCode, require_consent
 from nnunet_core.extension.trainer_code import trainer_class_name, trainer_source_path
 from nnunet_core.io.atomic import atomic_path
 from nnunet_core.layout.work import REPRODUCE_TRAINERS
@@ -89,11 +90,31 @@ def pack_trainers(
     return _rename(config, lambda n: packed.get(n, n)), members, records
 
 
+def packed_sha256(records: Any) -> dict[str, str]:
+    """Each packed trainer file's sha256 from the manifest's ``trainers`` records."""
+    digests = {}
+    for record in records if isinstance(records, list) else []:
+        if isinstance(record, dict) and isinstance(record.get("packed"), str):
+            digests[record["packed"].rsplit(":", 1)[0]] = str(record.get("sha256", ""))
+    return digests
+
+
 def unpack_trainers(
-    config: dict[str, Any], read_member: Callable[[str], bytes], into: Path
+    config: dict[str, Any],
+    read_member: Callable[[str], bytes],
+    into: Path,
+    *,
+    archive: Path,
+    recorded: dict[str, str],
+    trusted: bool,
 ) -> dict[str, Any]:
     """Write each packed trainer file the config names to ``into/trainers/`` (atomically) and
-    return the config naming it by absolute path; other names are left as they are."""
+    return the config naming it by absolute path; other names are left as they are.
+
+    The rerun runs these files, which the reader did not write: each must have the sha256 the
+    archive's manifest records (``recorded``), and is written only with the reader's consent
+    (``trusted``: ``--trust-model-code``), else one line naming the file and its sha256.
+    """
     folder = (into / REPRODUCE_TRAINERS).resolve()
     written: set[str] = set()
 
@@ -103,9 +124,25 @@ def unpack_trainers(
         member = name.rsplit(":", 1)[0]
         target = folder / Path(member).name  # the file name only: nothing outside the folder
         if member not in written:
+            data = read_member(member)
+            digest = hashlib.sha256(data).hexdigest()
+            if recorded.get(member) != digest:
+                msg = (
+                    f"{archive}: {member} has sha256 {digest}, but the manifest records "
+                    f"{recorded.get(member) or 'none'}; nothing was unpacked"
+                )
+                raise ConfigurationError(msg)
+            require_consent(
+                CarriedCode(archive, Path(member), digest),
+                trusted,
+                TRUST_FLAG,
+                carrier="archive",
+                runs_when="the rerun",
+                announce="trusting",
+            )
             folder.mkdir(parents=True, exist_ok=True)
             with atomic_path(target, suffix=".py") as tmp:
-                tmp.write_bytes(read_member(member))
+                tmp.write_bytes(data)
             written.add(member)
         return f"{target}:{trainer_class_name(name)}"
 

@@ -7,7 +7,9 @@ the trainer files are real ``nnunet_core.Trainer`` subclasses, loaded by the rea
 
 from __future__ import annotations
 
+import hashlib
 import inspect
+import io
 import shutil
 import tarfile
 from pathlib import Path
@@ -60,7 +62,7 @@ def test_a_methods_trainer_file_is_packed_and_unpacked_where_the_original_is_gon
     archive = pack_config(methods_config(f"{original}:FocalTrainer"), tmp_path)
     shutil.rmtree(original.parent)
     into = tmp_path / "rerun"
-    config = yaml.safe_load(unpack(archive, into).read_text())
+    config = yaml.safe_load(unpack(archive, into, trusted=True).read_text())
     unpacked = (into / "trainers" / "focal_trainer.py").resolve()
     assert config["methods"][1]["trainer"] == f"{unpacked}:FocalTrainer"
     assert unpacked.read_bytes() == source
@@ -96,7 +98,7 @@ def test_module_and_ext_folder_trainers_are_packed_as_files_with_unique_names(
     shutil.rmtree(tmp_path / "site")
     shutil.rmtree(tmp_path / "ext")
     into = tmp_path / "rerun"
-    config = yaml.safe_load(unpack(archive, into).read_text())
+    config = yaml.safe_load(unpack(archive, into, trusted=True).read_text())
     for method, source in ((config["methods"][1], sources[0]), (config["methods"][2], sources[1])):
         file = Path(method["trainer"].rsplit(":", 1)[0])
         assert file.parent == (into / "trainers").resolve() and file.read_bytes() == source
@@ -107,3 +109,37 @@ def test_a_trainer_whose_module_is_not_found_stops_the_pack_naming_it(tmp_path: 
     with pytest.raises(ConfigurationError, match=r"trainer 'nosuchpkg\.t:Mine': no \.py file"):
         pack_config(methods_config("nosuchpkg.t:Mine"), tmp_path)
     assert not (tmp_path / "reproduce.tar.gz").exists()
+
+
+def _archive_with_trainer(tmp_path: Path) -> tuple[Path, bytes]:
+    original = write_trainer(tmp_path / "outside", "focal_trainer.py", "FocalTrainer")
+    return pack_config(methods_config(f"{original}:FocalTrainer"), tmp_path), original.read_bytes()
+
+
+def test_an_archive_carrying_trainer_code_is_unpacked_only_with_consent(tmp_path: Path) -> None:
+    archive, source = _archive_with_trainer(tmp_path)
+    into = tmp_path / "rerun"
+    digest = hashlib.sha256(source).hexdigest()
+    with pytest.raises(ConfigurationError, match="--trust-model-code") as caught:
+        unpack(archive, into)
+    assert digest in str(caught.value) and "trainers/focal_trainer.py" in str(caught.value)
+    assert "\n" not in str(caught.value)
+    assert not (into / "trainers").exists() and not (into / "config.yaml").exists()
+
+
+def test_a_trainer_file_changed_inside_the_archive_is_refused(tmp_path: Path) -> None:
+    archive, _ = _archive_with_trainer(tmp_path)
+    members = {}
+    with tarfile.open(archive, "r:gz") as handle:
+        for info in handle.getmembers():
+            members[info.name] = handle.extractfile(info).read()
+    members["trainers/focal_trainer.py"] += b"\nimport os  # added after packing\n"
+    with tarfile.open(archive, "w:gz") as handle:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            handle.addfile(info, io.BytesIO(data))
+    into = tmp_path / "rerun"
+    with pytest.raises(ConfigurationError, match="but the manifest records"):
+        unpack(archive, into, trusted=True)
+    assert not (into / "trainers").exists()
