@@ -10,11 +10,12 @@ deletes them afterwards). ``find-best-config`` does the same on the winner's cro
 from __future__ import annotations
 
 import argparse
-import shutil
+from contextlib import suppress
 from pathlib import Path
 
 from nnunet_core.commands.common import add_processes_flag
 from nnunet_core.errors import DatasetError
+from nnunet_core.io.removal import remove_tree
 from nnunet_core.layout.raw import DATASET_JSON
 
 
@@ -48,7 +49,8 @@ def run(args: argparse.Namespace) -> int:
         folder, args.ref, load_dataset_json(djfile), args.num_processes
     )
     if args.remove_postprocessed:
-        shutil.rmtree(folder / "postprocessed", ignore_errors=True)
+        with suppress(OSError):
+            remove_tree(folder / "postprocessed", inside=[folder])
     steps = len(result["postprocessing_fns"])
     print(f"{folder / POSTPROCESSING_JSON}: {steps} postprocessing step(s)")
     return 0

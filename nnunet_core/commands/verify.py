@@ -27,6 +27,7 @@ from nnunet_core.commands.common import (
 from nnunet_core.dataset.verify import stale_reason, verify_dataset
 from nnunet_core.errors import DatasetError
 from nnunet_core.io.atomic import read_json, write_json
+from nnunet_core.io.removal import remove_file
 from nnunet_core.layout.preprocessed import VERIFY_JSON
 from nnunet_core.layout.roots import Roots, preprocessed_dataset_dir, raw_dataset_dir
 
@@ -55,7 +56,7 @@ def verify_one(
     # Resolve the report path first: a missing preprocessed root should fail before the work.
     output = output or preprocessed_dataset_dir(roots, name) / VERIFY_JSON
     # an older report must not outlive a failed (or interrupted) check; unlink is atomic
-    output.unlink(missing_ok=True)
+    remove_file(output, inside=[output.parent])
     result = verify_dataset(raw_dir, name, num_processes=num_processes)
     if len(result.problems) == 1:
         raise DatasetError(result.problems[0])

@@ -9,7 +9,6 @@ dataset is written to a temporary folder that is renamed onto the target only wh
 from __future__ import annotations
 
 import os
-import shutil
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -22,6 +21,7 @@ import SimpleITK as sitk
 from nnunet_core.dataset.shapes import BACKGROUND, LESION, ORGAN, make_phantom
 from nnunet_core.errors import ConfigurationError
 from nnunet_core.io.atomic import current_umask, replace_folder, write_json
+from nnunet_core.io.removal import remove_tree
 from nnunet_core.layout.raw import DATASET_JSON, TEST_FOLDERS, TRAINING_FOLDERS, channel_file_name
 from nnunet_core.layout.roots import DATASET_NAME_RE
 
@@ -204,8 +204,7 @@ def write_folder_atomically(
         cases = write(staging)
         replace_folder(staging, output)
     finally:
-        if staging.exists():
-            shutil.rmtree(staging)
+        remove_tree(staging, inside=[output.parent])
     return cases
 
 

@@ -22,6 +22,7 @@ from nnunet_core.evaluation.metrics import classes_from_dataset_json, compute_me
 from nnunet_core.evaluation.surface import SurfaceSettings
 from nnunet_core.io.atomic import read_json
 from nnunet_core.io.dataset_json import DatasetJson, load_dataset_json
+from nnunet_core.io.removal import remove_file, remove_tree
 from nnunet_core.layout.preprocessed import SPLITS_JSON
 from nnunet_core.layout.raw import DATASET_JSON
 from nnunet_core.layout.results import (
@@ -115,7 +116,7 @@ def crossval_cases(
 def link_or_copy(source: Path, target: Path) -> None:
     """Hard link (no extra disk), or copy where links are impossible (other file system)."""
     if target.exists() or target.is_symlink():
-        target.unlink()
+        remove_file(target, inside=[target.parent])  # the caller's output folder
     try:
         os.link(source, target)
     except OSError:
@@ -170,8 +171,7 @@ def accumulate_crossval(
         )
         raise DatasetError(msg)
     output = crossval_dir(dirs.model_dir(model), folds)
-    if output.exists():
-        shutil.rmtree(output)
+    remove_tree(output, inside=[dirs.model_dir(model)])
     output.mkdir(parents=True)
     shutil.copy(dirs.dataset_json_file(model), output / DATASET_JSON)
     if dirs.plans_json_file(model).is_file():

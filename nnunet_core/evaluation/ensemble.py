@@ -31,9 +31,9 @@ from nnunet_core.evaluation.surface import SurfaceSettings
 from nnunet_core.io.atomic import atomic_path, write_json
 from nnunet_core.io.dataset_json import LabelSpec, load_dataset_json
 from nnunet_core.io.images import read_seg, write_seg
-from nnunet_core.io.removal import remove_tree
 from nnunet_core.io.json_input import read_json_object
 from nnunet_core.io.npz_input import load_probabilities, probabilities_header
+from nnunet_core.io.removal import remove_tree
 from nnunet_core.layout.raw import DATASET_JSON
 from nnunet_core.layout.results import (
     DEFAULT_FOLDS,

@@ -18,7 +18,6 @@ is ``postprocessing.json`` in plain JSON (upstream's keys ``postprocessing_fns``
 
 from __future__ import annotations
 
-import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path

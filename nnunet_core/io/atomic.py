@@ -6,7 +6,6 @@ import errno
 import json
 import os
 import re
-import shutil
 import tempfile
 import uuid
 from collections.abc import Iterator
@@ -17,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from nnunet_core.errors import storage_cause
+from nnunet_core.io.removal import remove_file, remove_tree
 
 
 @contextmanager
@@ -107,7 +107,8 @@ def replace_folder(new: str | os.PathLike, target: str | os.PathLike) -> None:
     except OSError:
         os.replace(old, target)
         raise
-    shutil.rmtree(old, ignore_errors=True)
+    with suppress(OSError):
+        remove_tree(old, inside=[target.parent])
 
 
 def merge_folder(source: str | os.PathLike, target: str | os.PathLike) -> None:
@@ -138,7 +139,7 @@ def remove_atomic_temporaries(folder: str | os.PathLike) -> list[Path]:
         return []
     stale = [p for p in folder.iterdir() if _TEMPORARY.match(p.name) and p.is_file()]
     for path in stale:
-        path.unlink(missing_ok=True)
+        remove_file(path, inside=[folder])
     return stale
 
 

@@ -21,6 +21,7 @@ from torch import nn
 
 from nnunet_core.errors import NnunetCoreError
 from nnunet_core.io.atomic import atomic_path, remove_atomic_temporaries
+from nnunet_core.io.removal import remove_file
 from nnunet_core.layout.results import CHECKPOINT_BEST as BEST
 from nnunet_core.layout.results import CHECKPOINT_FINAL as FINAL
 from nnunet_core.layout.results import CHECKPOINT_LATEST as LATEST
@@ -88,7 +89,7 @@ def remove_stale_temporaries(folder: str | os.PathLike) -> list[Path]:
         return []
     stale = [p for p in folder.glob(f".checkpoint_*.pth.*{_TMP_MARK}") if p.is_file()]
     for path in stale:
-        path.unlink(missing_ok=True)
+        remove_file(path, inside=[folder])
     return stale + remove_atomic_temporaries(folder)
 
 

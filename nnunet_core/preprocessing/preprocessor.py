@@ -9,11 +9,11 @@ normalized once, and resampled slices and whole results are shared where they ar
 from __future__ import annotations
 
 import os
-import shutil
 import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,7 @@ from nnunet_core.io.blosc2_store import FILE_MODE, save_case
 from nnunet_core.io.dataset_json import DatasetJson
 from nnunet_core.io.plans import Plans
 from nnunet_core.io.readers import ImageReader, reader_for_plans
+from nnunet_core.io.removal import remove_tree
 from nnunet_core.layout.preprocessed import PREPROCESS_SUMMARY_JSON, preprocess_summary_file
 from nnunet_core.layout.raw import IMAGES_TR
 from nnunet_core.preprocessing.cropping import crop_to_nonzero, slicer
@@ -253,7 +254,8 @@ def _remove_leftovers(preprocessed_dir: Path, identifier: str) -> None:
     """Staging and swapped-out folders of crashed runs (one run per identifier at a time)."""
     for pattern in (f".{identifier}.staging-*", f".{identifier}.old-*"):
         for path in preprocessed_dir.glob(pattern):
-            shutil.rmtree(path, ignore_errors=True)
+            with suppress(OSError):
+                remove_tree(path, inside=[preprocessed_dir])
 
 
 def preprocess_dataset(
@@ -299,7 +301,8 @@ def preprocess_dataset(
             )
     finally:
         for path in staging.values():
-            shutil.rmtree(path, ignore_errors=True)
+            with suppress(OSError):
+                remove_tree(path, inside=[preprocessed_dir])
     seconds = round(time.perf_counter() - start, 3)
     summaries = {}
     for config in configs:

@@ -12,6 +12,7 @@ import math
 import os
 from pathlib import Path
 
+from nnunet_core.io.removal import remove_file
 from nnunet_core.layout.results import REPORT_PAGE_MD
 from nnunet_core.report import bottleneck, figures, paper_tables, tables
 from nnunet_core.report.collect import FOREGROUND, ReportData, ReportInputError, collect
@@ -160,10 +161,10 @@ def _remove_stale(output_dir: Path, written: list[Path]) -> None:
         temporaries = f"{folder}/.{name}.*" if folder else f".{name}.*"
         for path in output_dir.glob(pattern):
             if path.resolve() not in keep:
-                path.unlink()
+                remove_file(path, inside=[output_dir])
         for path in output_dir.glob(temporaries):
             if path.is_file():
-                path.unlink()
+                remove_file(path, inside=[output_dir])
 
 
 def write_paper_files(data: ReportData, output_dir: Path, run: Run) -> tuple[list[Path], str]:

@@ -17,6 +17,7 @@ from typing import IO
 
 from nnunet_core.errors import NnunetCoreError
 from nnunet_core.io.locks import open_lock_file, read_holder, try_lock, write_holder
+from nnunet_core.io.removal import remove_file
 from nnunet_core.layout.results import FOLD_LOCK_NAME
 
 
@@ -50,7 +51,8 @@ class FoldLock:
         """Drop the lock; ``remove`` also deletes the file (once the fold is finished)."""
         if self._handle is not None:
             if remove:
-                self.path.unlink(missing_ok=True)  # still held: nobody can take it meanwhile
+                # still held: nobody can take it meanwhile
+                remove_file(self.path, inside=[self.path.parent])
             self._handle.close()  # closing the descriptor drops the lock
             self._handle = None
 

@@ -43,6 +43,7 @@ from nnunet_core.cluster.stop_signal import EXIT_STOPPED
 from nnunet_core.errors import ConfigurationError, StorageError, storage_cause, storage_error
 from nnunet_core.extension.trainer_record import write_record
 from nnunet_core.io.atomic import unwritable_reason
+from nnunet_core.io.removal import remove_file
 from nnunet_core.layout.roots import RESULTS_ENV, Roots, preprocessed_dataset_dir
 from nnunet_core.model import checkpoint as ckpt
 from nnunet_core.training import provenance
@@ -336,7 +337,8 @@ def write_summary(trainer: Trainer, summary: dict[str, Any] | None) -> None:
 def clean_up_finished(trainer: Trainer, lock: FoldLock | None) -> None:
     """A finished, validated fold keeps neither checkpoint_latest nor a lock file."""
     if trainer.topology.is_main:
-        (trainer.setup.output_folder / ckpt.LATEST).unlink(missing_ok=True)
+        folder = trainer.setup.output_folder
+        remove_file(folder / ckpt.LATEST, inside=[folder])
     if lock is not None:
         lock.release(remove=True)
 

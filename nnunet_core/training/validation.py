@@ -33,6 +33,7 @@ from nnunet_core.inference.predictor import tile_batch_size
 from nnunet_core.inference.sliding_window import sliding_window_logits
 from nnunet_core.io.blosc2_store import open_array, open_case
 from nnunet_core.io.dataset_json import parse_dataset_json
+from nnunet_core.io.removal import remove_file
 from nnunet_core.layout.results import (
     NEXT_STAGE_SUFFIX,
     PREDICTED_NEXT_STAGE_FOLDER,
@@ -59,7 +60,7 @@ def remove_stale_predictions(folder: Path, keep: Sequence[str], file_ending: str
         and p.name not in keep_names
     ]
     for path in stale:
-        path.unlink()
+        remove_file(path, inside=[folder])
     return stale
 
 
