@@ -179,3 +179,16 @@ def test_check_config_refuses_a_bad_value_before_any_job(tmp_path: Path) -> None
     config["training"]["pretrained_weights"]["fold"] = 1
     with pytest.raises(ConfigurationError, match=r"pretrained_weights\.fold: .* has no fold_1"):
         check_config(config)
+
+
+def test_a_checkpoint_member_that_is_a_zip_bomb_is_refused_before_any_job(tmp_path: Path) -> None:
+    # 64 MiB of zeros deflates to about 64 KiB (ratio ~1000:1): a bomb posing as a checkpoint
+    archive = tmp_path / "bomb.zip"
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as handle:
+        handle.writestr(
+            "Dataset004_X/nnUNetTrainer__nnUNetPlans__3d_fullres/fold_0/checkpoint_final.pth",
+            bytes(64 << 20),
+        )
+    message = one_line_error({"model": str(archive), "fold": 0}, tmp_path / "work", "ratio")
+    assert str(archive) in message
+    assert not (tmp_path / "work").exists()
