@@ -79,7 +79,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--gpu-lock-dir",
         help="folder of the GPU slot locks used when CUDA_VISIBLE_DEVICES is unset "
-        "(default $nnUNet_gpu_lock_dir, else <tmp>/nnunet_core_gpu_locks)",
+        "(default $nnUNet_gpu_lock_dir, else <tmp>/nnunet_core_gpu_locks-<uid>; a private "
+        "folder: refused if it is a link, not yours or writable by others)",
     )
     parser.add_argument(
         "--deadline",
