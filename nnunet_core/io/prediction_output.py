@@ -26,7 +26,7 @@ from nnunet_core.layout.raw import DATASET_JSON, IMAGES_TR, IMAGES_TS, LABELS_TR
 
 RAW_SPLIT_FOLDERS = (IMAGES_TR, LABELS_TR, IMAGES_TS, LABELS_TS)
 # Written into every output folder of predict, ensemble and apply-postprocessing.
-PREDICTION_MARKER = ".nnunet_core_predictions"
+PREDICTION_MARKER = "nnunet_core_predictions.json"
 # upstream's predictor (and ours) records its arguments in every folder it predicts into
 UPSTREAM_PREDICT_RECORD = "predict_from_raw_data_args.json"
 OVERWRITE_HELP = (
