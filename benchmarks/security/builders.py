@@ -59,7 +59,9 @@ def write_declared_bomb(path: Path, prefix: str, members: int, declared: int) ->
 def write_ratio_bomb(path: Path, name: str, size: int) -> Path:
     """One deflated member of ``size`` zero bytes (about 1000:1)."""
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as handle:
-        with handle.open(zipfile.ZipInfo(name, (2020, 1, 1, 0, 0, 0)), "w") as sink:
+        info = zipfile.ZipInfo(name, (2020, 1, 1, 0, 0, 0))
+        info.compress_type = zipfile.ZIP_DEFLATED  # a ZipInfo's own default is stored
+        with handle.open(info, "w") as sink:
             block = bytes(1 << 20)
             for _ in range(size >> 20):
                 sink.write(block)

@@ -62,10 +62,11 @@ def write_config(path: Path, config: dict) -> Path:
 def snakemake(
     directory: Path, configfile: Path, targets: list[str], env: dict[str, str], *extra: str
 ) -> Outcome:
-    """The real ``snakemake`` CLI on the repository's Snakefile, run from ``directory``."""
+    """The real ``snakemake`` CLI on the repository's Snakefile, run from ``directory``
+    (``extra`` after the targets: ``--config`` and ``--until`` take every word that follows)."""
     directory.mkdir(parents=True, exist_ok=True)
     argv = [
         str(BIN / "snakemake"), "--snakefile", str(REPO / "Snakefile"), "--directory",
-        str(directory), "--configfile", str(configfile), "--cores", "2", *extra, *targets,
+        str(directory), "--configfile", str(configfile), "--cores", "2", *targets, *extra,
     ]  # fmt: skip
     return run(argv, directory, env, cli=False)

@@ -2,8 +2,9 @@
 error line names the offending file or value) or a correct run (exit 0, the expected file there).
 
 The real commands report errors in one line: ``nnunet-core <command>: error: <what>`` (the CLI)
-or, from Snakemake, a ``... Error ...`` block whose line names the value (config checks, a failed
-job's log tail). A Python traceback anywhere is a failure whatever the exit status."""
+or, from Snakemake, an error report (``ConfigurationError in file ...``, ``WorkflowError:``,
+``Error in rule X:``) one of whose lines names the value (config checks, a failed job's log
+tail). A Python traceback anywhere is a failure whatever the exit status."""
 
 from __future__ import annotations
 
@@ -15,12 +16,9 @@ from pathlib import Path
 TRACEBACK = "Traceback (most recent call last)"
 REFUSAL = "refusal"
 RUN = "run"
-# words of an error line (Snakemake's config errors, our one-line errors, a job's log tail)
-_ERROR_WORDS = re.compile(
-    r"error|invalid|refus|must|not allowed|forbid|cannot|unsafe|not a |is not|overlap|unknown|"
-    r"too |exceeds|limit|not run|unless|already",
-    re.I,
-)
+# where Snakemake's error report starts: "ConfigurationError in file ...", "WorkflowError:",
+# "Error in rule plan:", "RuleException:" (the lines after it say why)
+_SNAKEMAKE_ERROR = re.compile(r"^\w*(Error|Exception)\b")
 _CLI_ERROR = re.compile(r"^nnunet-core(?: [\w-]+)?: error: ")
 
 
@@ -51,8 +49,14 @@ class Outcome:
         lines = [line.strip() for line in self.stderr.splitlines() if line.strip()]
         if self.cli:
             return lines[-1] if lines else ""
-        errors = [line.strip() for line in self.text.splitlines() if _ERROR_WORDS.search(line)]
-        return errors[-1] if errors else (lines[-1] if lines else "")
+        block = self.snakemake_errors()
+        return block[1] if len(block) > 1 else (block[0] if block else (lines[-1] if lines else ""))
+
+    def snakemake_errors(self) -> list[str]:
+        """Snakemake's error report: its lines from the first ``...Error`` header on."""
+        lines = [line.strip() for line in self.text.splitlines() if line.strip()]
+        start = next((i for i, line in enumerate(lines) if _SNAKEMAKE_ERROR.match(line)), None)
+        return [] if start is None else lines[start:]
 
 
 def _named(text: str, names: tuple[str, ...]) -> bool:
@@ -72,10 +76,9 @@ def refusal_problem(outcome: Outcome, names: tuple[str, ...]) -> str | None:
         if not _named(errors[0], names):
             return f"the error line names none of {list(names)}: {errors[0][:300]}"
         return None
-    lines = [line for line in outcome.text.splitlines() if _named(line, names)]
-    if not any(_ERROR_WORDS.search(line) for line in lines):
-        last = outcome.refusal_line()[:300]
-        return f"no error line names any of {list(names)} (last error line: {last})"
+    if not any(_named(line, names) for line in outcome.snakemake_errors()):
+        said = outcome.refusal_line()[:300] or "no error report"
+        return f"Snakemake's error report names none of {list(names)} ({said})"
     return None
 
 

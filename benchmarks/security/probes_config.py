@@ -3,15 +3,16 @@ folder and names, given in a config file or on Snakemake's command line.
 
 Each hostile path tries ``touch <marker>`` through ``$(...)``, backticks, ``;``, ``|``, ``||``,
 quotes or a newline, or has a space before which a user's file of that name lies. A path that
-can exist is a correct run (the workflow's stage writes its file and nothing runs); a name that
-nnU-Net's rules forbid, a newline in a path and an absurd number are one-line refusals."""
+can exist (a newline included: issue 51 asks such a run to complete) is a correct run (the
+workflow's stage writes its file and nothing runs); a name that nnU-Net's rules forbid and an
+absurd number are one-line refusals."""
 
 from __future__ import annotations
 
 import shutil
 from pathlib import Path
 
-from benchmarks.security.prepared import DATASET, base_config, raw_root_config
+from benchmarks.security.prepared import DATASET, MODEL, base_config, raw_root_config
 from benchmarks.security.probe import REFUSAL, RUN, Command, Context, Probe
 from benchmarks.security.runs import plans_of, workflow
 
@@ -25,7 +26,7 @@ HOSTILE_PATHS = {
     "pipe": ("x|touch {M}", RUN),
     "quotes": ("q'$(touch {M})'\"x\"", RUN),  # closes a single-quoted word, then a double one
     "unicode": ("données ü 数据", RUN),
-    "newline": ("x\ntouch {M}\n", REFUSAL),
+    "newline": ("x\ntouch {M}\n", RUN),  # a legal path: nnU-Net's rules do not forbid it
 }
 
 
@@ -69,8 +70,9 @@ def _work_dir_space(ctx: Context) -> Command:
 
 
 def _work_dir_dash(ctx: Context) -> Command:
-    config = raw_root_config("-rf x", str(ctx.sandbox.rawcopy))  # relative to --directory
-    return workflow(ctx, config, PLANNED, expected=plans_of(ctx.root / "snake" / "-rf x"))
+    """Relative to --directory; quoted or not, ``--raw '-rf x/raw'`` is an option to argparse."""
+    config = raw_root_config("-rf x", str(ctx.sandbox.rawcopy))
+    return workflow(ctx, config, PLANNED, names=("work_dir", "-rf x"))
 
 
 def _work_dir_space_predict(ctx: Context) -> Command:
@@ -79,10 +81,9 @@ def _work_dir_space_predict(ctx: Context) -> Command:
     work = ctx.root / "wd mv"
     shutil.copytree(ctx.prepared.work, work, symlinks=True)
     config = base_config(str(work))
-    return workflow(
-        ctx, config, ["all"], "--until", "predict",
-        expected=(work, "predictions/**/*.nii.gz"),
-    )  # fmt: skip
+    final = work / "predictions" / DATASET / "final"  # postprocess, after select and predict
+    expected = (work, "predictions/**/*.nii.gz")
+    return workflow(ctx, config, [str(final)], expected=expected)
 
 
 TRAINER = '''"""A user's trainer in a folder whose name holds a command substitution."""
@@ -138,8 +139,16 @@ def _set(section: str | None, key: str, value):
     return change
 
 
-def _nsd(config: dict, marker: str) -> None:
-    config.setdefault("evaluation", {})["nsd_tolerance_mm"] = {f"a$(touch {marker})": 2.0}
+def _nsd_crossval(ctx: Context) -> Command:
+    """A tolerance per label, keyed by a name the dataset does not have, reaching crossval's
+    ``--nsd-tolerance`` (a copy of the trained run: only crossval runs)."""
+    work = ctx.root / "work"
+    shutil.copytree(ctx.prepared.work, work, symlinks=True)
+    config = base_config(str(work))
+    evaluation = config.setdefault("evaluation", {})
+    evaluation.update(surface_metrics=True, nsd_tolerance_mm={f"a$(touch {ctx.marker})": 2.0})
+    summary = work / "results" / DATASET / MODEL / "crossval_results_folds_0" / "summary.json"
+    return workflow(ctx, config, [str(summary)], names=("nsd", "a$(touch"))
 
 
 def _override(config: dict, marker: str) -> None:
@@ -168,7 +177,9 @@ def _yaml_tag(ctx: Context) -> Command:
     configfile.write_text(text + yaml.safe_dump(config))
     config["work_dir"] = str(ctx.root / "work")
     return workflow(
-        ctx, config, PLANNED, names=(str(configfile), "tagged.yaml", "python/object"),
+        # Snakemake's own loader (safe YAML) refuses it before our code, as "Config file is not
+        # valid JSON or YAML": the one --configfile given, so "Config file" names it
+        ctx, config, PLANNED, names=(str(configfile), "tagged.yaml", "Config file"),
         configfile=configfile,
     )  # fmt: skip
 
@@ -181,10 +192,11 @@ def probes() -> list[Probe]:
               _raw_root_space),
         Probe("work_dir_space", "config", RUN, "work_dir 'fresh run' beside a file 'fresh'",
               _work_dir_space),
-        Probe("work_dir_leading_dash", "config", RUN, "work_dir '-rf x' (relative)",
+        Probe("work_dir_leading_dash", "config", REFUSAL,
+              "work_dir '-rf x' (relative; a command would read it as an option)",
               _work_dir_dash),
         Probe("work_dir_space_predict", "config", RUN,
-              "a trained run in 'wd mv' beside a folder 'wd' predicts (its .partial cleared)",
+              "a trained run in 'wd mv' beside a folder 'wd' predicts (.partial cleared)",
               _work_dir_space_predict),
         Probe("trainer_path_substitution", "config", RUN,
               "training.trainer '<S>/w$(touch${IFS}<M>)/t.py:SecTrainer' (the file exists)",
@@ -193,8 +205,9 @@ def probes() -> list[Probe]:
               "training.gpu_lock_dir '<S>/locks$(touch <M>)'", _gpu_lock_dir),
         refused_key("trainer_semicolon", "training.trainer 'nnUNetTrainer;touch <M>'", "trainer",
                     _set("training", "trainer", "nnUNetTrainer;touch {M}")),
-        refused_key("nsd_label_substitution", "evaluation.nsd_tolerance_mm {'a$(touch <M>)': 2}",
-                    "nsd_tolerance_mm", _nsd),
+        Probe("nsd_label_substitution", "config", REFUSAL,
+              "evaluation.nsd_tolerance_mm {'a$(touch <M>)': 2} (no such label), to crossval",
+              _nsd_crossval),
         refused_key("plans_name_shell", "planning.plans_name 'P;touch <M>'", "plans_name",
                     _set("planning", "plans_name", "P;touch {M}")),
         refused_key("dataset_name_shell", "dataset.name 'Synth$(touch <M>)'", "name",

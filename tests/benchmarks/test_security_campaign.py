@@ -95,8 +95,8 @@ def test_the_refusal_judge_wants_one_error_line_naming_the_value_and_no_tracebac
     assert "not one" in judge(outcome(2, f"{line}\n{line}\n"), REFUSAL, names, None)
     snake = "ConfigurationError in file Snakefile:\ninvalid config: work_dir: '/' is refused\n"
     assert judge(outcome(1, snake, cli=False), REFUSAL, ("work_dir",), None) is None
-    job = "Job 1: plan, log: /s/work/logs/plan.log\nError in rule plan\n"
-    assert "no error line" in judge(outcome(1, job, cli=False), REFUSAL, ("work_dir",), None)
+    job = "Job 1: plan, log: /s/work/logs/plan.log (work_dir /s/work)\nError in rule plan:\n"
+    assert "names none" in judge(outcome(1, job, cli=False), REFUSAL, ("work_dir",), None)
 
 
 def test_the_run_judge_wants_exit_0_and_the_expected_file(tmp_path) -> None:
