@@ -17,13 +17,13 @@ import argparse
 from pathlib import Path
 
 from nnunet_core.extension.consent import TRUST_FLAG
-from nnunet_core.layout.roots import Roots
 from nnunet_core.io.archive_limits import (
     DEFAULT_MAX_RATIO,
     DEFAULT_MAX_SIZE_GIB,
     RATIO_FLOOR_BYTES,
     ArchiveLimits,
 )
+from nnunet_core.layout.roots import Roots
 from nnunet_core.model_sharing.install import install_archive
 
 

@@ -26,8 +26,8 @@ from typing import BinaryIO
 
 from nnunet_core.errors import STORAGE_ERRNOS, ConfigurationError
 from nnunet_core.extension.consent import CarriedCode
-from nnunet_core.io.atomic import merge_folder
 from nnunet_core.io.archive_limits import ArchiveLimits, check_limits
+from nnunet_core.io.atomic import merge_folder
 from nnunet_core.model_sharing.install_changes import (
     carried_code,
     check_code_members,
