@@ -8,7 +8,6 @@ import traceback
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from benchmarks.faults.scenario import REPO
 from benchmarks.security.commands import probe_env
 from benchmarks.security.outcome import TRACEBACK, Outcome, judge
 from benchmarks.security.prepared import Prepared
@@ -20,6 +19,7 @@ from benchmarks.security.sandbox import (
     markers_in,
     snapshot,
 )
+from benchmarks.security.scenario import REPO
 
 
 @dataclass

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import yaml
 
-from benchmarks.faults.scenario import REPO
 from benchmarks.security.outcome import Outcome
+from benchmarks.security.scenario import REPO
 
 BIN = Path(sys.executable).parent
 TIMEOUT_S = 600

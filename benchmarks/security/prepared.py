@@ -14,8 +14,8 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.faults.scenario import scenario_config
 from benchmarks.security.commands import nnunet_core, probe_env, snakemake, write_config
+from benchmarks.security.scenario import demo_config
 
 DATASET = "Dataset900_Synth"
 MODEL = "nnUNetTrainer__nnUNetPlans__3d_fullres"
@@ -25,7 +25,7 @@ KEEP_LARGEST = "remove_all_but_largest_component_from_segmentation"
 def base_config(work_dir: str) -> dict:
     """The scenario ``demo`` (6 + 2 cases of 12 x 32 x 32) cut to 3d_fullres, fold 0, one epoch
     of one iteration, writing into ``work_dir``."""
-    config = scenario_config("demo")
+    config = demo_config()
     config["work_dir"] = work_dir
     config["planning"]["configurations"] = ["3d_fullres"]
     config["training"].update(

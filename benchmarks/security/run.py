@@ -26,10 +26,10 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from benchmarks.faults.scenario import REPO
 from benchmarks.security.campaign import record, run_probe, table
 from benchmarks.security.prepared import prepare
 from benchmarks.security.probes import select
+from benchmarks.security.scenario import REPO
 from nnunet_core.io.atomic import write_text
 
 

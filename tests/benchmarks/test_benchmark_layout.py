@@ -7,7 +7,7 @@ import ast
 from pathlib import Path
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
-FAMILIES = {"common", "faults", "gpu", "parity", "quality", "speed"}
+FAMILIES = {"common", "faults", "gpu", "parity", "quality", "security", "speed"}
 
 
 def module_name(path: Path) -> str:
