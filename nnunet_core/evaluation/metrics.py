@@ -25,6 +25,7 @@ from nnunet_core.errors import DatasetError
 from nnunet_core.evaluation.surface import (
     SURFACE_METRIC_NAMES,
     SurfaceSettings,
+    check_tolerance_labels,
     load_surface_metric_libraries,
     surface_metrics,
 )
@@ -262,6 +263,8 @@ def compute_metrics_on_folder(
     """
     gt_dir, pred_dir = Path(gt_dir), Path(pred_dir)
     classes = list(labels_or_regions(label_spec) if classes is None else classes)
+    if surface is not None:
+        check_tolerance_labels(surface, [label_key(c) for c in classes])
     pairs = _pairs(gt_dir, pred_dir, file_ending, chill)
     tasks = [
         (pred.name[: -len(file_ending)], (ref, pred, classes, label_spec.ignore_label, surface))

@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from nnunet_core.errors import ConfigurationError
+
 SURFACE_METRIC_NAMES = ("HD95", "NSD")
 DEFAULT_TOLERANCE_MM = 1.0
 
@@ -40,6 +42,18 @@ class SurfaceSettings:
 
     def tolerance(self, key: str) -> float:
         return float(self.per_label_mm.get(key, self.default_mm))
+
+
+def check_tolerance_labels(surface: SurfaceSettings, keys: Sequence[str]) -> None:
+    """A per-label tolerance names a label or region that is evaluated (``keys``); another
+    key (a typo, a label the dataset lacks) would silently get the default: one line instead."""
+    unknown = sorted(set(surface.per_label_mm) - set(keys))
+    if unknown:
+        msg = (
+            f"NSD tolerance for {unknown[0]!r}: the dataset has no such label or region "
+            f"(its keys: {', '.join(keys)})"
+        )
+        raise ConfigurationError(msg)
 
 
 def settings_from_tolerances(values: Sequence[str | float]) -> SurfaceSettings:

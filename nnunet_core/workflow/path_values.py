@@ -5,7 +5,8 @@ quotes, ``$(...)``, ``;`` and unicode are plain characters. Two things quoting c
 
 * a relative path starting with ``-`` (``work_dir: -wd``): every path under it starts with ``-``
   too, and a command reads such an argument as an option (an absolute path never starts so);
-* ``{`` or ``}`` in a path that names rule inputs or outputs: Snakemake reads them as wildcards.
+* ``{`` or ``}`` in a path that names rule inputs or outputs, or in a value the rules' params
+  carry as text (the trainer's file, the GPU lock folder): Snakemake reads them as wildcards.
 """
 
 from __future__ import annotations
@@ -29,6 +30,24 @@ def _declared_paths(config: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
         yield "training.pretrained_weights", pretrained
 
 
+def _param_values(config: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+    """(key, value) of each config value that a rule's params carry as text, which Snakemake
+    formats with the job's wildcards."""
+    training = config.get("training") or {}
+    yield "training.trainer", training.get("trainer")
+    yield "training.gpu_lock_dir", training.get("gpu_lock_dir")
+
+
+def _refuse_braces(key: str, value: str) -> None:
+    braces = sorted({c for c in value if c in WILDCARD_BRACES})
+    if braces:
+        msg = (
+            f"config {key}: {value!r} holds {' and '.join(braces)}, which Snakemake reads "
+            "as a wildcard: rename the folder"
+        )
+        raise ConfigurationError(msg)
+
+
 def check_shell_paths(config: Mapping[str, Any]) -> None:
     """Refuse (one line, naming the key and the value) a path no quoting makes safe: see the
     module docstring. Other odd characters pass; the rules quote them."""
@@ -41,10 +60,7 @@ def check_shell_paths(config: Mapping[str, Any]) -> None:
                 "give an absolute path"
             )
             raise ConfigurationError(msg)
-        braces = sorted({c for c in value if c in WILDCARD_BRACES})
-        if braces:
-            msg = (
-                f"config {key}: {value!r} holds {' and '.join(braces)}, which Snakemake reads "
-                "as a wildcard in the files it declares: rename the folder"
-            )
-            raise ConfigurationError(msg)
+        _refuse_braces(key, value)
+    for key, value in _param_values(config):
+        if isinstance(value, str):
+            _refuse_braces(key, value)

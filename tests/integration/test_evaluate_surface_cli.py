@@ -98,6 +98,8 @@ def test_without_the_flag_the_summary_is_upstreams(folders, tmp_path: Path) -> N
         (["--surface-metrics", "--nsd-tolerance", "-1"], "positive number"),
         (["--surface-metrics", "--nsd-tolerance", "2=x"], "'2=x'"),
         (["--nsd-tolerance", "2"], "needs --surface-metrics"),
+        # a key that is no label of the dataset would silently get the default tolerance
+        (["--surface-metrics", "--nsd-tolerance", "7=2"], "'7': the dataset has no such label"),
     ],
 )
 def test_a_bad_tolerance_is_one_line_and_exit_2(folders, tmp_path, flags, message) -> None:
