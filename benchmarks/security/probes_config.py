@@ -96,7 +96,8 @@ class SecTrainer(Trainer):
 
 
 def _trainer_path(ctx: Context) -> Command:
-    folder = Path(str(ctx.root / "w$(touch${{IFS}}{M})").format(M=ctx.marker))
+    """The issue's value: ``$IFS`` stands for the space the old schema forbade."""
+    folder = Path(str(ctx.root / "w$(touch$IFS{M})").format(M=ctx.marker))
     folder.mkdir(parents=True)
     (folder / "t.py").write_text(TRAINER)
     work = ctx.prepared.copy_preprocessed(ctx.root / "work")
@@ -106,6 +107,18 @@ def _trainer_path(ctx: Context) -> Command:
         ctx, config, ["trained"], names=("trainer",),
         expected=(work, "results/*/SecTrainer*/fold_0/checkpoint_final.pth"),
     )  # fmt: skip
+
+
+def _trainer_path_braces(ctx: Context) -> Command:
+    """``${IFS}``: braces in a value the rules' params carry, which Snakemake would read as a
+    wildcard; refused in one line before any job."""
+    folder = Path(str(ctx.root / "w$(touch${{IFS}}{M})").format(M=ctx.marker))
+    folder.mkdir(parents=True)
+    (folder / "t.py").write_text(TRAINER)
+    work = ctx.prepared.copy_preprocessed(ctx.root / "work")
+    config = base_config(str(work))
+    config["training"]["trainer"] = f"{folder}/t.py:SecTrainer"
+    return workflow(ctx, config, ["trained"], names=("trainer",))
 
 
 def _gpu_lock_dir(ctx: Context) -> Command:
@@ -199,8 +212,11 @@ def probes() -> list[Probe]:
               "a trained run in 'wd mv' beside a folder 'wd' predicts (.partial cleared)",
               _work_dir_space_predict),
         Probe("trainer_path_substitution", "config", RUN,
-              "training.trainer '<S>/w$(touch${IFS}<M>)/t.py:SecTrainer' (the file exists)",
+              "training.trainer '<S>/w$(touch$IFS<M>)/t.py:SecTrainer' (the file exists)",
               _trainer_path),
+        Probe("trainer_path_braces", "config", REFUSAL,
+              "training.trainer '<S>/w$(touch${IFS}<M>)/t.py:SecTrainer' ({} are wildcards)",
+              _trainer_path_braces),
         Probe("gpu_lock_dir_substitution", "config", RUN,
               "training.gpu_lock_dir '<S>/locks$(touch <M>)'", _gpu_lock_dir),
         refused_key("trainer_semicolon", "training.trainer 'nnUNetTrainer;touch <M>'", "trainer",

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from nnunet_core.errors import ConfigurationError
-from nnunet_core.io.atomic import read_json
+from nnunet_core.io.json_input import read_json_object
 from nnunet_core.io.plans_configuration import Configuration
 
 INHERITS_KEY = "inherits_from"
@@ -54,7 +54,7 @@ class Plans:
     """A plans file, read-only: its configurations resolved and the lookups the code needs."""
 
     def __init__(self, raw: Mapping[str, Any], source: str | Path | None = None) -> None:
-        if not isinstance(raw.get("configurations"), Mapping):
+        if not isinstance(raw, Mapping) or not isinstance(raw.get("configurations"), Mapping):
             msg = f"{source or 'plans'}: no 'configurations' (not an nnU-Net v2 plans file?)"
             raise ConfigurationError(msg)
         self._raw = copy.deepcopy(dict(raw))
@@ -66,7 +66,7 @@ class Plans:
         if not path.is_file():
             msg = f"{path}: plans file not found (run `nnunet-core plan` first)"
             raise ConfigurationError(msg)
-        return cls(read_json(path), path)
+        return cls(read_json_object(path, "plans file", ConfigurationError), path)
 
     def __repr__(self) -> str:
         return f"Plans({self.name!r}, source={self._source!r})"
