@@ -13,10 +13,9 @@ import shutil
 import sys
 from pathlib import Path
 
-from nnunet_core.commands.common import add_processes_flag
+from nnunet_core.commands.common import add_output_folder_flags, add_processes_flag
 from nnunet_core.errors import DatasetError
 from nnunet_core.io.prediction_output import (
-    OVERWRITE_HELP,
     check_output_folder,
     mark_prediction_folder,
 )
@@ -25,13 +24,7 @@ from nnunet_core.layout.raw import DATASET_JSON
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-i", "--input", required=True, help="folder of segmentations")
-    parser.add_argument(
-        "-o",
-        "--output",
-        required=True,
-        help="output folder (never a raw dataset's imagesTr/labelsTr/imagesTs/labelsTs)",
-    )
-    parser.add_argument("--overwrite", action="store_true", help=OVERWRITE_HELP)
+    add_output_folder_flags(parser, "output folder", "-o", "--output")
     parser.add_argument(
         "-pp_pkl_file", "--pp-file", dest="pp_file", required=True, help="postprocessing.json"
     )

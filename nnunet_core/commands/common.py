@@ -196,3 +196,17 @@ def surface_settings(args: argparse.Namespace) -> SurfaceSettings | None:
         return settings_from_tolerances(args.nsd_tolerance)
     except ValueError as exc:
         raise ConfigurationError(f"--nsd-tolerance: {exc}") from None
+
+
+def add_output_folder_flags(parser: argparse.ArgumentParser, what: str, *names: str) -> None:
+    """``-o`` (``names``: its spellings) of a command that writes predictions, which is never a
+    raw dataset's folder, and ``--overwrite`` (replace files no prediction command wrote)."""
+    from nnunet_core.io.prediction_output import OVERWRITE_HELP
+
+    parser.add_argument(
+        *(names or ("-o",)),
+        dest="output",
+        required=True,
+        help=f"{what} (never a raw dataset's imagesTr/labelsTr/imagesTs/labelsTs)",
+    )
+    parser.add_argument("--overwrite", action="store_true", help=OVERWRITE_HELP)

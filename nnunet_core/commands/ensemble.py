@@ -11,9 +11,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from nnunet_core.commands.common import add_processes_flag
+from nnunet_core.commands.common import add_output_folder_flags, add_processes_flag
 from nnunet_core.io.prediction_output import (
-    OVERWRITE_HELP,
     check_output_folder,
     mark_prediction_folder,
 )
@@ -23,13 +22,7 @@ from nnunet_core.layout.results import PLANS_JSON
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-i", "--input", nargs="+", required=True, help="prediction folders")
-    parser.add_argument(
-        "-o",
-        "--output",
-        required=True,
-        help="output folder (never a raw dataset's imagesTr/labelsTr/imagesTs/labelsTs)",
-    )
-    parser.add_argument("--overwrite", action="store_true", help=OVERWRITE_HELP)
+    add_output_folder_flags(parser, "output folder", "-o", "--output")
     add_processes_flag(parser)
     parser.add_argument(
         "--save_npz", action="store_true", help="also write the averaged probabilities"

@@ -21,12 +21,12 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from nnunet_core.commands.common import add_root_flags, dataset_from_args
+from nnunet_core.commands.common import add_output_folder_flags, add_root_flags, dataset_from_args
 from nnunet_core.errors import ConfigurationError
 from nnunet_core.extension.consent import TRUST_FLAG
 from nnunet_core.io.atomic import write_json
-from nnunet_core.io.prediction_output import OVERWRITE_HELP, mark_prediction_folder
 from nnunet_core.io.prediction_output import check_output_folder as check_output_place
+from nnunet_core.io.prediction_output import mark_prediction_folder
 from nnunet_core.layout.preprocessed import DEFAULT_PLANS_NAME
 from nnunet_core.layout.raw import DATASET_JSON
 from nnunet_core.layout.results import CHECKPOINT_FINAL as FINAL
@@ -59,14 +59,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 def add_io_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-i", dest="input", required=True, help="folder with CASE_XXXX images")
-    parser.add_argument(
-        "-o",
-        dest="output",
-        required=True,
-        help="folder for the predictions (never a raw dataset's imagesTr/labelsTr/imagesTs/"
-        "labelsTs)",
-    )
-    parser.add_argument("--overwrite", action="store_true", help=OVERWRITE_HELP)
+    add_output_folder_flags(parser, "folder for the predictions")
 
 
 def add_prediction_flags(parser: argparse.ArgumentParser) -> None:
