@@ -201,12 +201,12 @@ def surface_settings(args: argparse.Namespace) -> SurfaceSettings | None:
 def add_output_folder_flags(parser: argparse.ArgumentParser, what: str, *names: str) -> None:
     """``-o`` (``names``: its spellings) of a command that writes predictions, which is never a
     raw dataset's folder, and ``--overwrite`` (replace files no prediction command wrote)."""
-    from nnunet_core.io.prediction_output import OVERWRITE_HELP
+    from nnunet_core.io.prediction_output import OVERWRITE_HELP, RAW_SPLITS_TEXT
 
     parser.add_argument(
         *(names or ("-o",)),
         dest="output",
         required=True,
-        help=f"{what} (never a raw dataset's imagesTr/labelsTr/imagesTs/labelsTs)",
+        help=f"{what} (never a raw dataset's {RAW_SPLITS_TEXT})",
     )
     parser.add_argument("--overwrite", action="store_true", help=OVERWRITE_HELP)

@@ -16,8 +16,9 @@ import jsonschema
 
 from nnunet_core.errors import DatasetError, NnunetCoreError
 from nnunet_core.io.json_input import read_json_object
+from nnunet_core.layout.results import INFERENCE_INFORMATION_JSON
 
-WHAT = "selection record (inference_information.json)"
+WHAT = f"selection record ({INFERENCE_INFORMATION_JSON})"
 _STRING = {"type": "string"}
 _SCORE = {"type": ["number", "null"]}
 _OBJECTS = {"type": "array", "items": {"type": "object"}}

@@ -25,6 +25,7 @@ from nnunet_core.errors import ConfigurationError
 from nnunet_core.layout.raw import DATASET_JSON, IMAGES_TR, IMAGES_TS, LABELS_TR, LABELS_TS
 
 RAW_SPLIT_FOLDERS = (IMAGES_TR, LABELS_TR, IMAGES_TS, LABELS_TS)
+RAW_SPLITS_TEXT = "/".join(RAW_SPLIT_FOLDERS)
 # Written into every output folder of predict, ensemble and apply-postprocessing.
 PREDICTION_MARKER = "nnunet_core_predictions.json"
 # upstream's predictor (and ours) records its arguments in every folder it predicts into
@@ -86,8 +87,8 @@ def check_output_folder(
     dataset = raw_dataset_part(output)
     if dataset is not None:
         msg = (
-            f"{flag} {output}: it is in the raw dataset {dataset} (imagesTr, labelsTr, imagesTs "
-            "and labelsTs hold the inputs and the ground truth); write the predictions elsewhere"
+            f"{flag} {output}: it is in the raw dataset {dataset} ({RAW_SPLITS_TEXT} hold the "
+            "inputs and the ground truth); write the predictions elsewhere"
         )
         raise ConfigurationError(msg)
     if overwrite or not output.is_dir() or is_prediction_folder(output):

@@ -15,7 +15,8 @@ MAX_ITERATIONS = 100_000  # per epoch, training and validation alike
 # GPUs of one fold job on one machine (DDP processes); data workers of one fold job
 MAX_GPUS = 64
 MAX_WORKERS = 1024
-# seconds kept free before a deadline: a week
-MAX_STOP_MARGIN = 7 * 24 * 3600
+# seconds kept free before a deadline: a year (a margin longer than the time left, e.g. 1e7 s,
+# is a way to stop after the first epoch)
+MAX_STOP_MARGIN = 365 * 24 * 3600
 # numpy's and upstream's seeds are 32-bit
 MAX_SEED = 2**32 - 1

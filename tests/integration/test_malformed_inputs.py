@@ -1,15 +1,12 @@
-"""Malformed files and absurd numbers (issue 51, part 5): each is one line naming the file, flag
-or key, exit 2, no traceback, and nothing written where the output would go.
+"""Malformed files (issue 51, part 5): each is one line naming the file and key, exit 2, no
+traceback, and nothing written where the output would go.
 
 - ``apply-postprocessing --pp-file``: a binary file, text that is not JSON, JSON nested past
   Python's recursion, a list or a number instead of an object, and each key of the wrong type;
 - ``ensemble``: an ``.npz`` of object arrays (never unpickled: one holding a payload that would
   run a command leaves no marker), empty, text, truncated, damaged inside, without
   ``probabilities``, of strings, of another shape or channel count, or claiming a shape its bytes
-  cannot hold;
-- ``train`` flags beyond the maxima of ``nnunet_core.training.limits`` and a workflow config
-  beyond the schema's (``epochs: 10**30``, ``splits.num_folds: 10**12``), through the real
-  Snakemake.
+  cannot hold.
 
 Most cases run the real parser in this process (``main``); one of each kind runs
 ``python -m nnunet_core`` in a subprocess, where the exit code and stderr are the user's.
@@ -20,8 +17,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
@@ -29,9 +24,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nnunet_core.cli import main
 from nnunet_core.evaluation.postprocessing_file import KEEP_LARGEST
-from tests.helpers.workflow import snakemake, tiny_config
+from tests.helpers.cli_lines import one_line, run_cli, run_main
 
 DATASET = "Dataset900_Synth"
 CASES = ("synth_000", "synth_001")
@@ -43,34 +37,6 @@ def snapshot(root: Path) -> dict[str, int]:
         str(p.relative_to(root)): (p.lstat().st_size if not p.is_dir() else -1)
         for p in sorted(root.rglob("*"))
     }
-
-
-def one_line(err: str, command: str, *needles: str) -> str:
-    lines = err.strip().splitlines()
-    assert len(lines) == 1, err
-    assert lines[0].startswith(f"nnunet-core {command}: error: "), err
-    assert "Traceback" not in err
-    for needle in needles:
-        assert needle in lines[0], lines[0]
-    return lines[0]
-
-
-def run_main(capsys, *argv: str) -> tuple[int, str]:
-    code = main([str(a) for a in argv])
-    return code, capsys.readouterr().err
-
-
-def run_cli(cwd: Path, *argv: str) -> tuple[int, str]:
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    done = subprocess.run(
-        [sys.executable, "-m", "nnunet_core", *map(str, argv)],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    return done.returncode, done.stderr
 
 
 @pytest.fixture(scope="module")
@@ -326,97 +292,3 @@ def test_an_object_array_npz_through_the_real_cli(root: Path) -> None:
     assert code == 2, err
     one_line(err, "ensemble", f"{member / 'synth_000.npz'}: 'probabilities' holds Python objects")
     assert not output.exists() and not (member / "PWNED").exists()
-
-
-# ---------------------------------------------------------------- absurd numbers: train flags
-
-HUGE = str(10**30)
-TRAIN_MAXIMA = [
-    pytest.param(["--epochs", HUGE], f"--epochs must be <= 100000, got {HUGE}", id="epochs"),
-    pytest.param(["--epochs", "100001"], "--epochs must be <= 100000, got 100001", id="epochs+1"),
-    pytest.param(
-        ["--iterations", "1000000"], "--iterations must be <= 100000, got 1000000", id="iterations"
-    ),
-    pytest.param(
-        ["--val-iterations", HUGE], f"--val-iterations must be <= 100000, got {HUGE}", id="val"
-    ),
-    pytest.param(["--save-every", HUGE], "--save-every must be <= 100000", id="save-every"),
-    pytest.param(["--num-workers", "5000"], "--num-workers must be <= 1024", id="workers"),
-    pytest.param(["-num_gpus", "65"], "-num_gpus must be <= 64, got 65", id="num-gpus"),
-    pytest.param(["--stop-margin", "1e30"], "--stop-margin must be <= 604800", id="stop-margin"),
-    pytest.param(["--stop-margin", "nan"], "--stop-margin must be >= 0, got nan", id="margin-nan"),
-    pytest.param(["--seed", str(2**32)], "--seed must be <= 4294967295", id="seed-2**32"),
-    pytest.param(["--seed", "-1"], "--seed must be >= 0, got -1", id="seed-negative"),
-    pytest.param(
-        ["-tr", "nnUNetTrainer_1000000epochs"],
-        "trainer 'nnUNetTrainer_1000000epochs': 1000000 epochs is more than the 100000 allowed",
-        id="trainer-name-epochs",
-    ),
-]
-
-
-@pytest.mark.parametrize(("extra", "message"), TRAIN_MAXIMA)
-def test_a_train_flag_beyond_its_maximum_is_one_line(
-    extra: list[str], message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
-) -> None:
-    monkeypatch.chdir(tmp_path)
-    for name in ("raw", "preprocessed", "results"):
-        monkeypatch.setenv(f"nnUNet_{name}", str(tmp_path / name))
-    code, err = run_main(capsys, "train", "900", "3d_fullres", "0", "-device", "cpu", *extra)
-    assert code == 2, err
-    one_line(err, "train", message)
-    assert not list(tmp_path.iterdir())
-
-
-def test_epochs_10_to_the_30_through_the_real_cli(tmp_path: Path) -> None:
-    code, err = run_cli(tmp_path, "train", "900", "3d_fullres", "0", "--epochs", HUGE)
-    assert code == 2, err
-    assert err == f"nnunet-core train: error: --epochs must be <= 100000, got {HUGE}\n"
-    assert not list(tmp_path.iterdir())
-
-
-# ---------------------------------------------------------------- absurd numbers: workflow config
-
-WORKFLOW_MAXIMA = [
-    pytest.param(
-        {"training": {"epochs": 10**30}},
-        f"invalid config: training.epochs: {10**30} is greater than the maximum of 100000",
-        id="epochs-10**30",
-    ),
-    pytest.param(
-        {"splits": {"num_folds": 10**12}},
-        f"invalid config: splits.num_folds: {10**12} is greater than the maximum of 1000",
-        id="num-folds-10**12",
-    ),
-    pytest.param(
-        {"training": {"iterations_per_epoch": 10**9, "retries": 10**6}},
-        "invalid config: training.iterations_per_epoch: 1000000000 is greater than the maximum "
-        "of 100000; training.retries: 1000000 is greater than the maximum of 1000",
-        id="iterations-and-retries",
-    ),
-]
-
-
-@pytest.mark.parametrize(("changes", "message"), WORKFLOW_MAXIMA)
-def test_a_config_number_beyond_its_maximum_stops_the_workflow(
-    tmp_path: Path, changes: dict, message: str
-) -> None:
-    config = tiny_config(tmp_path / "work")
-    for section, values in changes.items():
-        config[section] = {**config[section], **values}
-    result = snakemake(tmp_path, config, "-n", check=False)
-    output = result.stdout + result.stderr
-    assert result.returncode == 1, output
-    assert message in output.splitlines(), output
-    assert "Traceback" not in output
-    assert not (tmp_path / "work").exists()
-
-
-@pytest.mark.parametrize("seed", ["-1", str(2**32)])
-def test_a_split_seed_numpy_cannot_take_is_one_line(root: Path, seed: str, capsys) -> None:
-    target = root / f"pre_seed_{seed}"
-    flags = ["--raw", root / "raw", "--preprocessed", target, "--folds", "2", "--seed", seed]
-    code, err = run_main(capsys, "splits", "-d", DATASET, *flags)
-    assert code == 2, err
-    one_line(err, "splits", f"the split seed must be between 0 and 4294967295, got {seed}")
-    assert not target.exists()
