@@ -22,6 +22,7 @@ from nnunet_core.layout.preprocessed import SPLITS_JSON
 from nnunet_core.layout.roots import Roots, dataset_folder_name, raw_dataset_dir
 from nnunet_core.layout.work import DEFAULT_WORK_DIR, WORK_LOGS, WORK_PREPROCESSED, WORK_RESULTS
 from nnunet_core.training.trainer_lookup import check_trainer_name
+from nnunet_core.workflow.path_values import check_shell_paths
 from nnunet_core.workflow.pretrained import resolve_pretrained_weights
 from nnunet_core.workflow.runs import check_raw_dataset
 from nnunet_core.workflow.work_dir_checks import check_work_dir_placement
@@ -171,6 +172,8 @@ def check_config(config: dict[str, Any], execution: Execution | None = None) -> 
     work_dir = config.get("work_dir", DEFAULT_WORK_DIR)
     # before anything else: a work_dir of its own, apart from the raw data (nothing deleted there)
     check_work_dir_placement(work_dir, config["dataset"].get("raw_root"))
+    # paths reach the shells quoted; the few no quoting makes safe are refused (path_values)
+    check_shell_paths(config)
     check_work_dir_writable(work_dir)
     synthetic = config["dataset"].get("synthetic", {})
     if synthetic.get("enabled"):

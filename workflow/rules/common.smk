@@ -12,7 +12,7 @@ from snakemake.utils import validate
 from nnunet_core.workflow.config import Execution, check_config, fold_count
 from nnunet_core.cluster import stop_signal
 from nnunet_core.workflow import devices as workflow_devices
-from nnunet_core.workflow import path_values, work_lock
+from nnunet_core.workflow import work_lock
 
 # The stop signal (SIGUSR1, or $NNUNET_STOP_SIGNAL) asks a training to stop before the walltime;
 # SLURM sends it to every process of the job step. This process plays the Snakemake role of
@@ -23,10 +23,8 @@ stop_signal.for_workflow_process()
 # The Snakefile typed `--config` values and checked every key; Snakemake's validation fills in
 # the schema defaults (upstream's method).
 validate(config, schema="../schemas/config.schema.yaml")
+# (also: the work_dir apart from the raw data, paths no quoting makes safe refused)
 check_config(config, Execution.of_workflow(workflow))
-# Paths reach the shells quoted; a relative one starting with '-' or one holding a brace
-# (a wildcard to Snakemake) is refused instead (nnunet_core.workflow.path_values).
-path_values.check_shell_paths(config)
 # One workflow per work_dir, also when started from another --directory (nnunet_core.workflow.work_lock).
 work_lock.lock_when_started(workflow, config["work_dir"])
 
