@@ -56,8 +56,19 @@ def _gib(size: int) -> str:
     return f"{size / GIB:.2f} GiB"
 
 
-def check_limits(archive: Path, infos: Sequence[zipfile.ZipInfo], limits: ArchiveLimits) -> None:
-    """One-line ConfigurationError naming the archive and the member or total over a limit."""
+def check_limits(
+    archive: Path,
+    infos: Sequence[zipfile.ZipInfo],
+    limits: ArchiveLimits,
+    *,
+    how_to_raise: str | None = None,
+    outcome: str = "nothing was installed",
+) -> None:
+    """One-line ConfigurationError naming the archive and the member or total over a limit.
+
+    ``how_to_raise``: what lifts the limit hit (default: the install command's flag for it);
+    ``outcome``: what the refusal left undone.
+    """
     for info in infos:
         if info.is_dir() or info.file_size <= RATIO_FLOOR_BYTES:
             continue
@@ -66,14 +77,15 @@ def check_limits(archive: Path, infos: Sequence[zipfile.ZipInfo], limits: Archiv
             msg = (
                 f"{archive}: member {info.filename!r} declares an unpacked size of "
                 f"{_gib(info.file_size)} from {info.compress_size} bytes (ratio {ratio:.0f}:1, "
-                f"the limit is {limits.max_ratio:g}:1; --max-ratio raises it); nothing was "
-                "installed"
+                f"the limit is {limits.max_ratio:g}:1; {how_to_raise or '--max-ratio raises it'}"
+                f"); {outcome}"
             )
             raise ConfigurationError(msg)
     total = sum(info.file_size for info in infos)
     if total > limits.max_size_bytes:
         msg = (
             f"{archive}: would unpack {_gib(total)} in {len(infos)} members (the limit is "
-            f"{limits.max_size_gib:g} GiB; --max-size-gb raises it); nothing was installed"
+            f"{limits.max_size_gib:g} GiB; {how_to_raise or '--max-size-gb raises it'}); "
+            f"{outcome}"
         )
         raise ConfigurationError(msg)

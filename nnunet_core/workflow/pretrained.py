@@ -29,7 +29,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from nnunet_core.errors import ConfigurationError, NnunetCoreError, storage_error
-from nnunet_core.io.archive_limits import RATIO_FLOOR_BYTES, ArchiveLimits
+from nnunet_core.io.archive_limits import ArchiveLimits, check_limits
 from nnunet_core.io.atomic import atomic_path
 from nnunet_core.layout.results import (
     CHECKPOINT_FINAL,
@@ -140,17 +140,17 @@ def _from_archive(archive: Path, fold: str, checkpoint: str, work_dir: Path) -> 
 def _check_member_size(archive: Path, info: zipfile.ZipInfo) -> None:
     """The checkpoint to extract within the install command's default limits (a zip bomb posing
     as a checkpoint would fill work_dir): its declared size and compression ratio."""
-    limits = ArchiveLimits()
-    ratio = info.file_size / max(info.compress_size, 1)
-    too_large = info.file_size > limits.max_size_bytes
-    if too_large or (info.file_size > RATIO_FLOOR_BYTES and ratio > limits.max_ratio):
-        msg = (
-            f"config {KEY}.model: {archive}: member {info.filename} declares {info.file_size} "
-            f"bytes from {info.compress_size} (limits: {limits.max_size_gib:g} GiB, ratio "
-            f"{limits.max_ratio:g}:1); install it with nnunet-core "
-            "install-pretrained-model-from-zip (whose flags raise them) and give the model folder"
+    try:
+        check_limits(
+            archive,
+            [info],
+            ArchiveLimits(),
+            how_to_raise="install the zip with nnunet-core install-pretrained-model-from-zip, "
+            "whose flags raise it, and give the model folder",
+            outcome="nothing was extracted",
         )
-        raise ConfigurationError(msg)
+    except ConfigurationError as exc:
+        raise ConfigurationError(f"config {KEY}.model: {exc}") from None
 
 
 def _is_checkpoint_member(name: str, fold: str | None, checkpoint: str | None) -> bool:
