@@ -3,17 +3,16 @@
 An archive is unpacked into ``<results>/.install-<host>-<pid>-<random>/tree`` (same file system
 as the results, so installing is renames) and the folder is deleted afterwards. A killed install
 leaves it behind, possibly gigabytes; the next install removes it. An install still running
-beside it must keep its own: each holds an ``flock`` on ``<staging>/install.lock`` for as long as
-the folder exists (the kernel releases it when the process dies, also on a kill). A folder is
-removed only when its lock can be taken (or it has none) and either its name's process is gone
-from this host or the folder is older than ``CREATION_GRACE_S`` (which covers the instant between
-a live install creating the folder and locking it). Deletion goes through ``io.removal``
-(confined to the results folder).
+beside it must keep its own: each holds a lock (``io.locks``) on ``<staging>/install.lock`` for as
+long as the folder exists (the kernel releases it when the process dies, also on a kill). A
+folder is removed only when its lock can be taken (one killed before taking it gets one then) and
+either its name's process is gone from this host or the folder is older than
+``CREATION_GRACE_S`` (which covers the instant between a live install creating the folder and
+locking it). Deletion goes through ``io.removal`` (confined to the results folder).
 """
 
 from __future__ import annotations
 
-import fcntl
 import os
 import re
 import socket
@@ -23,8 +22,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from nnunet_core.errors import STORAGE_ERRNOS, ConfigurationError
+from nnunet_core.io.locks import UnsafeLockError, open_lock_file, try_lock
 from nnunet_core.io.removal import remove_tree
 
 STAGING_PREFIX = ".install-"
@@ -73,14 +74,6 @@ def _is_stale(folder: Path) -> bool:
     return age > CREATION_GRACE_S
 
 
-def _open_lock(folder: Path) -> int | None:
-    """The folder's lock file opened without following a link; None when it has none."""
-    try:
-        return os.open(folder / LOCK_NAME, os.O_RDWR | os.O_NOFOLLOW)
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-
-
 def remove_stale_staging(results_root: Path) -> list[Path]:
     """Delete the staging folders of installs that are no longer running; the ones deleted."""
     removed: list[Path] = []
@@ -89,32 +82,25 @@ def remove_stale_staging(results_root: Path) -> list[Path]:
     for folder in sorted(results_root.glob(f"{STAGING_PREFIX}*")):
         if folder.is_symlink() or not folder.is_dir() or not _NAME.match(folder.name):
             continue  # not one of ours: left alone
-        try:
-            fd = _open_lock(folder)
-        except OSError:  # a link planted as the lock, or unreadable: not ours to judge
+        try:  # a folder without its lock (killed before taking it) gets one here
+            handle = open_lock_file(folder / LOCK_NAME)
+        except (OSError, UnsafeLockError):  # a link planted as the lock: not ours to judge
             continue
-        try:
-            if fd is not None:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except BlockingIOError:
-                    continue  # an install is running in it
+        with handle:
+            if not try_lock(handle):
+                continue  # an install is running in it
             if _is_stale(folder) and remove_tree(folder, inside=[results_root]):
                 removed.append(folder)
-        finally:
-            if fd is not None:
-                os.close(fd)
     return removed
 
 
-def _create(results_root: Path) -> tuple[Staging, int]:
+def _create(results_root: Path) -> tuple[Staging, IO[str]]:
     try:
         results_root.mkdir(parents=True, exist_ok=True)
         prefix = f"{STAGING_PREFIX}{_host()}-{os.getpid()}-"
         folder = Path(tempfile.mkdtemp(prefix=prefix, dir=results_root))
-        flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
-        fd = os.open(folder / LOCK_NAME, flags, 0o600)
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        handle = open_lock_file(folder / LOCK_NAME)
+        try_lock(handle)  # a fresh folder: nobody else holds it
         tree = folder / TREE_NAME
         tree.mkdir()
     except OSError as exc:
@@ -122,18 +108,16 @@ def _create(results_root: Path) -> tuple[Staging, int]:
             raise
         msg = f"results folder {results_root}: cannot write into it ({exc.strerror or exc})"
         raise ConfigurationError(msg) from None
-    return Staging(folder, tree), fd
+    return Staging(folder, tree), handle
 
 
 @contextmanager
 def staging_folder(results_root: Path) -> Iterator[Staging]:
     """A fresh locked staging folder in ``results_root``, deleted (then unlocked) on exit."""
-    staging, fd = _create(results_root)
-    try:
-        yield staging
-    finally:
+    staging, handle = _create(results_root)
+    with handle:
         try:
+            yield staging
+        finally:
             with suppress(OSError):
                 remove_tree(staging.folder, inside=[results_root])
-        finally:
-            os.close(fd)
