@@ -16,12 +16,12 @@ it) or upstream's ``predict_from_raw_data_args.json`` (our predict writes it too
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterable
 from pathlib import Path
 
 from nnunet_core.errors import ConfigurationError
+from nnunet_core.io.atomic import write_json
 from nnunet_core.layout.raw import DATASET_JSON, IMAGES_TR, IMAGES_TS, LABELS_TR, LABELS_TS
 
 RAW_SPLIT_FOLDERS = (IMAGES_TR, LABELS_TR, IMAGES_TS, LABELS_TS)
@@ -110,5 +110,4 @@ def check_output_folder(
 def mark_prediction_folder(output: str | os.PathLike, command: str) -> None:
     """Write the marker that makes ``output`` a prediction folder (a later run may replace its
     files)."""
-    marker = Path(output) / PREDICTION_MARKER
-    marker.write_text(json.dumps({"written_by": f"nnunet-core {command}"}) + "\n")
+    write_json(Path(output) / PREDICTION_MARKER, {"written_by": f"nnunet-core {command}"})
