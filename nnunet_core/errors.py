@@ -25,6 +25,13 @@ class ConfigurationError(NnunetCoreError):
     exit_code = 2
 
 
+class UserCodeError(NnunetCoreError):
+    """A user's own code (a trainer file, its class, one of its hooks) failed: a second attempt
+    would fail the same way, so the workflow does not retry it (``cluster.exit_codes``)."""
+
+    exit_code = 3
+
+
 # A write the file system refused for lack of room or of write access: the command stops with one
 # line naming the file (``StorageError``, exit 4) instead of a traceback, and with nothing torn
 # (atomic writes remove their temporary file; the previous version of the target stays).
