@@ -6,7 +6,8 @@ figure per dataset (``nnunet_core.report.methods_output``).
         --run nomirror work/results/nomirror/seed_0/Dataset004_Hippocampus 0 ... -o paper/
 
 Each ``--run`` is one dataset trained with one seed by one method: the method's name, its
-results folder, the seed and optionally its test-set summary. The same runs give the same
+results folder, the seed and optionally its test-set summary. Also writes each dataset's
+``methods.md``, describing every method from its own records. The same runs give the same
 tables.
 """
 

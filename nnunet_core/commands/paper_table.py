@@ -6,7 +6,8 @@ pair per dataset, and each dataset's methods paragraph.
         --run work_s1/results/Dataset004_Hippocampus 1 --run ... -o paper/
 
 Each ``--run`` is one dataset trained with one seed: its results folder, the seed, and
-optionally its test-set summary. Runs of the same dataset are pooled as seeds (mean and sd over
+optionally its test-set summary (``--no-methods-text``: no ``methods.md``, which a methods
+comparison writes). Runs of the same dataset are pooled as seeds (mean and sd over
 seeds, bootstrap intervals over cases, Wilcoxon against the selected model; see
 ``nnunet_core.report.paper_tables``). The same runs give the same bytes.
 """
@@ -35,6 +36,12 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--output", required=True, help="folder for the tables")
     parser.add_argument(
         "--bootstrap-seed", type=int, default=0, help="seed of the bootstrap resampling (0)"
+    )
+    parser.add_argument(
+        "--no-methods-text",
+        action="store_true",
+        help="write no <dataset>/methods.md (with methods, `methods-table` writes the one that "
+        "describes every method)",
     )
 
 
@@ -69,6 +76,9 @@ def run(args: argparse.Namespace) -> int:
     if duplicates:
         msg = f"--run: dataset {duplicates[0][0]} with seed {duplicates[0][1]} given twice"
         raise ConfigurationError(msg)
-    for path in write_paper_tables(runs, Path(args.output), args.bootstrap_seed):
+    written = write_paper_tables(
+        runs, Path(args.output), args.bootstrap_seed, methods_text=not args.no_methods_text
+    )
+    for path in written:
         print(f"wrote {path}")
     return 0

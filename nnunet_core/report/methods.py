@@ -1,9 +1,10 @@
 """A methods paragraph written from what the run used: plans, training records and selection.
 
 Every number comes from a file of the results tree, not from defaults: patch and batch sizes
-and spacing from each candidate model's ``plans.json``, the schedule and optimiser from fold
-records (``provenance.json``), folds, candidates, winner and postprocessing from
-``inference_information.json``. What a file does not say is left out, never guessed.
+and spacing from each candidate model's ``plans.json``, what each fold was trained with from
+its own record (``provenance.json`` via ``fold_records``: folds that differ are named fold by
+fold), folds, candidates, winner and postprocessing from ``inference_information.json``. What
+a file does not say is left out, never guessed.
 """
 
 from __future__ import annotations
@@ -18,13 +19,11 @@ from nnunet_core.io.plans import Plans
 from nnunet_core.layout.results import (
     PLANS_JSON,
     TrainedModel,
-    fold_dirs_in,
     inference_information_file,
     is_model_folder_name,
 )
+from nnunet_core.report.fold_records import fold_records, training_sentences
 from nnunet_core.report.summaries import ReportInputError, read_json_file
-
-PROVENANCE = "provenance.json"
 
 
 def _join(items: Sequence[str]) -> str:
@@ -60,39 +59,6 @@ def configuration_sentence(model_dir: Path) -> str | None:
     if configuration.has("spacing"):
         parts.append(f"spacing {_spacing(configuration.spacing)}")
     return f"{name} ({', '.join(parts)})" if parts else name
-
-
-def training_record(model_dirs: Sequence[Path]) -> dict[str, Any]:
-    """The trainer settings of the first fold with a provenance record."""
-    for model_dir in model_dirs:
-        for fold_dir in fold_dirs_in(model_dir):
-            path = fold_dir / PROVENANCE
-            if path.is_file():
-                config = read_json_file(path).get("config", {})
-                return {**config.get("trainer", {}), "hooks": config.get("trainer_hooks")}
-    return {}
-
-
-def schedule_sentence(trainer: dict[str, Any]) -> str | None:
-    if not trainer.get("num_epochs"):
-        return None
-    epochs = trainer["num_epochs"]
-    text = (
-        f"Each fold was trained for {epochs} {'epoch' if epochs == 1 else 'epochs'} of "
-        f"{trainer.get('num_iterations', '?')} iterations"
-    )
-    optimizer = trainer.get("optimizer", {})
-    hooks = trainer.get("hooks") or []
-    if hooks:  # a user's trainer: say what it changed, claim nothing about what it replaced
-        name = str(trainer.get("trainer_name", "")).rsplit(":", 1)[-1]
-        return text + f" by the trainer {name}, which overrides {_join(hooks)}."
-    if optimizer.get("initial_lr") is not None:
-        text += (
-            f" with SGD (initial learning rate {optimizer['initial_lr']}, Nesterov momentum "
-            f"{optimizer.get('momentum')}, weight decay {optimizer.get('weight_decay')}, "
-            "polynomial decay)"
-        )
-    return text + "."
 
 
 def postprocessing_sentence(info: dict[str, Any], class_names: dict[str, str]) -> str:
@@ -153,7 +119,7 @@ def methods_paragraph(
         f"Each configuration was cross-validated on {len(folds)} folds "
         f"({_join([str(f) for f in folds])}) with {seed_text}.",
     ]
-    schedule = schedule_sentence(training_record(model_dirs))
+    schedule = training_sentences(fold_records(model_dirs))
     if schedule:
         sentences.append(schedule)
     ensembles = "and every pair ensemble " if info.get("ensembling_allowed", True) else ""

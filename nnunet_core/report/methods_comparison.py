@@ -5,8 +5,12 @@ Dice on the test set where the runs have test labels, else the cross-validation 
 model each seed's run selected (nnU-Net's method picks its configuration itself). Per dataset
 and method: ``Dice_mean`` and ``Dice_sd_seeds`` (mean and sample sd over the seeds of each seed's
 mean over cases), and against the baseline (cases averaged over seeds first; see
-``methods_stats``): ``diff_mean``, ``diff_ci_low/high``, ``p_wilcoxon`` and ``p_holm`` (Holm
-across the datasets, per method), and ``mean_rank`` over the datasets.
+``methods_stats``): ``diff_n`` (the cases both have: what the interval and the test rest on),
+``diff_mean``, ``diff_ci_low/high``, ``ci_few_cases`` (the interval comes from fewer than
+``paper_stats.FEW_CASES`` cases, the results table's flag), ``p_wilcoxon``, ``p_holm`` (Holm over
+every comparison of the table: each method on each dataset) and ``significant`` (``p_holm``
+below ``methods_stats.ALPHA``: only the test calls a difference significant, never an interval,
+which from a handful of cases is far too narrow), and ``mean_rank`` over the datasets.
 """
 
 from __future__ import annotations
@@ -17,9 +21,9 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from nnunet_core.report.methods_stats import difference_to_baseline, holm, mean_ranks
+from nnunet_core.report.methods_stats import ALPHA, difference_to_baseline, holm, mean_ranks
 from nnunet_core.report.paper_data import TEST_SET, Run, run_frame
-from nnunet_core.report.paper_stats import mean_and_sd
+from nnunet_core.report.paper_stats import FEW_CASES, mean_and_sd
 from nnunet_core.report.summaries import ReportInputError
 
 METRIC = "Dice"
@@ -77,9 +81,11 @@ def dataset_rows(cases: pd.DataFrame, baseline: str, seed: int) -> list[dict]:
         if method != baseline:
             diff = difference_to_baseline(_seed_averaged(cases, method), reference, seed)
             row.update(
+                diff_n=diff["n"],
                 diff_mean=diff["mean"],
                 diff_ci_low=diff["ci_low"],
                 diff_ci_high=diff["ci_high"],
+                ci_few_cases=diff["n"] < FEW_CASES,
                 p_wilcoxon=diff["p_value"],
             )
         rows.append(row)
@@ -87,7 +93,7 @@ def dataset_rows(cases: pd.DataFrame, baseline: str, seed: int) -> list[dict]:
 
 
 def comparison_table(cases: pd.DataFrame, baseline: str, seed: int = 0) -> pd.DataFrame:
-    """Every dataset's rows, with Holm's correction per method and the mean rank."""
+    """Every dataset's rows, with Holm's correction over every comparison and the mean rank."""
     rows = []
     for dataset in dict.fromkeys(cases["dataset"]):
         rows += dataset_rows(cases[cases["dataset"] == dataset], baseline, seed)
@@ -95,10 +101,13 @@ def comparison_table(cases: pd.DataFrame, baseline: str, seed: int = 0) -> pd.Da
     for column in ("diff_mean", "diff_ci_low", "diff_ci_high", "p_wilcoxon"):
         if column not in table:
             table[column] = math.nan
-    table["p_holm"] = math.nan
-    for method in dict.fromkeys(table["method"]):
-        mine = table["method"] == method
-        table.loc[mine, "p_holm"] = holm(table.loc[mine, "p_wilcoxon"].tolist())
+    if "diff_n" not in table:
+        table["diff_n"] = pd.NA
+    table["diff_n"] = table["diff_n"].astype("Int64")  # the baseline's row: empty, not 0.0
+    table["ci_few_cases"] = table.get("ci_few_cases", pd.Series(False, index=table.index))
+    table["ci_few_cases"] = table["ci_few_cases"].astype("boolean").fillna(False).astype(bool)
+    table["p_holm"] = holm(table["p_wilcoxon"].tolist())
+    table["significant"] = table["p_holm"].lt(ALPHA)  # NaN (the baseline): False
     means = {
         dataset: dict(zip(part["method"], part[f"{METRIC}_mean"], strict=True))
         for dataset, part in table.groupby("dataset", sort=False)

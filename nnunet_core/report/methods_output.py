@@ -1,6 +1,9 @@
 """The files of a methods comparison: ``methods_comparison.csv`` and ``.tex`` (a method a row, a
-dataset a column, the mean rank last, as the nnU-Net Revisited tables), and per dataset the
-figure of each case's Dice, each method against the baseline (PNG, PDF, SVG)."""
+dataset and its number of cases a column each, the mean rank last, as the nnU-Net Revisited
+tables; intervals from fewer than ``paper_stats.FEW_CASES`` cases flagged with a dagger and a
+footnote; a star only where the Holm-adjusted test is below ``methods_stats.ALPHA``), and per
+dataset the figure of each case's Dice, each method against the baseline (PNG, PDF, SVG), and
+``methods.md`` describing every method (``methods_text``)."""
 
 from __future__ import annotations
 
@@ -19,9 +22,17 @@ from nnunet_core.report.methods_comparison import (
     comparison_table,
     method_cases,
 )
-from nnunet_core.report.paper_tables import latex_escape, write_csv
+from nnunet_core.report.methods_stats import ALPHA
+from nnunet_core.report.methods_text import write_methods_texts
+from nnunet_core.report.paper_stats import FEW_CASES
+from nnunet_core.report.paper_tables import (
+    few_cases_note,
+    latex_escape,
+    table_footnote,
+    write_csv,
+)
 
-SIGNIFICANT = 0.05
+DAGGER = r"$^\dagger$"
 
 
 def _cell(row: pd.Series) -> str:
@@ -36,18 +47,43 @@ def _cell(row: pd.Series) -> str:
     if isinstance(difference, float) and not math.isnan(difference):
         text += rf" ($\Delta$ {difference:+.3f} [{row['diff_ci_low']:+.3f}, "
         text += f"{row['diff_ci_high']:+.3f}]"
-        p = row.get("p_holm", math.nan)
-        if isinstance(p, float) and p < SIGNIFICANT:
+        if bool(row.get("ci_few_cases", False)):
+            text += DAGGER
+        if bool(row.get("significant", False)):  # the Holm-adjusted test, never the interval
             text += r"$^{*}$"
         text += ")"
     return text
 
 
+def _cases(row: pd.Series) -> str:
+    """The cases a row's numbers rest on: the paired ones against the baseline, else its own."""
+    paired = row.get("diff_n")
+    if paired is not None and not pd.isna(paired):
+        return str(int(paired))
+    return str(int(row["cases"]))
+
+
+def caption() -> str:
+    return (
+        r"Dice per dataset: mean $\pm$ sd over seeds ($\Delta$: difference to the baseline "
+        r"over the $n$ cases both have [bootstrap 95 \% CI]; $^{*}$: paired Wilcoxon "
+        rf"signed-rank p $<$ {ALPHA} after Holm's correction over every comparison of the table; "
+        rf"{DAGGER}: interval from fewer than {FEW_CASES} cases, not to be read as a test). "
+        r"Mean rank: the method's rank by mean Dice on each dataset (1 the best), averaged "
+        r"over the datasets."
+    )
+
+
 def latex_table(table: pd.DataFrame) -> str:
-    """A booktabs table: a method a row, a dataset a column, then the mean rank."""
+    """A booktabs table: a method a row, a dataset and its cases ($n$) a column each, then the
+    mean rank; a footnote under it where an interval is flagged."""
     datasets = list(dict.fromkeys(table["dataset"]))
     methods = list(dict.fromkeys(table["method"]))
-    shown = {"Method": [], **{latex_escape(d): [] for d in datasets}, "Mean rank": []}
+    shown: dict[str, list[str]] = {"Method": []}
+    for dataset in datasets:
+        shown[latex_escape(dataset)] = []
+        shown[rf"$n$ ({latex_escape(dataset)})"] = []
+    shown["Mean rank"] = []
     for method in methods:
         mine = table[table["method"] == method]
         star = r" (baseline)" if bool(mine["baseline"].iloc[0]) else ""
@@ -55,17 +91,16 @@ def latex_table(table: pd.DataFrame) -> str:
         for dataset in datasets:
             row = mine[mine["dataset"] == dataset]
             shown[latex_escape(dataset)].append(_cell(row.iloc[0]) if len(row) else "--")
+            cases = _cases(row.iloc[0]) if len(row) else "--"
+            shown[rf"$n$ ({latex_escape(dataset)})"].append(cases)
         shown["Mean rank"].append(f"{float(mine['mean_rank'].iloc[0]):.2f}")
-    caption = (
-        r"Dice per dataset: mean $\pm$ sd over seeds ($\Delta$: difference to the baseline "
-        r"over cases [bootstrap 95 \% CI]; $^{*}$: paired Wilcoxon signed-rank p $<$ 0.05 "
-        r"after Holm's correction across datasets). Mean rank: the method's rank by mean Dice "
-        r"on each dataset (1 the best), averaged over the datasets."
-    )
     frame = pd.DataFrame(shown)
-    return frame.style.hide(axis="index").to_latex(
-        hrules=True, caption=caption, column_format="l" + "r" * (len(frame.columns) - 1)
+    text = frame.style.hide(axis="index").to_latex(
+        hrules=True, caption=caption(), column_format="l" + "r" * (len(frame.columns) - 1)
     )
+    if bool(table.get("ci_few_cases", pd.Series(dtype=bool)).any()):
+        text = table_footnote(text, few_cases_note())
+    return text
 
 
 def dice_figure(cases: pd.DataFrame, baseline: str, title: str, target: Path) -> Path:
@@ -91,7 +126,8 @@ def dice_figure(cases: pd.DataFrame, baseline: str, title: str, target: Path) ->
 def write_methods_comparison(
     runs: Sequence[MethodRun], baseline: str, output: Path, bootstrap_seed: int = 0
 ) -> list[Path]:
-    """``methods_comparison.csv/.tex`` under ``output``, ``<dataset>/methods_dice.*`` each."""
+    """``methods_comparison.csv/.tex`` under ``output``, ``<dataset>/methods_dice.*`` and
+    ``<dataset>/methods.md`` each."""
     cases = method_cases(runs)
     table = comparison_table(cases, baseline, bootstrap_seed)
     csv = write_csv(table, output / f"{METHODS_COMPARISON}.csv")
@@ -103,4 +139,4 @@ def write_methods_comparison(
         part = cases[cases["dataset"] == dataset]
         png = dice_figure(part, baseline, dataset, output / dataset / f"{METHODS_FIGURE}.png")
         written += [png, *figures.print_versions(png)]
-    return written
+    return written + write_methods_texts(runs, baseline, output)

@@ -3,8 +3,9 @@
 - ``difference_to_baseline``: per case (seed-averaged), method minus baseline over the cases
   both have; the mean difference, its percentile bootstrap 95 % interval over cases
   (``paper_stats.bootstrap_ci``, seeded) and the two-sided paired Wilcoxon signed-rank test.
-- ``holm``: Holm's step-down adjusted p-values; a method is tested once per dataset, so its
-  p-values are corrected across the datasets.
+- ``holm``: Holm's step-down adjusted p-values, over every comparison of a table (each method
+  on each dataset); a difference is called significant only where its adjusted p is below
+  ``ALPHA``, never because a bootstrap interval leaves out zero.
 - ``mean_ranks``: as the nnU-Net Revisited tables: on each dataset the methods are ranked by
   their mean Dice (1 the best, ties share the mean of their ranks), then the ranks are averaged
   over the datasets.
@@ -19,6 +20,8 @@ import numpy as np
 import pandas as pd
 
 from nnunet_core.report.paper_stats import bootstrap_ci, paired_test
+
+ALPHA = 0.05  # Holm-adjusted p below this: significant
 
 
 def holm(p_values: Sequence[float]) -> list[float]:

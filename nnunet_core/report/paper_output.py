@@ -13,9 +13,12 @@ from nnunet_core.report.paper_data import Run, run_frame
 from nnunet_core.report.tables import write_markdown
 
 
-def write_paper_tables(runs: Sequence[Run], output: Path, bootstrap_seed: int = 0) -> list[Path]:
+def write_paper_tables(
+    runs: Sequence[Run], output: Path, bootstrap_seed: int = 0, methods_text: bool = True
+) -> list[Path]:
     """``results_table.csv/.tex`` over every dataset, and ``<dataset>/`` with its own table and
-    ``methods.md``; returns the files written."""
+    ``methods.md`` (not with ``methods_text`` False: a methods comparison writes the one that
+    describes every method); returns the files written."""
     frames, selections = [], {}
     for run in runs:
         frame, selected = run_frame(run)
@@ -35,6 +38,8 @@ def write_paper_tables(runs: Sequence[Run], output: Path, bootstrap_seed: int = 
         written.append(paper_tables.write_csv(part, folder / "results_table.csv"))
         caption = paper_tables.table_caption([dataset])
         written.append(paper_tables.write_latex(part, caption, folder / "results_table.tex"))
+        if not methods_text:
+            continue
         mine = [r for r in runs if r.dataset == dataset]
         seeds = [r.seed for r in mine]
         first = mine[0].results_dir

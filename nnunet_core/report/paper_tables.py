@@ -174,6 +174,24 @@ def table_caption(datasets: Sequence[str]) -> str:
     )
 
 
+def few_cases_note() -> str:
+    """The footnote under a table with a flagged interval (the same words in every table)."""
+    return (
+        rf"$^\dagger$ Interval from fewer than {FEW_CASES} cases: the bootstrap resamples only "
+        "the cases at hand, so the interval is far too narrow to trust; whether a difference is "
+        "significant is the paired test's to say, not the interval's."
+    )
+
+
+def table_footnote(latex: str, note: str) -> str:
+    """``note`` in small type under the tabular, inside the table environment."""
+    end = "\\end{table}"
+    if end not in latex:
+        return latex + f"\n{{\\footnotesize {note}}}\n"
+    head, _, tail = latex.rpartition(end)
+    return head + f"\\par\\footnotesize {note}\n" + end + tail
+
+
 def latex_table(table: pd.DataFrame, caption: str) -> str:
     """A booktabs table: one row per dataset and model, mean $\\pm$ sd over seeds [95 % CI]."""
     metrics = [m for m in PAPER_METRICS if f"{m}_mean" in table]
@@ -195,9 +213,12 @@ def latex_table(table: pd.DataFrame, caption: str) -> str:
         }
     )
     styler = shown.style.hide(axis="index")
-    return styler.to_latex(
+    text = styler.to_latex(
         hrules=True, caption=caption, column_format="ll" + "r" * (len(shown.columns) - 2)
     )
+    if "ci_few_cases" in table and bool(table["ci_few_cases"].any()):
+        text = table_footnote(text, few_cases_note())
+    return text
 
 
 def write_latex(table: pd.DataFrame, caption: str, target: Path) -> Path:

@@ -149,10 +149,12 @@ rule paper_tables:
             category="Paper",
         ),
         latex=PAPER / "results_table.tex",
+        # With methods, each methods.md describes every method: methods_table writes it.
         per_dataset=[
             PAPER / dataset / name
             for dataset in PAPER_DATASETS
-            for name in ("results_table.csv", "results_table.tex", "methods.md")
+            for name in ("results_table.csv", "results_table.tex")
+            + (() if WITH_METHODS else ("methods.md",))
         ],
     log:
         WORK / WORK_LOGS / "paper_tables.log",
@@ -160,10 +162,12 @@ rule paper_tables:
     params:
         runs=paper_table_flags(TABLE_RUNS),
         output=PAPER,
+        methods_text="--no-methods-text" if WITH_METHODS else "",
     message:
         PAPER_JOB
     shell:
-        "nnunet-core paper-table {params.runs} -o {params.output:q} > {log:q} 2>&1"
+        "nnunet-core paper-table {params.runs} {params.methods_text} -o {params.output:q} "
+        "> {log:q} 2>&1"
 
 
 # With methods: each method against the baseline per dataset (mean and sd over seeds, the
@@ -187,6 +191,7 @@ if WITH_METHODS:
                 for dataset in PAPER_DATASETS
                 for kind in ("png", "pdf", "svg")
             ],
+            methods=[PAPER / dataset / "methods.md" for dataset in PAPER_DATASETS],
         log:
             WORK / WORK_LOGS / "methods_table.log",
         localrule: True
