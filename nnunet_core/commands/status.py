@@ -1,6 +1,8 @@
-"""Where a workflow run stands: each fold's epoch i/N, ETA, last pseudo Dice and state (running,
-stopped for the walltime, continuing, failed with its log's last line, done), and each prediction
-job's case i/N.
+"""Where a workflow run stands: each fold's phase (training: epoch i/N and its ETA; final
+validation: case i/N, ``(with npz)`` when it writes probabilities, and its ETA; the metrics), last
+pseudo Dice and state (running, stopped: by what, at which epoch, and that the same command
+continues; continuing, failed with its log's last line, done; a fold whose training an earlier
+attempt did says so), and each prediction job's case i/N.
 
 It reads the files in the work folder only (the jobs' logs and each fold's provenance), so it
 works while the workflow runs or after it, for local jobs and cluster jobs alike.

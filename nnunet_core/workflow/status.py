@@ -1,5 +1,7 @@
-"""Where a workflow run stands, read from its files: each fold's epoch, ETA, pseudo Dice and
-state, each prediction job's case i/N.
+"""Where a workflow run stands, read from its files: each fold's phase (training: epoch i/N;
+final validation: case i/N with its ETA, ``(with npz)`` when it writes probabilities; the
+metrics), pseudo Dice and state (running, continuing, stopped, failed, done; a fold whose
+training an earlier attempt did says so), each prediction job's case i/N.
 
 Only files in ``work_dir`` are read (the jobs' logs under ``logs/``, each fold's
 ``provenance.json`` and ``.training.lock``), so it answers the same while the workflow runs or
@@ -19,6 +21,7 @@ from pathlib import Path
 
 from nnunet_core.layout.results import FOLD_LOCK_NAME, fold_dir
 from nnunet_core.layout.work import PREDICT_LOG, TRAIN_LOG, WORK_LOGS, WORK_RESULTS
+from nnunet_core.workflow.fold_phase import reused_detail, validation_phase, writes_npz
 
 # provenance.json and its attempt states (nnunet_core.training.provenance, which loads torch).
 PROVENANCE_NAME = "provenance.json"
@@ -36,9 +39,12 @@ _ETA = re.compile(r"; ETA (\d+:\d\d:\d\d(?: \(about [^)]*\))?)")
 _PSEUDO_DICE = re.compile(r": Pseudo dice (\[.*\])")
 _STOPPED = re.compile(r"fold \S+: (stopped at epoch \d+ by [^;]+)")
 _CONTINUED = re.compile(r": continuing from ")
+_RESUMED_AT = re.compile(r": continuing from .+ at epoch (\d+)$")
+_FRESH = re.compile(r": no checkpoint in .+ to continue from; starting")
+_SCHEDULE = re.compile(r" parameters; (\d+) epochs x \d+ iterations")
 _ATTEMPT_START = re.compile(r"starting fresh|starting from the pretrained|continuing from ")
 _FOLD_DONE = re.compile(r": Mean Validation Dice: ")
-_ERROR = re.compile(r"^nnunet-core \S+: error: |^\w*(Error|Exception)\b.*: ")
+_ERROR = re.compile(r"^nnunet-core \S+: error: |^[\w.]*(Error|Exception)\b.*: ")
 _INTERRUPTED = re.compile(r"^nnunet-core \S+: interrupted")
 _CASE = re.compile(r"^predict: case (\d+)/(\d+) ")
 _PREDICT_DONE = re.compile(r"^wrote \d+ prediction\(s\) to ")
@@ -87,7 +93,8 @@ def fold_state(lines: list[str]) -> tuple[str, str]:
             stop = match.group(1)
             state, detail = (
                 STOPPED,
-                f"{stop}; its retry (or the next run) continues from its checkpoint",
+                f"{stop}; the same command continues it from its checkpoint "
+                "(so does its retry, if one is left)",
             )
         elif _FOLD_DONE.search(line):
             state, detail = DONE, ""
@@ -118,13 +125,19 @@ def _holder_alive(fold: Path) -> bool | None:
     return True
 
 
+def _record(fold: Path) -> dict:
+    """The fold's provenance.json ({} when none or unreadable)."""
+    try:
+        record = json.loads((fold / PROVENANCE_NAME).read_text())
+    except (OSError, ValueError):
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
 def _attempts(fold: Path) -> list[dict]:
     """The attempts recorded in the fold's provenance.json ([] when none)."""
-    try:
-        attempts = json.loads((fold / PROVENANCE_NAME).read_text()).get("attempts") or []
-    except (OSError, ValueError, AttributeError):
-        return []
-    return [a for a in attempts if isinstance(a, dict)]
+    attempts = _record(fold).get("attempts")
+    return [a for a in attempts if isinstance(a, dict)] if isinstance(attempts, list) else []
 
 
 def _recorded_state(status: JobStatus, lines: list[str], folds: list[Path]) -> None:
@@ -158,9 +171,12 @@ def _recorded_state(status: JobStatus, lines: list[str], folds: list[Path]) -> N
 
 
 def fold_status(log: Path, configuration: str, fold: str, results: Path) -> JobStatus:
-    """A fold job's status from its log, and its fold folder(s) under ``results``."""
-    lines = _lines(log)
+    """A fold job's status from its log (after the kept logs of its earlier attempts, if any),
+    and its fold folder(s) under ``results``."""
+    own = _lines(log)
+    lines = [line for kept in earlier_logs(log) for line in _lines(kept)] + own
     status = JobStatus(f"train {configuration} fold {fold}", log=log)
+    done = 0  # epochs finished before this attempt's first epoch line
     for line in lines:
         if match := _EPOCH.search(line):
             status.progress = f"epoch {match.group(1)}/{match.group(2)}"
@@ -168,12 +184,54 @@ def fold_status(log: Path, configuration: str, fold: str, results: Path) -> JobS
             status.eta = eta.group(1) if eta else ""
         elif match := _PSEUDO_DICE.search(line):
             status.pseudo_dice = match.group(1)
+        elif match := _RESUMED_AT.search(line):
+            done = int(match.group(1))
+        elif match := _SCHEDULE.search(line):  # an attempt's first epoch is under way
+            status.progress, status.eta = f"epoch {done}/{match.group(1)}", ""
+        elif _FRESH.search(line):
+            done = 0
     status.state, status.detail = fold_state(lines)
+    # a new attempt whose log has no line yet about where it starts: the kept logs' last state
+    # (failed, stopped) is the previous attempt's
+    starting = len(lines) > len(own) and not any(_ATTEMPT_START.search(x) for x in own)
+    if starting and fold_state(own)[0] == RUNNING:
+        status.state, status.detail = RUNNING, ""
+    folders = [f for f in results.glob(f"*__{configuration}") if f.is_dir()]
+    folds = [fold_dir(f, fold) for f in folders if fold_dir(f, fold).is_dir()]
+    record = _latest_record(folds)
+    attempts = [a for a in record.get("attempts") or [] if isinstance(a, dict)]
+    current = own if starting else current_attempt(lines)
+    phase = None if status.state == DONE else validation_phase(current, writes_npz(record))
+    if phase is not None:
+        status.progress, status.eta = phase
     if status.state in (RUNNING, CONTINUING):
-        folders = [f for f in results.glob(f"*__{configuration}") if f.is_dir()]
-        folds = [fold_dir(f, fold) for f in folders if fold_dir(f, fold).is_dir()]
-        _recorded_state(status, lines, folds)
+        _recorded_state(status, own, folds)
+    reused = reused_detail(current, attempts)
+    status.detail = "; ".join(p for p in (reused, status.detail) if p)
     return status
+
+
+def earlier_logs(log: Path) -> list[Path]:
+    """The logs of a job's earlier attempts that a rerun kept aside (``<log>.1``, ``.2``, ...:
+    ``workflow.log_rotation``), oldest first."""
+    kept = re.compile(re.escape(log.name) + r"\.(\d+)$")
+    found = [(int(m.group(1)), p) for p in log.parent.iterdir() if (m := kept.match(p.name))]
+    return [path for _, path in sorted(found)]
+
+
+def current_attempt(lines: list[str]) -> list[str]:
+    """The lines of the log's last attempt (from its line saying where it starts), else all."""
+    starts = [i for i, line in enumerate(lines) if _ATTEMPT_START.search(line)]
+    return lines[starts[-1] :] if starts else lines
+
+
+def _latest_record(folds: list[Path]) -> dict:
+    """The provenance of the fold folder written last (results may hold several trainers' or
+    plans' folders of this configuration and fold); {} when none has one."""
+    recorded = [f for f in folds if (f / PROVENANCE_NAME).is_file()]
+    if not recorded:
+        return {}
+    return _record(max(recorded, key=lambda f: (f / PROVENANCE_NAME).stat().st_mtime))
 
 
 def prediction_status(log: Path, configuration: str) -> JobStatus:

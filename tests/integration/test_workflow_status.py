@@ -157,7 +157,8 @@ def test_a_fold_stopped_by_the_signal_says_so(runs: dict) -> None:
     line = line_of(runs["after_first"], "train 3d_fullres fold 0")
     assert re.search(
         r"  epoch [23]/3  stopped  pseudo Dice \[[^]]+\]  stopped at epoch \d+ by SIGUSR1; "
-        r"its retry \(or the next run\) continues from its checkpoint$",
+        r"the same command continues it from its checkpoint \(so does its retry, if one is "
+        r"left\)$",
         line,
     ), line
 

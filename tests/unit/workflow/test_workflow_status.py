@@ -46,7 +46,8 @@ def test_states_follow_the_last_event() -> None:
     assert fold_state([FRESH, EPOCH_1])[0] == RUNNING
     assert fold_state([FRESH, EPOCH_1, STOP]) == (
         STOPPED,
-        "stopped at epoch 1 by SIGUSR1; its retry (or the next run) continues from its checkpoint",
+        "stopped at epoch 1 by SIGUSR1; the same command continues it from its checkpoint "
+        "(so does its retry, if one is left)",
     )
     assert fold_state([FRESH, STOP, CONTINUED]) == (
         CONTINUING,
