@@ -12,6 +12,7 @@ from nnunet_core.commands.common import add_root_flags
 from nnunet_core.errors import ConfigurationError
 from nnunet_core.layout.preprocessed import DEFAULT_PLANS_NAME, SPLITS_JSON
 from nnunet_core.layout.results import CHECKPOINT_BEST, DEFAULT_TRAINER, parse_fold
+from nnunet_core.training.fold_settings import flag_help, setting
 from nnunet_core.training.limits import (
     MAX_EPOCHS,
     MAX_GPUS,
@@ -49,7 +50,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         "heads must fit); with --c only when the fold has no checkpoint of its own yet",
     )
     parser.add_argument("-num_gpus", type=int, default=1, help="GPUs (processes) for this fold")
-    parser.add_argument("--npz", action="store_true", help="save validation probabilities (.npz)")
+    parser.add_argument("--npz", action="store_true", help=setting("training.npz").help)
     parser.add_argument(
         "--c",
         action="store_true",
@@ -65,17 +66,21 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         help="auto (default): cuda if torch sees a GPU, else cpu with a warning",
     )
     parser.add_argument(
-        "--epochs", type=int, help="epochs (>= 1; default: the trainer's, 1000 for nnUNetTrainer)"
+        "--epochs",
+        type=int,
+        help=f"{setting('training.epochs').help} (>= 1; default: the trainer's, "
+        f"{setting('training.epochs').default} for nnUNetTrainer)",
     )
-    parser.add_argument("--iterations", type=int, default=250, help="training iterations/epoch")
+    for key in (
+        "training.iterations_per_epoch",
+        "training.val_iterations_per_epoch",
+        "training.save_every",
+        "seed",
+    ):
+        add_setting_flag(parser, key)
     parser.add_argument(
-        "--val-iterations", type=int, default=50, help="validation iterations/epoch"
+        "--num-workers", type=int, help="data workers (default $nnUNet_n_proc_DA, else the CPUs)"
     )
-    parser.add_argument(
-        "--save-every", type=int, default=1, help="epochs between checkpoint_latest"
-    )
-    parser.add_argument("--seed", type=int, default=0, help="seed of sampling and augmentation")
-    parser.add_argument("--num-workers", type=int, help="data workers (default $nnUNet_n_proc_DA)")
     parser.add_argument(
         "--gpu-lock-dir",
         help="folder of the GPU slot locks used when CUDA_VISIBLE_DEVICES is unset "
@@ -88,16 +93,18 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         "end after this: "
         "seconds from now, HH:MM[:SS] or an ISO date-time (default: the SLURM job's end time)",
     )
-    parser.add_argument(
-        "--stop-margin",
-        type=float,
-        default=300.0,
-        help="seconds kept free before the deadline (default 300)",
-    )
-    parser.add_argument(
-        "--deterministic", action="store_true", help="torch's deterministic algorithms"
-    )
+    add_setting_flag(parser, "training.stop_margin")
+    parser.add_argument("--deterministic", action="store_true", help=setting("deterministic").help)
     add_root_flags(parser)
+
+
+def add_setting_flag(parser: argparse.ArgumentParser, key: str) -> None:
+    """A value flag of the settings table (training.fold_settings): its name, type, default and
+    help are the table's, so the parser, the workflow's schema and TrainerSettings agree."""
+    row = setting(key)
+    parser.add_argument(
+        row.flag, type=row.value_type, default=row.parser_default, help=flag_help(key)
+    )
 
 
 def check_flags(args: argparse.Namespace) -> None:

@@ -6,22 +6,24 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from nnunet_core.errors import ConfigurationError
+from nnunet_core.training.fold_settings import default_of
 from nnunet_core.training.optimizer import OptimizerSettings
 
 
 @dataclass(frozen=True)
 class TrainerSettings:
-    """Schedule and run options; defaults are upstream's except ``save_every`` (1, not 50)."""
+    """Schedule and run options; the defaults are the settings table's (training.fold_settings):
+    upstream's, except ``save_every`` (10, not 50)."""
 
-    num_epochs: int = 1000
-    num_iterations: int = 250
-    num_val_iterations: int = 50
-    save_every: int = 1
-    seed: int = 0
-    num_workers: int | None = None  # None: $nnUNet_n_proc_DA or min(CPUs, 12)
+    num_epochs: int = default_of("num_epochs")
+    num_iterations: int = default_of("num_iterations")
+    num_val_iterations: int = default_of("num_val_iterations")
+    save_every: int = default_of("save_every")
+    seed: int = default_of("seed")
+    num_workers: int | None = default_of("num_workers")  # None: $nnUNet_n_proc_DA or min(CPUs, 12)
     disable_checkpointing: bool = False
     compile: bool | None = None  # None: $nnUNet_compile (only ever on CUDA)
-    trainer_name: str = "nnUNetTrainer"
+    trainer_name: str = default_of("trainer_name")
     is_main: bool = True  # the process that writes files (rank 0 under DDP)
     optimizer: OptimizerSettings = field(default_factory=OptimizerSettings)
 

@@ -22,6 +22,7 @@ from typing import Any
 from nnunet_core.cluster import gpu_slots, launch
 from nnunet_core.layout.roots import Roots
 from nnunet_core.runtime.cpus import MAX_DEFAULT_WORKERS
+from nnunet_core.training import fold_settings
 from nnunet_core.workflow.pretrained import PretrainedWeights
 
 
@@ -116,6 +117,16 @@ def plan_overrides(planning: Mapping[str, Any]) -> str:
     return json.dumps(planning["overrides"])
 
 
+TRAINING_VALUE_FLAGS = (
+    "training.epochs",
+    "training.iterations_per_epoch",
+    "training.val_iterations_per_epoch",
+    "training.save_every",
+    "seed",
+    "training.stop_margin",
+)
+
+
 def training_options(config: Mapping[str, Any], plans_name: str, device: str) -> str:
     """Flags of ``nnunet-core train`` from config ``training`` (the same for every fold), with
     the run's ``seed`` and ``deterministic``."""
@@ -124,12 +135,10 @@ def training_options(config: Mapping[str, Any], plans_name: str, device: str) ->
         option("-tr", training["trainer"]),
         option("-p", plans_name),
         option("-device", device),
-        option("--epochs", training["epochs"]),
-        option("--iterations", training["iterations_per_epoch"]),
-        option("--val-iterations", training["val_iterations_per_epoch"]),
-        option("--save-every", training["save_every"]),
-        option("--seed", config["seed"]),
-        option("--stop-margin", training["stop_margin"]),
+    ]
+    flags += [  # flag names from the settings table (nnunet_core.training.fold_settings)
+        option(fold_settings.flag_of(key), fold_settings.config_value(config, key))
+        for key in TRAINING_VALUE_FLAGS
     ]
     if config.get("deterministic", False):
         flags.append("--deterministic")

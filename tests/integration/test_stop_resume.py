@@ -292,7 +292,7 @@ def test_kill_9_at_random_moments_never_loses_a_checkpoint(env, tmp_path):
     """10 kills, some while a checkpoint is being written; --c always continues."""
     environment = results_env(env, tmp_path)
     folder = fold(tmp_path)
-    schedule = ["--epochs", "12", "--iterations", "3", "--val-iterations", "1"]
+    schedule = ["--epochs", "12", "--iterations", "3", "--val-iterations", "1", "--save-every", "1"]
     rng = random.Random(0)
     out = tmp_path / "out.txt"
     during_write = 0
