@@ -18,9 +18,9 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
+from nnunet_core.layout.results import CHECKPOINT_FINAL
 from nnunet_core.runtime.case_progress import format_duration
 
-FINAL_CHECKPOINT = "checkpoint_final.pth"  # nnunet_core.model.checkpoint.FINAL (loads torch)
 NPZ_FLAG = "--npz"  # the train command's flag that writes validation probabilities
 
 _STAMP = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d): ")
@@ -99,7 +99,7 @@ def _trained_nothing_from_final(attempt: dict[str, Any]) -> bool:
     path = start.get("path") if isinstance(start, dict) else None
     return (
         isinstance(path, str)
-        and path.endswith(FINAL_CHECKPOINT)
+        and path.endswith(CHECKPOINT_FINAL)
         and attempt.get("end_epoch") in (None, attempt.get("start_epoch"))
     )
 

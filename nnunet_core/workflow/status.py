@@ -185,17 +185,17 @@ def fold_status(log: Path, configuration: str, fold: str, results: Path) -> JobS
         elif match := _PSEUDO_DICE.search(line):
             status.pseudo_dice = match.group(1)
         elif match := _RESUMED_AT.search(line):
-            done = int(match.group(1))
+            done, status.eta = int(match.group(1)), ""  # the earlier attempt's ETA is stale
         elif match := _SCHEDULE.search(line):  # an attempt's first epoch is under way
             status.progress, status.eta = f"epoch {done}/{match.group(1)}", ""
         elif _FRESH.search(line):
-            done = 0
+            done, status.eta = 0, ""
     status.state, status.detail = fold_state(lines)
     # a new attempt whose log has no line yet about where it starts: the kept logs' last state
     # (failed, stopped) is the previous attempt's
     starting = len(lines) > len(own) and not any(_ATTEMPT_START.search(x) for x in own)
     if starting and fold_state(own)[0] == RUNNING:
-        status.state, status.detail = RUNNING, ""
+        status.state, status.detail, status.eta = RUNNING, "", ""
     folders = [f for f in results.glob(f"*__{configuration}") if f.is_dir()]
     folds = [fold_dir(f, fold) for f in folders if fold_dir(f, fold).is_dir()]
     record = _latest_record(folds)
