@@ -2,11 +2,13 @@
 
 Flags mirror ``nnUNetv2_*`` where upstream has the command. Errors the user can fix print one
 line (``nnunet-core <command>: error: ...``) and exit non-zero. Exit codes: 1 other errors,
-2 a usage error or a broken input (dataset, config, checkpoint), 3 the fold is being trained by
-another process, 4 the disk refused a write (full, over quota or read-only:
-``no space left on device writing <path>``; the file being written is named and every atomic
-write leaves the previous version in place), 75 ``train`` stopped before its end (stop signal or
-deadline; ``--c`` continues: the workflow's retry), 130 interrupted.
+2 a usage error or a broken input (dataset, config, checkpoint), 3 a user's trainer code failed
+(its import, class or a hook) or the fold is being trained by another process, 4 the disk
+refused a write (full, over quota or read-only: ``no space left on device writing <path>``; the
+file being written is named and every atomic write leaves the previous version in place), 75
+``train`` stopped before its end (stop signal or deadline; ``--c`` continues: the workflow's
+retry), 76 out of memory (retried), 130 interrupted
+(``nnunet_core.cluster.exit_codes``: which of them a retry can help).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from nnunet_core import __version__
+from nnunet_core.cluster.exit_codes import out_of_memory_error
 from nnunet_core.errors import NnunetCoreError, storage_error
 from nnunet_core.layout.preprocessed import SPLITS_JSON
 
@@ -159,7 +162,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except NnunetCoreError as exc:
         return _report(args.command, exc)
     except Exception as exc:  # a full or read-only disk is one line too; anything else: traceback
-        error = storage_error(exc)
+        error = storage_error(exc) or out_of_memory_error(exc)
         if error is None:
             raise
         return _report(args.command, error)

@@ -25,9 +25,10 @@ class ConfigurationError(NnunetCoreError):
     exit_code = 2
 
 
-class UserCodeError(NnunetCoreError):
+class UserCodeError(ConfigurationError):
     """A user's own code (a trainer file, its class, one of its hooks) failed: a second attempt
-    would fail the same way, so the workflow does not retry it (``cluster.exit_codes``)."""
+    would fail the same way, so the workflow does not retry it (``cluster.exit_codes``). A kind
+    of ConfigurationError (the user named that code), so the checks that catch one catch both."""
 
     exit_code = 3
 

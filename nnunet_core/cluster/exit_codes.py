@@ -11,24 +11,27 @@ from __future__ import annotations
 import signal
 
 from nnunet_core.cluster.stop_signal import EXIT_STOPPED
+from nnunet_core.errors import NnunetCoreError
 
 EXIT_OK = 0
 EXIT_FAILED = 1  # an unexpected failure (a transient I/O or NCCL error, a crash): retried
 EXIT_USAGE = 2  # ConfigurationError, DatasetError, argparse: the user's config or data
 EXIT_USER_CODE = 3  # UserCodeError: a user trainer's import, class or hook raised
+# (3 is also "this fold, or this work_dir, is held by another process": a retry would only
+# collide again, so the same answer fits)
 EXIT_STORAGE = 4  # StorageError: a full, over-quota or read-only disk
 EXIT_OUT_OF_MEMORY = 76  # torch ran out of device or host memory (a retry may get a larger node)
 EXIT_INTERRUPTED = 130  # the user's Ctrl-C (128 + SIGINT)
 
 NOT_RETRIED = {
     EXIT_USAGE: "the configuration or the dataset is wrong",
-    EXIT_USER_CODE: "the user's trainer code failed",
+    EXIT_USER_CODE: "the user's trainer code failed, or another process holds the fold",
     EXIT_STORAGE: "the disk refused a write",
     EXIT_INTERRUPTED: "stopped by the user",
 }
 RETRIED = {
     EXIT_FAILED: "an unexpected failure",
-    EXIT_STOPPED: "stopped before the walltime; the next attempt continues with --c",
+    EXIT_STOPPED: "stopped before the walltime or its deadline",
     EXIT_OUT_OF_MEMORY: "out of memory",
 }
 
@@ -59,3 +62,34 @@ def describe(code: int) -> str:
         except ValueError:
             pass
     return f"exit status {code}"
+
+
+class OutOfMemoryFailure(NnunetCoreError):
+    """torch (or Python) could not allocate memory: exit 76, which the workflow retries."""
+
+    exit_code = EXIT_OUT_OF_MEMORY
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """torch's ``OutOfMemoryError`` (``torch.cuda``'s is the same class), a ``RuntimeError``
+    saying "out of memory" (older torch, other devices) or Python's ``MemoryError``; recognised
+    by name, so that a command that never loaded torch does not load it here."""
+    if isinstance(exc, MemoryError):
+        return True
+    for cls in type(exc).__mro__:
+        if cls.__name__ == "OutOfMemoryError" and cls.__module__.split(".")[0] == "torch":
+            return True
+    return isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower()
+
+
+def out_of_memory_error(exc: BaseException) -> OutOfMemoryFailure | None:
+    """The one-line failure for an out-of-memory exception, else None."""
+    if not is_out_of_memory(exc):
+        return None
+    first = next((line for line in str(exc).splitlines() if line.strip()), "")[:200]
+    detail = f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+    msg = (
+        f"out of memory ({detail}); a retry may get a node with more memory, "
+        "else lower the patch or batch size"
+    )
+    return OutOfMemoryFailure(msg)

@@ -64,15 +64,21 @@ def run(args: argparse.Namespace) -> int:
     stop_signal.for_trainer()
     check_flags(args)
     if getattr(args, "_topology", None) is None:  # once, before any DDP rank starts
-        from nnunet_core.training.trainer_lookup import resolve_trainer
+        from nnunet_core.extension.trainer_syntax import check_trainer_source
+        from nnunet_core.training.trainer_lookup import check_trainer_name, resolve_trainer
 
+        code = check_trainer_name(args.trainer)
+        if code is not None:  # class and Trainer base read from the file, before its code runs
+            check_trainer_source(code)
         resolve_trainer(args.trainer)  # a user's trainer that fails to import: one line here
     launched = launch(args)
     if launched is not None:
         return launched
     from nnunet_core.training.fold_run import run_fold
+    from nnunet_core.training.user_failures import classified
 
-    return run_fold(fold_request(args))
+    with classified(args.trainer):  # a user's hook that raised: exit 3; out of memory: 76
+        return run_fold(fold_request(args))
 
 
 def fold_request(args: argparse.Namespace) -> FoldRequest:

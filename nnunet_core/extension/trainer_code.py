@@ -7,8 +7,9 @@ separated, upstream's variable). Parsing a name never imports anything (the work
 check calls it); ``load_class`` imports the code. It lives below inference because ``predict``
 loads a model folder's recorded copy of the trainer to rebuild its network.
 
-Every failure (file missing, syntax error, a failing import, no such class) is one
-ConfigurationError line naming the trainer, the file and the line.
+Every failure is one line naming the trainer, the file and the line: a ConfigurationError where
+the name points nowhere (file or module missing), a UserCodeError (exit 3, never retried) where
+the code is there but fails (syntax error, a failing import, no such class).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
-from nnunet_core.errors import ConfigurationError
+from nnunet_core.errors import ConfigurationError, UserCodeError
 
 EXT_TRAINER_ENV = "nnUNet_extTrainer"
 FOUND_BY_MODULE = "module"
@@ -167,7 +168,7 @@ def load_class(code: TrainerCode, file: Path | None = None, *, sha256: str | Non
             f"trainer {code.name!r}: {where}:1: defines no class {code.class_name} "
             f"(its classes: {classes or 'none'})"
         )
-        raise ConfigurationError(msg)
+        raise UserCodeError(msg)
     return found
 
 
@@ -234,18 +235,18 @@ def _import_module(code: TrainerCode) -> ModuleType:
         raise _code_error(code.name, exc, None) from None
 
 
-def _code_error(name: str, exc: BaseException, file: Path | None) -> ConfigurationError:
+def _code_error(name: str, exc: BaseException, file: Path | None) -> UserCodeError:
     """``trainer 'x': <file>:<line>: <ExceptionType>: <message>`` for a failing import."""
     if isinstance(exc, SyntaxError) and exc.filename:
         where = f"{exc.filename}:{exc.lineno}"
-        return ConfigurationError(f"trainer {name!r}: {where}: SyntaxError: {exc.msg}")
+        return UserCodeError(f"trainer {name!r}: {where}: SyntaxError: {exc.msg}")
     frames = traceback.extract_tb(exc.__traceback__)
     own = [f for f in frames if file is not None and Path(f.filename) == file]
     outside = [f for f in frames if "importlib" not in f.filename]
     frame = (own or outside or frames or [None])[-1]
     where = f"{frame.filename}:{frame.lineno}" if frame is not None else str(file)
     detail = str(exc).splitlines()[0] if str(exc) else ""
-    return ConfigurationError(f"trainer {name!r}: {where}: {type(exc).__name__}: {detail}")
+    return UserCodeError(f"trainer {name!r}: {where}: {type(exc).__name__}: {detail}")
 
 
 def source_file(cls: type) -> Path | None:

@@ -55,6 +55,9 @@ TRAINER_JSON = "trainer.json"
 TRAINER_SOURCE_FOLDER = "trainer_source"
 # In a fold folder: held by the one process training that fold (training.fold_lock).
 FOLD_LOCK_NAME = ".training.lock"
+# In a fold folder on a cluster: the exit status and line of an attempt that a retry cannot help
+# (cluster.no_retry); the next attempt exits at once with it, a new run removes it.
+NO_RETRY_MARKER = "no_retry.json"
 # A 3d_lowres model folder's segmentations for the cascade's next stage (next to the folds, as
 # upstream: every fold writes its validation cases there, so the folder covers the training set).
 PREDICTED_NEXT_STAGE_FOLDER = "predicted_next_stage"

@@ -11,7 +11,7 @@ from __future__ import annotations
 import inspect
 from typing import TYPE_CHECKING
 
-from nnunet_core.errors import ConfigurationError
+from nnunet_core.errors import ConfigurationError, UserCodeError
 from nnunet_core.extension.consent import TRUST_FLAG
 from nnunet_core.extension.trainer_code import (
     TrainerCode,
@@ -90,7 +90,7 @@ def resolve_trainer(name: str) -> tuple[type[Trainer], TrainerCode | None]:
         except (OSError, TypeError):
             file, line = str(code.file or code.module), 0
         msg = f"trainer {name!r}: {file}:{line}: {cls.__name__} is no nnunet_core.Trainer"
-        raise ConfigurationError(msg)
+        raise UserCodeError(msg)
     return cls, code
 
 

@@ -15,6 +15,7 @@ import jsonschema
 import yaml
 
 from nnunet_core.errors import ConfigurationError
+from nnunet_core.extension.trainer_syntax import check_trainer_source
 from nnunet_core.io.atomic import unwritable_reason
 from nnunet_core.io.plans import Plans
 from nnunet_core.layout.predictions import PREDICTIONS_FOLDER, RESERVED_FOLDERS
@@ -190,7 +191,9 @@ def check_config(config: dict[str, Any], execution: Execution | None = None) -> 
     trainer = training.get("trainer")
     if trainer is not None:
         try:
-            check_trainer_name(trainer)  # a file or module is only located, not imported
+            code = check_trainer_name(trainer)  # a file or module is only located, not imported
+            if code is not None:  # its class and Trainer base, from the syntax tree (no import)
+                check_trainer_source(code)
         except ConfigurationError as exc:
             msg = f"config training.trainer: {exc}"
             raise ConfigurationError(msg) from None

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from nnunet_core.cluster import gpu_slots, launch
+from nnunet_core.cluster import gpu_slots, launch, retry
 from nnunet_core.layout.roots import Roots
 from nnunet_core.runtime.cpus import MAX_DEFAULT_WORKERS
 from nnunet_core.training import fold_settings
@@ -184,6 +184,17 @@ def training_launcher(
         rdzv_id=rendezvous_id,
         rdzv_endpoint=training.get("rdzv_endpoint"),
     )
+
+
+def fold_retry_prefix(retries: int, *, cluster: bool, marker: str | os.PathLike) -> str:
+    """The retry runner before a fold's command (``cluster.retry``). A local run retries there,
+    by exit status (``training.retries`` further attempts, only where a retry can help); on a
+    cluster the main Snakemake resubmits instead (the runner retries nothing in an allocation
+    whose walltime is nearly spent) and the runner leaves ``marker`` after a failure that a
+    retry cannot help, so that the resubmitted attempt ends at once."""
+    if cluster:
+        return retry.command_prefix(0, marker)
+    return retry.command_prefix(retries)
 
 
 def fold_data_workers(training: Mapping[str, Any], environ: Mapping[str, str] = os.environ) -> int:

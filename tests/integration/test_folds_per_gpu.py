@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from nnunet_core.cluster.retry import command_prefix
 from tests.helpers.workflow import DATASET, REPO, copy_prepared, prepared_config, snakemake
 
 NOTE = "training.folds_per_gpu 2: --resources gpu=1 counts 2 GPU slots"
@@ -83,7 +84,8 @@ def test_local_fold_jobs_share_the_gpu_and_the_count_is_explained(planned) -> No
     commands = train_commands(result.stdout)
     assert len(commands) == 3
     threads = "OMP_NUM_THREADS=1 OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE} "
-    assert all(c.startswith(SHARING + threads + "nnunet-core train ") for c in commands)
+    runner = command_prefix(0)  # the retry runner (nnunet_core.cluster.retry), retries 0
+    assert all(c.startswith(SHARING + threads + runner + "nnunet-core train ") for c in commands)
 
 
 @pytest.mark.slow  # the prepared work_dir (shared), then a dry run under the SLURM profile

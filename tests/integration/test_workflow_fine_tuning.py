@@ -169,7 +169,8 @@ def test_the_heads_follow_the_new_labels(fine_tuned) -> None:
 @pytest.mark.slow
 def test_the_stopped_fold_retries_from_its_own_checkpoint(fine_tuned) -> None:
     fold_0 = fine_tuned["model"] / "fold_0"
-    assert f"returned non-zero exit status {EXIT_STOPPED}" in fine_tuned["output"]
+    retried = "retry: attempt 2 of 2: stopped before the walltime or its deadline; continuing"
+    assert retried in (fine_tuned["logs"] / "train_3d_fullres_fold0.log").read_text()
     assert (
         f"{TARGET} 3d_fullres fold 0: stopped at epoch 1 by SIGUSR1; checkpoint_latest.pth "
         f"holds epoch 2; exit {EXIT_STOPPED}: the retry continues with --c"

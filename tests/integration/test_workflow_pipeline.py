@@ -41,6 +41,7 @@ from benchmarks.faults.stages import (
     TRAINING,
     draw_chain,
 )
+from nnunet_core.cluster.retry import command_prefix
 from tests.helpers.workflow import DATASET, ReaderCheckout, job_counts, snakemake, tiny_config
 
 pytestmark = pytest.mark.slow
@@ -298,7 +299,8 @@ def test_multi_gpu_and_multi_node_commands(pipeline) -> None:
     assert torchrun and all(
         line.startswith(
             "OMP_NUM_THREADS=1 OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE} "
-            "srun --nodes 2 --ntasks-per-node 1 "
+            + command_prefix(config["training"]["retries"])  # the retry runner
+            + "srun --nodes 2 --ntasks-per-node 1 "
         )
         and "nnunet_core.cluster.stop_relay python -m nnunet_core.training.torchrun_launch "
         "--nnodes 2 --nproc_per_node 2"

@@ -5,6 +5,7 @@ import sys
 from nnunet_core.workflow import devices as workflow_devices
 from nnunet_core.workflow import flags
 from nnunet_core.cluster import gpu_slots, launch, lsf
+from nnunet_core.layout.results import NO_RETRY_MARKER
 from nnunet_core.training.trainer_lookup import consent_flag_for_trainer
 from nnunet_core.runtime.cpus import default_num_workers
 from nnunet_core.workflow import threads as job_threads
@@ -86,8 +87,18 @@ def pretrained_weights_flag():
 
 
 def training_launcher(wildcards, resources, threads):
-    """The command that starts a fold: one process, `-num_gpus N`, or srun + torchrun."""
-    return flags.training_launcher(
+    """The command that starts a fold: one process, `-num_gpus N`, or srun + torchrun, run by
+    the retry runner (nnunet_core.cluster.retry; on a cluster with the fold's no_retry marker).
+    """
+    marker = FOLD_DIR / NO_RETRY_MARKER
+    runner = flags.fold_retry_prefix(
+        config["training"]["retries"],
+        cluster=ON_CLUSTER,
+        marker=str(marker).format(
+            configuration=wildcards.configuration, fold=wildcards.fold
+        ),
+    )
+    return runner + flags.training_launcher(
         config["training"],
         GPUS_PER_JOB,
         job_gpus=resources.gpu,

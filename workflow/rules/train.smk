@@ -4,16 +4,29 @@
 # training.pretrained_weights (fine-tuning) is an input: `--c -pretrained_weights FILE` starts a
 # fold from it only while the fold has no checkpoint of its own.
 # A fold stopped before its end (the stop signal before the walltime, or its deadline) exits
-# stop_signal.EXIT_STOPPED (75) with one line in its log saying where and why: the job fails, and
-# `retries:` starts the next attempt, which continues with --c (under -num_gpus N and torchrun
-# too: the launchers pass the code on).
+# stop_signal.EXIT_STOPPED (75) with one line in its log saying where and why, and the next
+# attempt continues with --c (under -num_gpus N and torchrun too: the launchers pass the code on).
+# Retries go by exit status (nnunet_core.cluster.exit_codes), only where a retry can help: a
+# walltime stop, a kill from outside, out of memory; never the user's config, data or trainer code
+# (exit 2, 3), a full disk (4) or the user's stop. Locally the retry runner in the shell retries
+# (training.retries more attempts; cluster.retry) and the rule's `retries:` is 0. On a cluster
+# the main Snakemake resubmits (`retries:`), and an attempt that failed in a way a retry cannot
+# help leaves fold_k/no_retry.json, so the resubmitted attempt ends at once with the same line;
+# the main process removes those markers when a run starts (cluster.no_retry).
 # A cascade fold (3d_cascade_fullres) needs every 3d_lowres fold's predicted_next_stage export,
 # written before that fold's validation summary: the summaries of all lowres folds are inputs.
 # training.folds_per_gpu k (local runs): k folds share a GPU through the slot locks
 # (nnunet_core.cluster.gpu_slots), and `--resources gpu=K` counts K*k slots (count_gpu_slots).
 
 
+from nnunet_core.cluster import no_retry
+
 count_gpu_slots()
+
+
+# A new run gives every fold a fresh try, after the user fixed what a marker recorded.
+if workflow.is_main_process and not _DRY_RUN:
+    no_retry.clear_markers(RESULTS, TRAINER, PLANS_NAME)
 
 
 # A model zip's checkpoint, extracted once into work_dir/pretrained (written aside, renamed).
@@ -50,8 +63,9 @@ rule train:
     log:
         LOGS / TRAIN_LOG,
     # On a cluster each attempt is a new job (the main Snakemake resubmits); the Snakemake inside
-    # the job must not retry in the same allocation, whose walltime is nearly spent.
-    retries: 0 if workflow.remote_exec else config["training"]["retries"]
+    # the job must not retry in the same allocation, whose walltime is nearly spent. Locally the
+    # retry runner retries, knowing the exit status (see above).
+    retries: config["training"]["retries"] if ON_CLUSTER and not workflow.remote_exec else 0
     threads: TRAIN_THREADS
     resources:
         **training_job_resources(),

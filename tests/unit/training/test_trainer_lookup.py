@@ -111,7 +111,7 @@ def test_unknown_names_are_refused_without_importing(
         check_trainer_name("Nowhere")
 
 
-def test_the_train_command_exits_2_with_the_one_line(tmp_path: Path) -> None:
+def test_the_train_command_exits_3_with_the_one_line(tmp_path: Path) -> None:
     """Before any dataset or rank: the trainer's code is loaded first."""
     path = write(tmp_path, "bad.py", "from nnunet_core import Trainer\nclass X(Trainer)\n")
     command = [sys.executable, "-m", "nnunet_core", "train", "900", "3d_fullres", "0"]
@@ -120,7 +120,7 @@ def test_the_train_command_exits_2_with_the_one_line(tmp_path: Path) -> None:
         capture_output=True,
         text=True,
     )
-    assert result.returncode == 2, result.stderr
+    assert result.returncode == 3, result.stderr  # UserCodeError: never retried
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and f"trainer '{path}:X': {path}:2: SyntaxError" in lines[0], lines
 
