@@ -46,7 +46,7 @@ from nnunet_core.io.atomic import unwritable_reason
 from nnunet_core.io.removal import remove_file
 from nnunet_core.layout.roots import RESULTS_ENV, Roots, preprocessed_dataset_dir
 from nnunet_core.model import checkpoint as ckpt
-from nnunet_core.training import provenance
+from nnunet_core.training import fold_changes, provenance
 from nnunet_core.training.fold_lock import FoldLock
 from nnunet_core.training.fold_setup import FoldSetup, copy_model_files, prepare_fold
 from nnunet_core.training.stop_conditions import StopConditions, parse_deadline
@@ -97,7 +97,8 @@ def run_fold(request: FoldRequest) -> int:
 
         enable_determinism(request.settings.seed)
     lock = acquire_lock(request, setup.output_folder)
-    try:
+    try:  # a fold whose recorded settings this run invalidates starts over, its folder aside
+        lock = fold_changes.start_over_if_changed(request, setup, lock)
         trainer_class, code = resolve_trainer(request.settings.trainer_name)
         trainer = trainer_class(setup, request.settings, request.device, request.topology)
         if request.flags.validate_only:
@@ -261,6 +262,7 @@ def train_and_finish(
             request.device,
             trainer.current_epoch,
             start_weights,
+            fold_changes.settings_of_fold(request, trainer.setup),
         )
     status = FAILED
     failing = True  # until the fit (and, once finished, validation) returned

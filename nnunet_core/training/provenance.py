@@ -126,11 +126,14 @@ def start_attempt(
     device: torch.device,
     start_epoch: int,
     start_weights: dict[str, Any] | None = None,
+    fold_settings: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Write (or extend) ``provenance.json`` with a new attempt; returns the record.
 
     ``start_weights``: what the attempt's weights came from (``continued_start``,
-    ``pretrained_start``, ``FRESH_START``); None records a fresh start."""
+    ``pretrained_start``, ``FRESH_START``); None records a fresh start. ``fold_settings``: the
+    values of the settings table (``training.fold_settings``) this attempt trains with, kept as
+    ``settings`` (``training.fold_changes`` compares the next run's with them)."""
     path = Path(path)
     record = read_json(path) if path.is_file() else {}
     attempts = list(record.get("attempts", []))
@@ -164,6 +167,8 @@ def start_attempt(
             "attempts": attempts,
         }
     )
+    if fold_settings is not None:
+        record["settings"] = fold_settings
     write_json(path, record)
     return record
 

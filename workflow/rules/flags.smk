@@ -4,6 +4,7 @@ import sys
 
 from nnunet_core.workflow import devices as workflow_devices
 from nnunet_core.workflow import flags
+from nnunet_core.workflow import fold_reuse
 from nnunet_core.cluster import gpu_slots, launch, lsf
 from nnunet_core.layout.results import NO_RETRY_MARKER
 from nnunet_core.training.trainer_lookup import consent_flag_for_trainer
@@ -79,7 +80,42 @@ def plan_overrides():
 
 
 def training_options():
-    return flags.training_options(config, PLANS_NAME, DEVICE)
+    """The train command's flags, as a param Snakemake does not compare between runs (a param
+    function taking `input` counts as derived from the inputs): a changed flag reruns a finished
+    fold only through `fold_settings_trigger` (invalidating settings), never --save-every.
+    """
+    options = flags.training_options(config, PLANS_NAME, DEVICE)
+
+    def not_a_rerun_trigger(wildcards, input):
+        return options
+
+    return not_a_rerun_trigger
+
+
+def fold_settings_trigger():
+    """The train rule's rerun trigger (nnunet_core.workflow.fold_reuse): changes with a setting
+    that invalidates a trained fold (a user trainer's source and pretrained weights by sha256).
+    """
+    return fold_reuse.train_rerun_trigger(config, PRETRAINED)
+
+
+def announce_fold_restarts():
+    """Once, in the main process (a dry run too): one line per trained fold this run's
+    settings invalidate; its job sets the folder aside and trains it again."""
+    if not workflow.is_main_process:
+        return
+    for line in fold_reuse.fold_restart_lines(
+        config,
+        dataset=DATASET,
+        results=RESULTS,
+        trainer=TRAINER,
+        plans_name=PLANS_NAME,
+        folds=FOLDS,
+        plans_file=PLANS,
+        splits_file=SPLITS,
+        pretrained=PRETRAINED,
+    ):
+        print(line, file=sys.stderr)
 
 
 def pretrained_weights_flag():

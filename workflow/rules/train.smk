@@ -22,6 +22,8 @@
 from nnunet_core.cluster import no_retry
 
 count_gpu_slots()
+# A trained fold whose recorded settings this run's invalidate: one line each (fold_reuse).
+announce_fold_restarts()
 
 
 # A new run gives every fold a fresh try, after the user fixed what a marker recorded.
@@ -76,6 +78,8 @@ rule train:
         dataset=DATASET,
         roots=ROOT_FLAGS,
         options=training_options(),
+        # reruns a finished fold when a setting that invalidates it changes (fold_reuse)
+        settings=fold_settings_trigger(),
         pretrained=pretrained_weights_flag(),
         launcher=training_launcher,
         guard=launch.multi_node_guard(config["training"]["nodes"]),
