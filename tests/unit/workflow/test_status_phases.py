@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 from nnunet_core.workflow.fold_phase import reused_detail, validation_phase, writes_npz
-from nnunet_core.workflow.status import CONTINUING, FAILED, RUNNING, fold_status
+from nnunet_core.workflow.status import CONTINUING, FAILED, RUNNING, fold_status, run_status
 
 MODEL = "nnUNetTrainer__nnUNetPlans__3d_fullres"
 START = (
@@ -149,3 +149,4 @@ def test_kept_logs_of_earlier_attempts_are_read_first(tmp_path: Path) -> None:
     status = fold_status(log, "3d_fullres", "0", results)
     assert (status.progress, status.state) == ("epoch 3/5", CONTINUING)
     assert status.detail.startswith("after stopped at epoch 2 by SIGUSR1; log written "), status
+    assert [job.job for job in run_status(log.parent, results)] == ["train 3d_fullres fold 0"]
