@@ -6,6 +6,7 @@ from pathlib import Path
 import yaml
 
 from nnunet_core.workflow.config import coerce_command_line_values, validate_config
+from nnunet_core.workflow.parse_errors import one_line_errors
 from nnunet_core.workflow.runs import as_single_run, check_run_keys, is_several_runs
 
 from snakemake.utils import min_version
@@ -31,16 +32,17 @@ envvars:
 # `--config` values arrive as strings ('4', 'true'): typed by the schema first. Then one line per
 # wrong key, and which run this is (before the schema's defaults, e.g. seed: 0, are filled in).
 SCHEMA_FILE = Path(workflow.basedir) / "workflow" / "schemas" / "config.schema.yaml"
-coerce_command_line_values(
-    config, workflow.config_settings.config, yaml.safe_load(SCHEMA_FILE.read_text())
-)
-validate_config(config, SCHEMA_FILE)
-check_run_keys(config)
-
-
-# The included file's `all` is the default target (an `include:` would keep the includer's).
-if is_several_runs(config):
-    workflow.include("workflow/rules/paper.smk", overwrite_default_target=True)
-else:
-    as_single_run(config)
-    workflow.include("workflow/rules/run.smk", overwrite_default_target=True)
+# A user's error (config, data, their code) found while any of it is parsed, included files too:
+# its one line and exit 2 (3: their code), no Snakemake header or frames (workflow.parse_errors).
+with one_line_errors():
+    coerce_command_line_values(
+        config, workflow.config_settings.config, yaml.safe_load(SCHEMA_FILE.read_text())
+    )
+    validate_config(config, SCHEMA_FILE)
+    check_run_keys(config)
+    # The included file's `all` is the default target (an `include:` would keep the includer's).
+    if is_several_runs(config):
+        workflow.include("workflow/rules/paper.smk", overwrite_default_target=True)
+    else:
+        as_single_run(config)
+        workflow.include("workflow/rules/run.smk", overwrite_default_target=True)

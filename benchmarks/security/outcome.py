@@ -2,9 +2,10 @@
 error line names the offending file or value) or a correct run (exit 0, the expected file there).
 
 The real commands report errors in one line: ``nnunet-core <command>: error: <what>`` (the CLI)
-or, from Snakemake, an error report (``ConfigurationError in file ...``, ``WorkflowError:``,
-``Error in rule X:``) one of whose lines names the value (config checks, a failed job's log
-tail). A Python traceback anywhere is a failure whatever the exit status."""
+or, from Snakemake, an error report (``WorkflowError:``, ``Error in rule X:``) one of whose
+lines names the value (a failed job's log tail), or the one line of an error found while the
+Snakefile is parsed (config checks). A Python traceback anywhere is a failure whatever the exit
+status."""
 
 from __future__ import annotations
 
@@ -56,7 +57,11 @@ class Outcome:
         """Snakemake's error report: its lines from the first ``...Error`` header on."""
         lines = [line.strip() for line in self.text.splitlines() if line.strip()]
         start = next((i for i, line in enumerate(lines) if _SNAKEMAKE_ERROR.match(line)), None)
-        return [] if start is None else lines[start:]
+        if start is None:  # a user's error found while parsing: its one line, last on stderr
+            # (nnunet_core.workflow.parse_errors), no header
+            errs = [line.strip() for line in self.stderr.splitlines() if line.strip()]
+            return errs[-1:] if self.returncode != 0 else []
+        return lines[start:]
 
 
 def _named(text: str, names: tuple[str, ...]) -> bool:

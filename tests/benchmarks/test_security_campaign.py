@@ -95,6 +95,9 @@ def test_the_refusal_judge_wants_one_error_line_naming_the_value_and_no_tracebac
     assert "not one" in judge(outcome(2, f"{line}\n{line}\n"), REFUSAL, names, None)
     snake = "ConfigurationError in file Snakefile:\ninvalid config: work_dir: '/' is refused\n"
     assert judge(outcome(1, snake, cli=False), REFUSAL, ("work_dir",), None) is None
+    parsed = "Using workflow specific profile profiles/default\ninvalid config: work_dir: '/'\n"
+    assert judge(outcome(2, parsed, cli=False), REFUSAL, ("work_dir",), None) is None
+    assert "names none" in judge(outcome(2, parsed, cli=False), REFUSAL, ("raw_root",), None)
     job = "Job 1: plan, log: /s/work/logs/plan.log (work_dir /s/work)\nError in rule plan:\n"
     assert "names none" in judge(outcome(1, job, cli=False), REFUSAL, ("work_dir",), None)
 

@@ -93,7 +93,7 @@ def test_a_config_number_beyond_its_maximum_stops_the_workflow(
         config[section] = {**config[section], **values}
     result = snakemake(tmp_path, config, "-n", check=False)
     output = result.stdout + result.stderr
-    assert result.returncode == 1, output
+    assert result.returncode == 2, output
     assert message in output.splitlines(), output
     assert "Traceback" not in output
     assert not (tmp_path / "work").exists()

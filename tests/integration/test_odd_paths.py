@@ -160,7 +160,7 @@ def test_the_train_command_passed_each_odd_value_as_one_argument(odd_run: dict) 
 def test_a_relative_work_dir_starting_with_a_dash_is_refused_in_one_line(tmp_path: Path) -> None:
     result = snakemake(tmp_path, tiny_config(Path("-wd")), "-n", check=False)
     output = result.stdout + result.stderr
-    assert result.returncode == 1, output
+    assert result.returncode == 2, output
     line = "config work_dir: '-wd' starts with '-', which a command reads as an option: "
     assert f"{line}give an absolute path" in output.splitlines(), output
     assert not (tmp_path / "-wd").exists()

@@ -227,8 +227,8 @@ def test_a_model_zip_is_extracted_by_its_own_job_and_ddp_jobs_get_the_flags(
 
 def _one_clear_line(result, message: str) -> None:
     output = result.stdout + result.stderr
-    assert result.returncode == 1, output
-    assert 'ConfigurationError in file "' in output, output
+    assert result.returncode == 2, output
+    assert "ConfigurationError" not in output, output
     assert message in output.splitlines(), output
     assert "Traceback" not in output and "InputFunctionException" not in output, output
 
