@@ -130,7 +130,10 @@ def prediction_exists(output_dir: Path, identifier: str, ending: str, probabilit
     """A case's outputs are complete (each file is written atomically, so existing means whole)."""
     base = output_dir / identifier
     seg = base.with_name(base.name + ending).is_file()
-    return seg and (not probabilities or base.with_name(base.name + ".npz").is_file())
+    if not probabilities:
+        return seg
+    # the properties' .json is written after the .npz: a case killed between them is redone
+    return seg and all(base.with_name(base.name + s).is_file() for s in (".npz", ".json"))
 
 
 def _one_torch_thread() -> None:

@@ -276,7 +276,7 @@ def train_and_finish(
         if status == STOPPED:
             report_stop(trainer, request, stop.reason or "request")
         else:
-            summary = validate(trainer, request.flags)
+            summary = validate(trainer, request.flags, keep_exported=True)
             clean_up_finished(trainer, lock)
         failing = False
     except KeyboardInterrupt:
@@ -299,9 +299,13 @@ def device_line(device: torch.device) -> str:
     return f"device {device}, {torch.get_num_threads()} torch threads"
 
 
-def validate(trainer: Trainer, flags: FoldFlags) -> dict[str, Any] | None:
+def validate(
+    trainer: Trainer, flags: FoldFlags, keep_exported: bool = False
+) -> dict[str, Any] | None:
     """The final validation with the trainer's weights (``--val_best``: checkpoint_best's): every
-    rank exports its cases; rank 0 returns the metrics (written by ``write_validation_summary``)."""
+    rank exports its cases; rank 0 returns the metrics (written by ``write_validation_summary``).
+    ``keep_exported``: a retry keeps the cases exported after checkpoint_final (``--val`` redoes
+    them all)."""
     from nnunet_core.training.distributed import barrier
     from nnunet_core.training.validation import summarize_validation, validate_fold
 
@@ -321,6 +325,9 @@ def validate(trainer: Trainer, flags: FoldFlags) -> dict[str, Any] | None:
         trainer.log,
         rank=topology.global_rank,
         world_size=topology.world_size,
+        keep_after=trainer.setup.output_folder / ckpt.FINAL
+        if keep_exported and not flags.val_best
+        else None,
     )
     if topology.distributed:
         barrier()  # every rank's cases are exported; only rank 0 evaluates them

@@ -39,11 +39,13 @@ from nnunet_core.layout.results import (
     PREDICTED_NEXT_STAGE_FOLDER,
     SUMMARY_JSON,
     VALIDATION_FOLDER,
+    next_stage_file,
 )
 from nnunet_core.training.distributed import barrier
 from nnunet_core.training.fold_setup import FoldSetup
 from nnunet_core.training.next_stage import export_next_stage, exports_next_stage
 from nnunet_core.training.optimizer import unwrap
+from nnunet_core.training.validation_resume import case_files, done_cases
 
 STEP_SIZE = 0.5
 
@@ -106,8 +108,12 @@ def validate_fold(
     log: Callable[..., None] = print,
     rank: int = 0,
     world_size: int = 1,
+    keep_after: Path | None = None,
 ) -> None:
     """Predict and export this rank's share of the validation cases.
+
+    ``keep_after``: a retried fold's ``checkpoint_final.pth``; cases exported after it are kept
+    (``validation_resume``), the others predicted.
 
     Rank 0 first removes stale files (other cases, a killed run's temporaries); under DDP every
     rank waits for that in a barrier before it writes, so the cleanup never sees another rank's
@@ -137,7 +143,11 @@ def validate_fold(
     exporting: Future | None = None
     try:
         mine = setup.val_keys[rank::world_size]
+        kept = kept_cases(setup, mine, keep_after, save_probabilities, next_stage)
         for index, case_id in enumerate(mine, 1):
+            if case_id in kept:
+                log(f"validation: case {index}/{len(mine)} ({case_id}) kept from the last attempt")
+                continue
             start = time.time()
             logits, properties = predict_case(plain, setup, case_id, device, mirror_axes)
             if exporting is not None:
@@ -172,6 +182,28 @@ def validate_fold(
     finally:
         exporter.shutdown(wait=True)
         plain.deep_supervision = True
+
+
+def kept_cases(
+    setup: FoldSetup,
+    cases: Sequence[str],
+    weights: Path | None,
+    save_probabilities: bool,
+    next_stage: bool,
+) -> set[str]:
+    """The cases a retried fold need not predict again (none without ``weights``)."""
+    if weights is None:
+        return set()
+    output = setup.output_folder / VALIDATION_FOLDER
+    ending = setup.dataset_json["file_ending"]
+    stages = setup.configuration.next_stage if next_stage else ()
+    model_dir = setup.output_folder.parent
+
+    def files_of(case_id: str) -> list[Path]:
+        files = case_files(output, case_id, ending, save_probabilities)
+        return files + [next_stage_file(model_dir, name, case_id) for name in stages]
+
+    return done_cases(cases, weights, files_of)
 
 
 def summarize_validation(setup: FoldSetup, log: Callable[..., None] = print) -> dict[str, Any]:

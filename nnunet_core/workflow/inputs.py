@@ -148,20 +148,12 @@ def previous_stage_predictions(
 
 
 def training_targets(
-    chosen: Sequence[str],
-    folds: Sequence[Any],
-    final_checkpoint: str | Path,
-    fold_summary: str | Path,
+    chosen: Sequence[str], folds: Sequence[Any], fold_summary: str | Path
 ) -> list[str]:
-    """checkpoint_final.pth and the validation summary of every chosen configuration and fold."""
+    """The validation summary of every chosen configuration and fold: a fold's last file,
+    written after its checkpoint_final.pth (the train rule's only declared output)."""
     return [
-        path
-        for configuration in chosen
-        for fold in folds
-        for path in (
-            model_path(final_checkpoint, configuration, fold),
-            model_path(fold_summary, configuration, fold),
-        )
+        model_path(fold_summary, configuration, fold) for configuration in chosen for fold in folds
     ]
 
 

@@ -41,7 +41,7 @@ def prepared(cluster, prepared_workdir, slurm_test_profile, tmp_path_factory):
 
 def _record_train_submission(prepared, tmp_path: Path, **training) -> tuple[list[str], str]:
     """The arguments of fold 0's train job's sbatch call, and slurmctld's verdict on them."""
-    target = f"work/results/{MODEL}/fold_0/checkpoint_final.pth"
+    target = f"work/results/{MODEL}/fold_0/validation/summary.json"
     return _record_submission(prepared, tmp_path, target, **training)
 
 

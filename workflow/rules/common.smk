@@ -13,6 +13,7 @@ from nnunet_core.workflow.config import Execution, check_config, fold_count
 from nnunet_core.cluster import stop_signal
 from nnunet_core.workflow import devices as workflow_devices
 from nnunet_core.workflow import work_lock
+from nnunet_core.workflow import fold_weights
 
 # The stop signal (SIGUSR1, or $NNUNET_STOP_SIGNAL) asks a training to stop before the walltime;
 # SLURM sends it to every process of the job step. This process plays the Snakemake role of

@@ -218,5 +218,13 @@ def staging_folder(wildcards, output):
     return staging_folder_of(output[0])
 
 
+def prediction_settings(wildcards):
+    """What a test-set prediction depends on besides its input files: a kept staging folder
+    continues only under the same (nnunet_core.workflow.resumable_staging)."""
+    return " ".join(
+        [wildcards.configuration, MODEL_FLAGS, MODEL_CODE_CONSENT, FOLDS_ARGS, DEVICE]
+    )
+
+
 def previous_stage_flag(wildcards, input):
     return flags.previous_stage_flag(input.previous_stage)

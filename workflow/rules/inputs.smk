@@ -63,15 +63,11 @@ def previous_stage_predictions(wildcards):
 
 
 def training_targets(wildcards):
-    return inputs.training_targets(planned()[1], FOLDS, FINAL_CHECKPOINT, FOLD_SUMMARY)
+    return inputs.training_targets(planned()[1], FOLDS, FOLD_SUMMARY)
 
 
 def fold_summaries(wildcards):
     return inputs.per_fold(FOLD_SUMMARY, wildcards.configuration, FOLDS)
-
-
-def fold_checkpoints(wildcards):
-    return inputs.per_fold(FINAL_CHECKPOINT, wildcards.configuration, FOLDS)
 
 
 def crossval_summary_of_pair(wildcards):

@@ -1,7 +1,9 @@
 # Test-set prediction with the selected model(s), ensembling, postprocessing and evaluation.
 #
 # A rule writing a folder writes it under `<folder>.partial` and renames it when its command has
-# succeeded, so the folder exists only complete. These jobs come after the `select` checkpoint,
+# succeeded, so the folder exists only complete. `predict` keeps a killed attempt's `.partial`
+# folder while its inputs and settings are unchanged (nnunet_core.workflow.resumable_staging)
+# and continues it: the cases already written are not predicted again. These jobs come after the `select` checkpoint,
 # and Snakemake (9.27) checks its incomplete markers only for the jobs of the first DAG, not for
 # those added when a checkpoint's dependencies are updated: a folder left half-written by a killed
 # job would count as done on the next run, even with --rerun-incomplete (a test prediction
@@ -16,7 +18,7 @@
 rule predict:
     input:
         selection=INFERENCE_INFORMATION,
-        checkpoints=fold_checkpoints,
+        folds=fold_summaries,
         previous_stage=previous_stage_predictions,
     output:
         directory(CONFIGURATION_PREDICTIONS),
@@ -30,6 +32,7 @@ rule predict:
         python=sys.executable,
         predictions=PREDICTIONS,
         staging=staging_folder,
+        settings=prediction_settings,
         dataset=DATASET,
         roots=ROOT_FLAGS,
         images=TEST_IMAGES,
@@ -41,15 +44,17 @@ rule predict:
     message:
         JOB_WITH_WILDCARDS
     shell:
-        "{params.python:q} -m nnunet_core.io.removal --inside {params.predictions:q} "
-        "{params.staging:q}\n"
+        "{params.python:q} -m nnunet_core.workflow.resumable_staging prepare --inside "
+        "{params.predictions:q} --key {params.settings:q} {params.staging:q} {input:q} "
+        "> {log:q} 2>&1\n"
         "OMP_NUM_THREADS={threads} OMP_WAIT_POLICY=${{OMP_WAIT_POLICY:-PASSIVE}} "
         "nnunet-core predict -i {params.images:q} -o {params.staging:q} "
         "-d {params.dataset:q} -c {wildcards.configuration:q} {params.model} {params.consent} "
         "{params.previous_stage}"
         "-f {params.folds} --save_probabilities -device {params.device:q} -npp 0 -nps 0 "
-        "--disable_progress_bar {params.roots} > {log:q} 2>&1\n"
-        "mv {params.staging:q} {output:q}"
+        "--continue_prediction --disable_progress_bar {params.roots} >> {log:q} 2>&1\n"
+        "{params.python:q} -m nnunet_core.workflow.resumable_staging finish --inside "
+        "{params.predictions:q} {params.staging:q} {output:q}"
 
 
 rule ensemble_predictions:

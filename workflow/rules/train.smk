@@ -1,6 +1,9 @@
-# Fold training: one job per (configuration, fold). Only checkpoint_final.pth and the validation
-# summary are declared outputs: Snakemake deletes declared outputs before a job and after a
-# failure, and checkpoint_latest.pth must survive so that the retry continues with --c.
+# Fold training: one job per (configuration, fold). Only the validation summary (the fold's last
+# file, written after checkpoint_final.pth) is a declared output: Snakemake deletes declared
+# outputs before a job and after a failure, and the fold's checkpoints must survive so that the
+# retry continues with --c. A failure after the last epoch (final validation, npz export, the
+# summary) keeps checkpoint_final.pth: the retry trains nothing, and its validation keeps the
+# cases exported after those weights (training.validation_resume).
 # training.pretrained_weights (fine-tuning) is an input: `--c -pretrained_weights FILE` starts a
 # fold from it only while the fold has no checkpoint of its own.
 # A fold stopped before its end (the stop signal before the walltime, or its deadline) exits
@@ -24,6 +27,14 @@ from nnunet_core.cluster import no_retry
 count_gpu_slots()
 # A trained fold whose recorded settings this run's invalidate: one line each (fold_reuse).
 announce_fold_restarts()
+
+
+# A fold whose checkpoint_final.pth the user deleted trains again (nnunet_core.workflow.fold_weights).
+if workflow.is_main_process:
+    for line in fold_weights.retrain_folds_without_weights(
+        RESULTS, TRAINER, PLANS_NAME, dry_run=_DRY_RUN
+    ):
+        print(line, file=sys.stderr)
 
 
 # A new run gives every fold a fresh try, after the user fixed what a marker recorded.
@@ -60,7 +71,6 @@ rule train:
         pretrained=[] if PRETRAINED is None else [PRETRAINED.checkpoint],
         previous_stage=previous_stage_summaries,
     output:
-        final=FINAL_CHECKPOINT,
         summary=FOLD_SUMMARY,
     log:
         LOGS / TRAIN_LOG,
