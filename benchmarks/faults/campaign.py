@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from benchmarks.faults.epochs import POST_TRAINING, repeated_epochs
 from benchmarks.faults.outputs import (
     compare_manifests,
     empty_files,
@@ -62,6 +63,7 @@ class MomentResult:
     chain: int | None = None  # chained mode: the chain whose end state was checked
     attempts: int = 1  # runs it took to hit the moment's stage (``run_moment_in_stage``)
     stale_markers: list[str] = field(default_factory=list)  # Snakemake's, see the docstring
+    retrained: list[str] = field(default_factory=list)  # epochs trained again (epochs.py)
 
     @property
     def identical(self) -> bool:
@@ -69,7 +71,8 @@ class MomentResult:
 
     @property
     def ok(self) -> bool:
-        return self.killed and self.rerun_ok and not self.half_written and self.identical
+        clean = not self.half_written and not self.retrained
+        return self.killed and self.rerun_ok and clean and self.identical
 
     def row(self) -> dict[str, Any]:
         return {
@@ -82,6 +85,7 @@ class MomentResult:
             "unlocked": self.unlocked,
             "clean": not self.half_written,
             "identical": self.identical,
+            "no epoch again": not self.retrained,
             "attempts": self.attempts,
         }
 
@@ -227,6 +231,7 @@ class Campaign:
             escaped=fault.escaped,
             seconds=time.monotonic() - started,
             stale_markers=markers,
+            retrained=repeated_epochs(self.rundir) if moment.stage in POST_TRAINING else [],
         )
         if not result.ok:
             self._keep(
@@ -348,6 +353,7 @@ def totals(results: list[MomentResult], stages: list[str] | None = None) -> dict
         "no half-written file": sum(not r.half_written for r in results),
         "outputs identical": sum(r.identical for r in results),
         "stale Snakemake incomplete markers": sum(bool(r.stale_markers) for r in results),
+        "no epoch trained again": sum(not r.retrained for r in results),
         **missed,
     }
 
@@ -376,6 +382,7 @@ def report_json(
                 "differences": r.differences,
                 "escaped the process group": r.escaped,
                 "stale incomplete markers": r.stale_markers,
+                "epochs trained again": r.retrained,
                 "seconds": round(r.seconds, 1),
             }
             for r in results

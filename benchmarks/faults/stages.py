@@ -29,6 +29,7 @@ STAGE_OF_RULE = {
     "report": "report",
 }
 TRAINING = "training"
+FINAL_VALIDATION = "final validation"
 NPZ_EXPORT = "npz export"
 PREDICTION_WRITING = "prediction writing"
 BETWEEN_JOBS = "between jobs"
@@ -41,6 +42,7 @@ STAGE_ORDER = [
     "preprocess",
     "training startup",
     TRAINING,
+    FINAL_VALIDATION,
     NPZ_EXPORT,
     "crossval",
     "ensembles",
@@ -55,12 +57,15 @@ STAGE_ORDER = [
 ]
 # Phases of a job after its start, each from a line of the job's log. Training ("training
 # startup": imports, data, network): the epochs (and their checkpoints) from the first "Epoch N"
-# line, the validation (npz export) from the line written once checkpoint_final.pth is saved.
-# Prediction (model, input checks): writing the cases from the line of the first one written.
+# line; the final validation from the line written once checkpoint_final.pth is saved (predicting
+# the first held-out case); the npz export from the line of the first case predicted (its export
+# runs beside the next case's prediction) to the job's end (the summary). Prediction (model,
+# input checks): writing the cases from the line of the first one written.
 JOB_PHASES = {
     "train": (
         (TRAINING, re.compile(r": Epoch \d+$", re.M)),
-        (NPZ_EXPORT, re.compile(r"training (finished after|already finished)")),
+        (FINAL_VALIDATION, re.compile(r"training (finished after|already finished)")),
+        (NPZ_EXPORT, re.compile(r"validation: case 1/")),
     ),
     "predict": ((PREDICTION_WRITING, re.compile(r"^predict: case 1/", re.M)),),
 }

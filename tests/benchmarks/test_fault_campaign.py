@@ -8,6 +8,7 @@ from __future__ import annotations
 import gzip
 import json
 import shutil
+from pathlib import Path
 
 from benchmarks.faults.campaign import MomentResult, hit_its_stage, stages_of, totals
 from benchmarks.faults.outputs import compare_manifests, half_written, manifest
@@ -172,3 +173,17 @@ def test_rules_the_reference_did_not_run_are_named() -> None:
     jobs = [job for job in reference_jobs() if job.rule != "ensemble_predictions"]
     assert rules_not_run(jobs) == ["ensemble_predictions"]
     assert rules_not_run(reference_jobs()) == []
+
+
+def test_an_epoch_started_twice_in_a_fold_is_named(tmp_path: Path) -> None:
+    """The check behind 'a kill after the last epoch costs no epoch': each attempt's log."""
+    from benchmarks.faults.epochs import repeated_epochs
+
+    fold = tmp_path / "work" / "results" / "D" / "M" / "fold_0"
+    fold.mkdir(parents=True)
+    (fold / "training_log_1.txt").write_text("2026: Epoch 0\n2026: Epoch 1\n")
+    assert repeated_epochs(tmp_path) == []
+    (fold / "training_log_2.txt").write_text("2026: training already finished (2 epochs)\n")
+    assert repeated_epochs(tmp_path) == []
+    (fold / "training_log_3.txt").write_text("2026: Epoch 1\n")
+    assert repeated_epochs(tmp_path) == ["work/results/D/M/fold_0: epoch 1 trained 2 times"]
