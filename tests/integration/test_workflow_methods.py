@@ -96,13 +96,21 @@ def test_the_comparison_table_has_every_method_on_every_dataset(methods_run, tmp
     assert (other["p_holm"] >= other["p_wilcoxon"] - 1e-12).all()
     assert set(table["mean_rank"]) <= {1.0, 1.5, 2.0}
     assert table.groupby("method")["mean_rank"].nunique().eq(1).all()
+    # 2 and 1 cases: every interval flagged, nothing called significant by it
+    assert other["diff_n"].tolist() == [2, 1] and other["ci_few_cases"].all()
+    assert not table["significant"].any()
     body = (work / "paper" / "methods_comparison.tex").read_text()
     assert "nnunet (baseline)" in body and "Mean rank" in body
+    assert f"$n$ ({LABELLED.replace('_', chr(92) + '_')})" in body
+    assert "Interval from fewer than 10 cases" in body
     assert_latex_compiles(body, tmp_path)
     for dataset in (LABELLED, UNLABELLED):
         for kind in ("png", "pdf", "svg"):
             figure = work / "paper" / dataset / f"methods_dice.{kind}"
             assert figure.stat().st_size > 1000, figure
+        methods = (work / "paper" / dataset / "methods.md").read_text()  # every method
+        assert "- **nnunet** (baseline): trainer nnUNetTrainer" in methods, methods
+        assert "- **nomirror**: trainer nnUNetTrainerNoMirroring" in methods, methods
 
 
 def test_the_reproduce_archive_holds_every_method(methods_run) -> None:
