@@ -6,6 +6,7 @@ from pathlib import Path
 import yaml
 
 from nnunet_core.workflow.config import coerce_command_line_values, validate_config
+from nnunet_core.workflow import log_rotation, user_stop
 from nnunet_core.workflow.parse_errors import one_line_errors
 from nnunet_core.workflow.runs import as_single_run, check_run_keys, is_several_runs
 
@@ -46,3 +47,10 @@ with one_line_errors():
     else:
         as_single_run(config)
         workflow.include("workflow/rules/run.smk", overwrite_default_target=True)
+
+
+# A rerun keeps each earlier attempt's job log (<log>.1, .2, ...: workflow.log_rotation).
+log_rotation.install()
+# Ctrl-C, or SIGINT/SIGTERM to Snakemake alone: every job ends within seconds and the console says
+# what stopped (workflow.user_stop). Last: it chains the onstart/onerror registered above.
+user_stop.install(workflow)

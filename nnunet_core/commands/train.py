@@ -56,12 +56,13 @@ def run_in_group(args: argparse.Namespace) -> int:
 
 def run(args: argparse.Namespace) -> int:
     """Check the flags, launch DDP if asked, then hand this process's fold to ``run_fold``."""
-    from nnunet_core.cluster import stop_signal
+    from nnunet_core.cluster import stop_signal, user_stop
 
     # First, before torch loads (seconds on a busy node): the workflow's shell passes the signal
     # on ignored, so one that came before this line would be lost. A DDP launcher replaces this
     # handler with forwarding (``launch``).
     stop_signal.for_trainer()
+    user_stop.for_trainer()  # in a workflow's job, Ctrl-C stops after the epoch (exit 130)
     check_flags(args)
     if getattr(args, "_topology", None) is None:  # once, before any DDP rank starts
         from nnunet_core.extension.trainer_syntax import check_trainer_source
@@ -73,12 +74,12 @@ def run(args: argparse.Namespace) -> int:
         resolve_trainer(args.trainer)  # a user's trainer that fails to import: one line here
     launched = launch(args)
     if launched is not None:
-        return launched
+        return user_stop.exit_status(launched)
     from nnunet_core.training.fold_run import run_fold
     from nnunet_core.training.user_failures import classified
 
     with classified(args.trainer):  # a user's hook that raised: exit 3; out of memory: 76
-        return run_fold(fold_request(args))
+        return user_stop.exit_status(run_fold(fold_request(args)))
 
 
 def fold_request(args: argparse.Namespace) -> FoldRequest:

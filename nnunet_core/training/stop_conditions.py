@@ -17,7 +17,7 @@ import datetime as dt
 import time
 from collections.abc import Callable
 
-from nnunet_core.cluster import stop_signal
+from nnunet_core.cluster import stop_signal, user_stop
 from nnunet_core.errors import ConfigurationError
 
 
@@ -116,8 +116,8 @@ class StopConditions:
         local = signalled or late
         stop = self.reduce(local)
         if stop:
-            if signalled:
-                self.reason = stop_signal.label()
+            if signalled:  # the user's Ctrl-C in a workflow's job, else the stop signal
+                self.reason = user_stop.reason() or stop_signal.label()
             elif late:
                 self.reason = "deadline"
             else:
