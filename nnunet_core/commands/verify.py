@@ -15,7 +15,6 @@ unchanged in name, size and mtime), else they run this check first (and write th
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from nnunet_core.commands.common import (
@@ -24,10 +23,9 @@ from nnunet_core.commands.common import (
     add_root_flags,
     dataset_from_args,
 )
-from nnunet_core.dataset.verify import stale_reason, verify_dataset
-from nnunet_core.errors import DatasetError
-from nnunet_core.io.atomic import read_json, write_json
-from nnunet_core.io.removal import remove_file
+from nnunet_core.dataset.verify import stale_reason
+from nnunet_core.dataset.verify_record import verify_one
+from nnunet_core.io.atomic import read_json
 from nnunet_core.layout.preprocessed import VERIFY_JSON
 from nnunet_core.layout.roots import Roots, preprocessed_dataset_dir, raw_dataset_dir
 
@@ -38,42 +36,6 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     add_processes_flag(parser)
     parser.add_argument(
         "--output", help=f"report file (default: $nnUNet_preprocessed/<dataset>/{VERIFY_JSON})"
-    )
-
-
-def verify_one(
-    roots: Roots,
-    name: str,
-    num_processes: int,
-    output: Path | None = None,
-    prefix: str = "nnunet-core verify",
-) -> None:
-    """Verify one dataset; raise DatasetError (after one stderr line per problem) if broken.
-
-    Shared with ``fingerprint`` / ``plan-and-preprocess --verify_dataset_integrity``.
-    """
-    raw_dir = raw_dataset_dir(roots, name)
-    # Resolve the report path first: a missing preprocessed root should fail before the work.
-    output = output or preprocessed_dataset_dir(roots, name) / VERIFY_JSON
-    # an older report must not outlive a failed (or interrupted) check; unlink is atomic
-    remove_file(output, inside=[output.parent])
-    result = verify_dataset(raw_dir, name, num_processes=num_processes)
-    if len(result.problems) == 1:
-        raise DatasetError(result.problems[0])
-    if result.problems:
-        for problem in result.problems:
-            print(f"{prefix}: error: {problem}", file=sys.stderr)
-        raise DatasetError(result.summary(name))
-    for warning in result.warnings:
-        print(f"{prefix}: warning: {warning}", file=sys.stderr)
-    write_json(output, result.report)
-    report = result.report
-    tested = report.get("test_cases_checked", 0)
-    test_part = f" + {tested} test case(s)" if tested else ""
-    print(
-        f"{name}: {report['cases_checked']} case(s){test_part} OK, "
-        f"{len(report['channels'])} channel(s), "
-        f"labels {report['labels_found']}, {len(result.warnings)} warning(s); report: {output}"
     )
 
 

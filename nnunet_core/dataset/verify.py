@@ -22,6 +22,7 @@ import numpy as np
 
 from nnunet_core import __version__
 from nnunet_core.dataset.discovery import RawCase, test_cases, training_cases
+from nnunet_core.dataset.file_endings import ending_mismatch
 from nnunet_core.dataset.verify_case import (
     ATOL,
     RTOL,
@@ -282,7 +283,8 @@ def verify_dataset(
     check_declared_labels(dataset_json.label_spec, str(json_path))
     cases = training_cases(raw_dir, dataset_json)
     if not cases:
-        msg = (
+        # a file_ending typo finds no case: name the key and the endings the files have
+        msg = ending_mismatch(json_path, dataset_json.file_ending, images_tr_dir(raw_dir)) or (
             f"{images_tr_dir(raw_dir)}: no training cases found (empty dataset; expected files "
             f"like {channel_file_name('CASE', 0, dataset_json.file_ending)})"
         )

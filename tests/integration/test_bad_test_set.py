@@ -284,13 +284,10 @@ def test_workflow_stops_at_the_check_on_a_truncated_test_image(tmp_path: Path, m
     config = tiny_config(tmp_path / "work", raw_root=str(raw_root))
     config["dataset"]["synthetic"]["enabled"] = False
     result = snakemake(tmp_path, config, "preprocessed", check=False)
-    assert result.returncode != 0
+    assert result.returncode == 2
     logs = tmp_path / "work" / "logs" / DATASET
-    errors = [
-        line
-        for line in (logs / "verify_dataset.log").read_text().splitlines()
-        if ": error: " in line
-    ]
+    # on the console, checked before any job (nnunet_core.workflow.dataset_check)
+    errors = [line for line in result.stderr.splitlines() if ": error: " in line]
     assert len(errors) == 1 and TEST_IMAGE in errors[0] and "truncated" in errors[0], errors
     assert not list(logs.glob("fingerprint*.log"))  # nothing after the check started
     work_pre = tmp_path / "work" / "preprocessed" / DATASET

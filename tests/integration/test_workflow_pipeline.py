@@ -238,10 +238,10 @@ def test_broken_dataset_stops_at_the_integrity_check(tmp_path, pipeline) -> None
     config = tiny_config(tmp_path / "work", raw_root=str(raw_root))
     config["dataset"]["synthetic"]["enabled"] = False
     result = snakemake(tmp_path, config, "preprocessed", check=False)
-    assert result.returncode != 0
-    log = (tmp_path / "work/logs" / DATASET / "verify_dataset.log").read_text()
-    error_lines = [line for line in log.splitlines() if "error" in line]
-    assert error_lines and "synth_001" in error_lines[0]
+    assert result.returncode == 2
+    # on the console, checked before any job (nnunet_core.workflow.dataset_check)
+    error_lines = [line for line in result.stderr.splitlines() if ": error: " in line]
+    assert error_lines and "synth_001" in error_lines[0], result.stderr
     pre = tmp_path / "work/preprocessed" / DATASET
     assert not (pre / "verify.json").exists()
     assert not (pre / "dataset_fingerprint.json").exists()
