@@ -54,19 +54,34 @@ def _first(*values: Any) -> Any:
     return next((v for v in values if v is not None), None)
 
 
+def _weights_name(named: Any) -> str:
+    """A weights setting as written: a file, or ``{model, fold, checkpoint}``."""
+    if isinstance(named, dict):
+        model = Path(str(named.get("model", "?"))).name
+        return (
+            f"{named.get('checkpoint', 'checkpoint_final.pth')} of {model} fold {named.get('fold')}"
+        )
+    return Path(str(named)).name
+
+
 def _pretrained(record: dict[str, Any], settings: dict[str, Any]) -> str | None:
-    """The pretrained weights the fold's first attempt started from (its file name)."""
-    for attempt in record.get("attempts", []):
+    """The pretrained weights the fold started from: what its attempts say they started from
+    (their file and sha256); only a record without ``start_weights`` falls back to what it was
+    asked to start from."""
+    attempts = record.get("attempts", [])
+    for attempt in attempts:
         start = attempt.get("start_weights") or {}
         if start.get("from") == "pretrained" and start.get("path"):
             digest = str(start.get("sha256") or "")[:12]
             name = Path(str(start["path"])).name
             return f"{name} (sha256 {digest})" if digest else name
+    if any("start_weights" in a for a in attempts):
+        return None
     named = _first(
         settings.get(PRETRAINED_KEY),
         record.get("config", {}).get("arguments", {}).get("pretrained_weights"),
     )
-    return Path(str(named)).name if named else None
+    return _weights_name(named) if named else None
 
 
 def read_fold_record(fold_dir: Path, configuration: str) -> FoldRecord | None:
@@ -178,8 +193,19 @@ def _fold_span(folds: Sequence[str]) -> str:
     return f"folds {_join(list(folds))}"
 
 
-def _phrase(parts: dict[str, str], keys: Sequence[str]) -> str:
-    return " ".join(parts[k] for k in keys if parts[k])
+# What an empty phrase means where other folds say something (folds that differ).
+UNSAID = {
+    "schedule": "with no schedule recorded",
+    "start": "from a random initialisation",
+    "seed": "with no seed recorded",
+    "trainer": f"by the trainer {BUILTIN_TRAINER}",
+    "optimizer": "with the optimiser its trainer sets",
+}
+
+
+def _phrase(parts: dict[str, str], keys: Sequence[str], said: bool = False) -> str:
+    """The phrases of ``keys``; ``said``: an empty one spelled out (it differs between folds)."""
+    return " ".join(parts[k] or (UNSAID[k] if said else "") for k in keys if parts[k] or said)
 
 
 def training_sentences(records: Sequence[FoldRecord]) -> str | None:
@@ -203,7 +229,7 @@ def training_sentences(records: Sequence[FoldRecord]) -> str | None:
         ]
         by_text: dict[str, list[str]] = {}
         for record, part in mine:
-            by_text.setdefault(_phrase(part, varying) or "as recorded", []).append(record.fold)
+            by_text.setdefault(_phrase(part, varying, said=True), []).append(record.fold)
         prefix = f"{configuration} " if len(configurations) > 1 else ""
         groups += [f"{prefix}{_fold_span(folds)} {text}" for text, folds in by_text.items()]
     text = (

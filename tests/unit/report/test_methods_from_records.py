@@ -39,6 +39,8 @@ def record_fold(
     hooks: list[str] | None = None,
     reached: int | None = None,
     status: str = "finished",
+    start_weights: dict | None = None,
+    fold_settings: dict | None = None,
 ) -> Path:
     """What training writes: one attempt from epoch 0, ended at ``reached`` (the schedule's)."""
     path = fold_dir / provenance.PROVENANCE_JSON
@@ -47,7 +49,9 @@ def record_fold(
     if hooks is not None:
         config["trainer_hooks"] = hooks
     plans = Plans({"configurations": {}})
-    provenance.start_attempt(path, config, plans, settings.seed, torch.device("cpu"), 0)
+    provenance.start_attempt(
+        path, config, plans, settings.seed, torch.device("cpu"), 0, start_weights, fold_settings
+    )
     provenance.end_attempt(path, status, settings.num_epochs if reached is None else reached)
     return path
 
@@ -114,11 +118,11 @@ def test_the_text_follows_the_record_and_prefers_its_settings_block(run: Run) ->
     record["config"]["trainer"]["num_iterations"] = 9
     path.write_text(json.dumps(record))
     assert "2d fold 1 for 1 epoch of 9 iterations" in methods_paragraph(run.results_dir)
-    record["settings"] = {"training.iterations_per_epoch": 7, "training.epochs": 3}
-    record["attempts"][-1]["end_epoch"] = 3
-    path.write_text(json.dumps(record))
+    table = {"training.iterations_per_epoch": 7, "training.epochs": 3, "seed": 0}
+    nine = replace(SHORT, num_iterations=9)
+    record_fold(fold_dir(run, "2d", 1), nine, reached=3, fold_settings=table)
     text = methods_paragraph(run.results_dir)
-    assert "2d fold 1 for 3 epochs of 7 iterations" in text, text
+    assert "2d fold 1 for 3 epochs of 7 iterations." in text, text
     assert "9 iterations" not in text
 
 
@@ -155,3 +159,14 @@ def test_paper_table_leaves_methods_md_to_the_comparison(trees: dict[str, Run], 
     assert not (tmp_path / "with_methods" / run.dataset / "methods.md").exists()
     written = write_paper_tables([run], tmp_path / "plain")
     assert tmp_path / "plain" / run.dataset / "methods.md" in written
+
+
+def test_a_fold_started_from_pretrained_weights_names_them(run: Run, tmp_path: Path) -> None:
+    weights = tmp_path / "weights.pth"
+    weights.write_bytes(b"not a real checkpoint: only its name and sha256 are recorded")
+    start = provenance.pretrained_start(weights, [])
+    record_fold(fold_dir(run, "2d", 3), SHORT, start_weights=start)
+    text = methods_paragraph(run.results_dir)
+    digest = provenance.file_sha256(weights)[:12]
+    assert f"2d fold 3 from the pretrained weights weights.pth (sha256 {digest})" in text, text
+    assert "2d folds 0, 1, 2 and 4 from a random initialisation" in text, text
