@@ -91,10 +91,11 @@ def fold_state(lines: list[str]) -> tuple[str, str]:
             detail = f"after {stop}" if stop else ""
         elif match := _STOPPED.search(line):
             stop = match.group(1)
+            # the user's stop (cluster.user_stop) is never retried; a walltime stop may be
+            retry = "" if " by the user" in stop else " (so does its retry, if one is left)"
             state, detail = (
                 STOPPED,
-                f"{stop}; the same command continues it from its checkpoint "
-                "(so does its retry, if one is left)",
+                f"{stop}; the same command continues it from its checkpoint{retry}",
             )
         elif _FOLD_DONE.search(line):
             state, detail = DONE, ""

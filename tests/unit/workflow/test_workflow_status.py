@@ -28,6 +28,10 @@ STOP = (
 )
 CONTINUED = "2026-12-06 00:40:01: continuing from /w/fold_0/checkpoint_latest.pth at epoch 2"
 ERROR = "nnunet-core train: error: /w/plans.json: no such file"
+USER_STOP_EXIT = (
+    "nnunet-core train: stopped by the user; exit 130 (not retried): the same workflow command "
+    "continues with --c"
+)
 
 
 def test_an_epoch_line_with_more_fields_still_parses(tmp_path: Path) -> None:
@@ -48,6 +52,12 @@ def test_states_follow_the_last_event() -> None:
         STOPPED,
         "stopped at epoch 1 by SIGUSR1; the same command continues it from its checkpoint "
         "(so does its retry, if one is left)",
+    )
+    user_stop = STOP.replace("SIGUSR1", "the user (SIGINT)")
+    assert fold_state([FRESH, EPOCH_1, user_stop, USER_STOP_EXIT]) == (
+        STOPPED,
+        "stopped at epoch 1 by the user (SIGINT); the same command continues it from its "
+        "checkpoint",
     )
     assert fold_state([FRESH, STOP, CONTINUED]) == (
         CONTINUING,
