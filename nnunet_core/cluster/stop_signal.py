@@ -12,6 +12,9 @@ Snakemake      every process that parses the workflow      ignores it (``for_wor
                (the main one and each job's)               called by workflow/rules/common.smk)
 rule shell     the shell that runs a rule's command        ignores it (inherited: an ignored
                                                            disposition survives fork and exec)
+retry runner   ``cluster.retry``, through which the        forwards it to the command's process
+               train rule's shell starts a fold            group (``forward``), which it starts
+                                                           with the signal ignored
 launcher       ``train -num_gpus N`` (spawns the ranks)    forwards it to the ranks (``forward``)
 relay          ``cluster.stop_relay`` on each node of a    forwards it to the torchrun agent's
                multi-node fold                             children; the agent ignores it
