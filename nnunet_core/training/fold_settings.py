@@ -133,7 +133,7 @@ SETTINGS: tuple[Setting, ...] = (
             "further attempts of a stopped or failed fold job", invalidates=False),
     Setting("training.threads", None, None, (int, _NULL), None,
             "threads of each fold job (OMP_NUM_THREADS)", invalidates=False),
-    Setting("training.mem_mb", None, None, (int,), 8000,
+    Setting("training.mem_mb", None, None, (int,), 64000,
             "memory of each fold job (MB)", invalidates=False),
     Setting("training.runtime", None, None, (int,), 1440,
             "runtime of each fold job (minutes)", invalidates=False),
