@@ -133,7 +133,6 @@ def settings_of_fold(request: FoldRequest, setup: FoldSetup) -> dict[str, Any]:
             "plans_sha256": plans_sha256(setup.plans.raw),
             "splits_sha256": splits_sha256(setup.train_keys, setup.val_keys),
             "trainer_source_sha256": trainer_source_sha256(settings.trainer_name),
-            "pretrained_weights_sha256": file_sha256(pretrained) if pretrained else None,
             "training.pretrained_weights": str(Path(pretrained).absolute()) if pretrained else None,
             "training.device": arguments.get("device") or BY_KEY["training.device"].default,
             "training.npz": flags.npz,
@@ -143,6 +142,10 @@ def settings_of_fold(request: FoldRequest, setup: FoldSetup) -> dict[str, Any]:
             "deadline": flags.deadline,
         }
     )
+    if not pretrained:
+        values["pretrained_weights_sha256"] = None
+    elif Path(pretrained).is_file():  # gone since the fold began from it: not compared
+        values["pretrained_weights_sha256"] = file_sha256(pretrained)
     return _plain(values)
 
 

@@ -4,6 +4,7 @@ start-over with its folder set aside, and the workflow's view of the same before
 
 from __future__ import annotations
 
+import hashlib
 import json
 from datetime import datetime
 from pathlib import Path
@@ -258,4 +259,22 @@ def test_the_rerun_trigger_follows_the_trainer_source_and_not_save_every(tmp_pat
     assert train_rerun_trigger(config, None) != before
     assert train_rerun_trigger(workflow_config(trainer=f"{source}:Mine", npz=False), None) != (
         train_rerun_trigger(config, None)
+    )
+
+
+def test_pretrained_weights_count_by_content_and_a_removed_file_is_not_compared(fold, tmp_path):
+    weights = tmp_path / "weights.pth"
+    weights.write_bytes(b"one")
+    request = fold_request(fold)
+    request = request.__class__(
+        **{**request.__dict__, "flags": FoldFlags(resume=True, pretrained_weights=str(weights))}
+    )
+    first = settings_of_fold(request, fold_setup(fold))["pretrained_weights_sha256"]
+    assert first == hashlib.sha256(b"one").hexdigest()
+    weights.write_bytes(b"two!")
+    assert settings_of_fold(request, fold_setup(fold))["pretrained_weights_sha256"] != first
+    weights.unlink()  # the fold continues from its own checkpoint: nothing to compare
+    assert "pretrained_weights_sha256" not in settings_of_fold(request, fold_setup(fold))
+    assert (
+        settings_of_fold(fold_request(fold), fold_setup(fold))["pretrained_weights_sha256"] is None
     )
