@@ -52,6 +52,7 @@ from nnunet_core.cluster import no_retry, stop_signal
 from nnunet_core.cluster.exit_codes import describe, is_retryable
 
 PROG = "python -m nnunet_core.cluster.retry"
+LINE_PREFIX = "retry: "  # the runner's own lines in the job's log (status reads past them)
 USER_STOPS = (signal.SIGINT, signal.SIGTERM)
 TAIL_BYTES = 16384  # how much of the job's log the marker's line is looked for in
 
@@ -142,7 +143,7 @@ class Runner:
 
 
 def say(line: str) -> None:
-    print(f"retry: {line}", file=sys.stderr, flush=True)
+    print(f"{LINE_PREFIX}{line}", file=sys.stderr, flush=True)
 
 
 def last_error_line(default: str) -> str:
@@ -158,7 +159,7 @@ def last_error_line(default: str) -> str:
     except OSError:
         return default
     lines = [line.strip() for line in tail.splitlines() if line.strip()]
-    errors = [line for line in lines if ": error: " in line and not line.startswith("retry:")]
+    errors = [line for line in lines if ": error: " in line and not line.startswith(LINE_PREFIX)]
     return errors[-1] if errors else default
 
 

@@ -19,6 +19,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from nnunet_core.cluster.retry import LINE_PREFIX as RETRY_LINE_PREFIX
 from nnunet_core.layout.results import FOLD_LOCK_NAME, fold_dir
 from nnunet_core.layout.work import PREDICT_LOG, TRAIN_LOG, WORK_LOGS, WORK_RESULTS
 from nnunet_core.workflow.fold_phase import reused_detail, validation_phase, writes_npz
@@ -150,12 +151,14 @@ def _recorded_state(status: JobStatus, lines: list[str], folds: list[Path]) -> N
     # its first line about where it starts; before that it and provenance.json tell of the
     # previous attempt.
     started = any(_ATTEMPT_START.search(line) for line in lines)
+    # the fold's own last line, not the retry runner's verdict on it (cluster.retry)
+    own = [line for line in lines if not line.startswith(RETRY_LINE_PREFIX)] or lines
     if started and FAILED in last:
-        status.state, status.detail = FAILED, lines[-1]
+        status.state, status.detail = FAILED, own[-1]
         return
     if started and (any(_holder_alive(f) is False for f in folds) or INTERRUPTED in last):
         status.state = NOT_RUNNING
-        last_line = lines[-1] if lines else "(empty log)"
+        last_line = own[-1] if own else "(empty log)"
         status.detail = f"the job ended without a word (killed?); last line: {last_line}"
         return
     for record in attempts if started else []:

@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -129,6 +130,11 @@ def test_a_hook_that_raises_fails_its_job_once(hook_run, trainers: Path) -> None
     assert "retry: exit 3 (the user's trainer code failed" in log and "not retried" in log
     assert "retry: attempt 2" not in log and "Traceback" not in log, log
     assert output.count("Error in rule train") == 1, output
+    # `nnunet-core status` shows the fold's own error, not the retry runner's line after it
+    shown = cli({**os.environ}, "status", str(root / "work")).stdout
+    failed = [line for line in shown.splitlines() if "train 3d_fullres fold 0" in line]
+    assert len(failed) == 1 and "failed" in failed[0], shown
+    assert failed[0].endswith(raised[0]) and "retry:" not in failed[0], shown
 
 
 def train(env: dict[str, str], trainers: Path, class_name: str, results: Path):
