@@ -113,3 +113,34 @@ def test_a_clean_dataset_is_checked_once_before_the_jobs(tmp_path: Path, make_ra
     image.touch()
     touched = snakemake(tmp_path, config, str(report))
     assert touched.stdout.count(ok) == 1 and "Nothing to be done" in touched.stderr
+
+
+# ---------------------------------------------------------------- resources (issue 46, item 8)
+
+
+@pytest.mark.slow
+def test_a_set_resources_for_the_fold_jobs_is_said_once_at_start(tmp_path: Path) -> None:
+    """The config's training.mem_mb (the demo's 4000) against --set-resources: the override
+    is used, and said once, first (while the workflow is read, before any job)."""
+    config = tiny_config(tmp_path / "work")
+    result = snakemake(tmp_path, config, "-n", "--set-resources", "train:mem_mb=12345")
+    said = [line for line in result.stderr.splitlines() if line.startswith("rule train: mem_mb")]
+    assert said == [
+        "rule train: mem_mb 12345 from the set-resources of a profile or the command line is "
+        'used, not training.mem_mb 4000 of the config (profiles/README.md, "Resources: the '
+        'config or the profile")'
+    ], result.stderr
+    assert _own_lines(result)[0] == said[0]  # the first line the workflow prints
+    assert "mem_mb=12345" in result.stdout + result.stderr  # the job asks for it
+
+
+@pytest.mark.slow
+def test_a_gpu_count_against_gpus_per_job_is_refused_in_one_line(tmp_path: Path) -> None:
+    config = tiny_config(tmp_path / "work")
+    config["training"]["gpus_per_job"] = 1
+    result = snakemake(tmp_path, config, "-n", "--set-resources", "train:gpu=2", check=False)
+    assert result.returncode == 2, result.stdout + result.stderr
+    lines = _own_lines(result)
+    assert len(lines) == 1 and lines[0].startswith("config training.gpus_per_job: 1, but "), lines
+    assert "rule train gpu=2" in lines[0]
+    _assert_no_job_and_no_noise(result, tmp_path)

@@ -12,7 +12,7 @@ from snakemake.utils import validate
 from nnunet_core.workflow.config import Execution, check_config, fold_count
 from nnunet_core.cluster import stop_signal
 from nnunet_core.workflow import devices as workflow_devices
-from nnunet_core.workflow import work_lock
+from nnunet_core.workflow import resource_owner, work_lock
 from nnunet_core.workflow import fold_weights
 
 # The stop signal (SIGUSR1, or $NNUNET_STOP_SIGNAL) asks a training to stop before the walltime;
@@ -26,6 +26,10 @@ stop_signal.for_workflow_process()
 validate(config, schema="../schemas/config.schema.yaml")
 # (also: the work_dir apart from the raw data, paths no quoting makes safe refused)
 check_config(config, Execution.of_workflow(workflow))
+# The config owns a fold job's memory, time, GPUs and threads: a profile's or the command line's
+# set-resources of them is said once, a GPU count against training.gpus_per_job refused.
+if workflow.is_main_process:
+    resource_owner.announce(config, workflow)
 # One workflow per work_dir, also when started from another --directory (nnunet_core.workflow.work_lock).
 work_lock.lock_when_started(workflow, config["work_dir"])
 

@@ -19,7 +19,7 @@ from nnunet_core.layout.work import (
     REPRODUCE_ARCHIVE,
     WORK_LOGS,
 )
-from nnunet_core.workflow import paper_rules, work_lock
+from nnunet_core.workflow import paper_rules, resource_owner, work_lock
 from nnunet_core.workflow.console import job_message
 from nnunet_core.workflow.runs import (
     methods_table_flags,
@@ -41,8 +41,8 @@ RULES_OF_RUN = {}
 # A profile's set-resources and set-threads name the rules (train: {slurm_partition: gpu, ...});
 # they hold for every run's rule of that name (Dataset004_Hippocampus_seed1_train), given to
 # Snakemake before the module makes the rule (Snakemake reads them by the rule's own name).
-RESOURCES_BY_RULE = workflow.resource_settings._parsed_overwrite_resources
-THREADS_BY_RULE = workflow.resource_settings._parsed_overwrite_threads
+RESOURCES_BY_RULE = resource_owner.set_resources(workflow)
+THREADS_BY_RULE = resource_owner.set_threads(workflow)
 PROFILE_SETTINGS = [
     (table, dict(table)) for table in (RESOURCES_BY_RULE, THREADS_BY_RULE)
 ]

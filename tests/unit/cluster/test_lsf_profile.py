@@ -168,7 +168,8 @@ def test_fold_job_bsub_line(tmp_path, preprocessed) -> None:
         "-J", "Snakemake_rule_train:configuration=3d_fullres,fold=0___(<uuid>)",
         "-o", log, "-e", log, "-env", "all",
         "-P", "myproject", "-q", "gpu", "-W", "1440",
-        "-n", "8", "-R", "rusage[mem=8000.0]", "-R", "span[hosts=1]",  # 64000 MB / 8 slots
+        # training.mem_mb / 8 slots: the config's 4000 MB (the demo's); the profile sets none
+        "-n", "8", "-R", "rusage[mem=500.0]", "-R", "span[hosts=1]",
         "-gpu", "num=1", "-wa", "USR1", "-wt", "10",
         "-cwd", "<dir>",
     ]  # fmt: skip
