@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 from pathlib import Path
@@ -20,6 +21,9 @@ from pathlib import Path
 import pytest
 
 from nnunet_core.cluster.exit_codes import EXIT_OUT_OF_MEMORY, EXIT_USER_CODE
+from nnunet_core.cluster.retry import command_prefix
+from nnunet_core.layout.results import NO_RETRY_MARKER
+from tests.helpers.paths import REPO
 from tests.helpers.training import CONFIG, cli
 from tests.helpers.workflow import (
     DATASET,
@@ -107,12 +111,17 @@ def hook_run(tmp_path_factory: pytest.TempPathFactory, prepared_work: Path, trai
         val_iterations_per_epoch=1,
         retries=3,
     )
+    fold = (
+        root / "work" / "results" / DATASET / "RaisingTrainer__nnUNetPlans__3d_fullres" / "fold_0"
+    )
+    fold.mkdir(parents=True)  # a marker an earlier cluster attempt left: a new run removes it
+    (fold / NO_RETRY_MARKER).write_text('{"exit_status": 3, "line": "earlier"}')
     result = snakemake(root, config, "trained", check=False)
-    return root, result
+    return root, result, config
 
 
 def test_a_hook_that_raises_fails_its_job_once(hook_run, trainers: Path) -> None:
-    root, result = hook_run
+    root, result, _ = hook_run
     output = result.stdout + result.stderr
     assert result.returncode != 0, output
     fold = (
@@ -130,11 +139,30 @@ def test_a_hook_that_raises_fails_its_job_once(hook_run, trainers: Path) -> None
     assert "retry: exit 3 (the user's trainer code failed" in log and "not retried" in log
     assert "retry: attempt 2" not in log and "Traceback" not in log, log
     assert output.count("Error in rule train") == 1, output
+    assert not (fold / NO_RETRY_MARKER).exists()  # removed at the start; none written locally
     # `nnunet-core status` shows the fold's own error, not the retry runner's line after it
     shown = cli({**os.environ}, "status", str(root / "work")).stdout
     failed = [line for line in shown.splitlines() if "train 3d_fullres fold 0" in line]
     assert len(failed) == 1 and "failed" in failed[0], shown
     assert failed[0].endswith(raised[0]) and "retry:" not in failed[0], shown
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("snakemake_executor_plugin_slurm") is None,
+    reason="SLURM plugin missing: make install-slurm",
+)
+def test_on_a_cluster_the_runner_leaves_retries_to_the_main_snakemake(hook_run) -> None:
+    """A dry run under the SLURM profile: each fold's runner retries nothing itself (a new job
+    per attempt) and knows the fold's marker."""
+    root, _, config = hook_run
+    profile = str(REPO / "profiles" / "slurm")
+    dry = snakemake(root, config, "--profile", profile, "-n", "-p", "trained")
+    commands = [line for line in dry.stdout.splitlines() if "nnunet-core train " in line]
+    fold = (
+        root / "work" / "results" / DATASET / "RaisingTrainer__nnUNetPlans__3d_fullres" / "fold_0"
+    )
+    runner = command_prefix(0, fold / NO_RETRY_MARKER)
+    assert commands and all(runner + "nnunet-core train " in line for line in commands), dry.stdout
 
 
 def train(env: dict[str, str], trainers: Path, class_name: str, results: Path):
