@@ -259,3 +259,11 @@ def test_bad_arguments_are_one_line() -> None:
     )
     assert missing.returncode == 127
     assert missing.stderr.strip() == "retry: command not found: no-such-command-anywhere"
+
+
+def test_a_local_run_retries_in_the_runner_a_cluster_run_leaves_a_marker() -> None:
+    from nnunet_core.workflow.flags import fold_retry_prefix
+
+    marker = "/r/fold_0/no_retry.json"
+    assert fold_retry_prefix(3, cluster=False, marker=marker) == command_prefix(3)
+    assert fold_retry_prefix(3, cluster=True, marker=marker) == command_prefix(0, marker)
