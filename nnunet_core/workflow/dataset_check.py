@@ -28,6 +28,7 @@ from nnunet_core.io.atomic import read_json
 from nnunet_core.io.dataset_json import load_dataset_json
 from nnunet_core.layout.raw import DATASET_JSON
 from nnunet_core.layout.roots import Roots, raw_dataset_dir
+from nnunet_core.workflow import work_lock
 
 # the problem lines say which command reports the same on its own
 PREFIX = "nnunet-core verify"
@@ -74,16 +75,21 @@ def check_before_jobs(
     report_path: Path,
     inputs: Sequence[Path],
     num_processes: int,
+    work_dir: Path | None = None,
 ) -> bool:
     """Check the raw dataset now where the ``verify_dataset`` job would run; True when it did.
 
     A broken dataset: the lines ``nnunet-core verify`` prints (``nnunet-core verify: error:
     <problem>``, one per problem, the last one raised as ``DatasetError`` for the caller to end
     the process with, ``workflow.parse_errors``). A clean one gets its report, and one line on
-    stdout saying so."""
+    stdout saying so. ``work_dir``: its lock is taken first (``workflow.work_lock``, otherwise
+    taken when the first job starts), so that the report of a workflow running there is not
+    rewritten or removed under it."""
     raw_dir = raw_dataset_dir(roots, dataset)
     if recheck_reason(report_path, raw_dir, inputs) is None:
         return False
+    if work_dir is not None:
+        work_lock.acquire(work_dir)
     try:
         verify_one(roots, dataset, num_processes, report_path, PREFIX, progress=False)
     except DatasetError as exc:  # its last line as the command's own: "...: error: ..."

@@ -8,7 +8,12 @@ from nnunet_core.workflow import dataset_check
 # synthetic data is made by a job, after this (nnunet_core.workflow.dataset_check).
 if not SYNTHETIC and workflow.is_main_process and not workflow.output_settings.dryrun:
     dataset_check.check_before_jobs(
-        ROOTS, DATASET, VERIFY, raw_training_files(None), NUM_PROCESSES
+        ROOTS,
+        DATASET,
+        VERIFY,
+        raw_training_files(None),
+        NUM_PROCESSES,
+        work_dir=Path(config["work_dir"]).absolute(),
     )
 
 

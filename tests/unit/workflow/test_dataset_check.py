@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +17,7 @@ from nnunet_core.layout.raw import LABELS_TR
 from nnunet_core.layout.roots import Roots
 from nnunet_core.workflow.dataset_check import check_before_jobs, recheck_reason
 from nnunet_core.workflow.inputs import raw_training_files
+from nnunet_core.workflow.work_lock import WorkDirLockedError
 
 DATASET = "Dataset900_Synth"
 
@@ -84,3 +87,32 @@ def test_a_broken_dataset_is_its_lines_and_leaves_no_report(checked, capsys) -> 
     assert "synth_001" in str(info.value)
     assert not report.exists()
     assert capsys.readouterr().out.count("case ") == 0  # no progress lines
+
+
+def test_a_workflow_running_on_the_work_dir_keeps_its_report(checked, tmp_path) -> None:
+    """Another process holds the work_dir lock: the check stops in one line before it removes
+    or rewrites that workflow's report."""
+    roots, raw, report = checked
+    work = tmp_path / "work"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_LOCK, str(work)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        before = report.read_bytes()
+        (raw / LABELS_TR / "synth_001.nii.gz").unlink()  # broken: the check would remove it
+        with pytest.raises(WorkDirLockedError, match="is in use by another workflow"):
+            check_before_jobs(roots, DATASET, report, _inputs(raw), 1, work_dir=work)
+        assert report.read_bytes() == before
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+HOLD_LOCK = """
+import sys, time
+from nnunet_core.workflow import work_lock
+work_lock.acquire(sys.argv[1])
+print("held", flush=True)
+time.sleep(60)
+"""
