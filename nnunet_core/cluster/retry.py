@@ -50,6 +50,7 @@ from pathlib import Path
 
 from nnunet_core.cluster import no_retry, stop_signal
 from nnunet_core.cluster.exit_codes import describe, is_retryable
+from nnunet_core.errors import NnunetCoreError
 
 PROG = "python -m nnunet_core.cluster.retry"
 LINE_PREFIX = "retry: "  # the runner's own lines in the job's log (status reads past them)
@@ -185,6 +186,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except FileNotFoundError:
         say(f"command not found: {args.command[0]}")
         return 127
+    except NnunetCoreError as exc:  # e.g. an unknown $NNUNET_STOP_SIGNAL: one line
+        say(f"error: {exc}")
+        return exc.exit_code
 
 
 if __name__ == "__main__":

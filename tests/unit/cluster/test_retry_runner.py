@@ -267,3 +267,14 @@ def test_a_local_run_retries_in_the_runner_a_cluster_run_leaves_a_marker() -> No
     marker = "/r/fold_0/no_retry.json"
     assert fold_retry_prefix(3, cluster=False, marker=marker) == command_prefix(3)
     assert fold_retry_prefix(3, cluster=True, marker=marker) == command_prefix(0, marker)
+
+
+def test_an_unknown_stop_signal_setting_is_one_line(tmp_path: Path) -> None:
+    env = {**os.environ, "NNUNET_STOP_SIGNAL": "HUP"}
+    result = subprocess.run(
+        [*RUNNER, "--", *script(tmp_path), "0"], capture_output=True, text=True, env=env
+    )
+    assert result.returncode == 2 and attempts(tmp_path) == 0
+    assert result.stderr.strip() == (
+        "retry: error: NNUNET_STOP_SIGNAL='HUP': the stop signal must be one of USR1, USR2"
+    )
