@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from nnunet_core.layout.results import CHECKPOINT_FINAL, fold_dir, trained_model_dir
+from nnunet_core.layout.results import SUMMARY_JSON, fold_dir, trained_model_dir, validation_dir
 from nnunet_core.layout.roots import Roots, results_dataset_dir
 from nnunet_core.planning.planner import get_preset
 from tests.helpers.workflow import DATASET, REPO, snakemake, tiny_config
@@ -80,8 +80,9 @@ def preprocessed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
     return workdir, config
 
 
-def fold_checkpoint(config: dict, configuration: str, fold: int) -> str:
-    """The train rule's checkpoint_final.pth of one fold, built as workflow/rules/paths.smk does."""
+def fold_target(config: dict, configuration: str, fold: int) -> str:
+    """The train rule's output of one fold (its validation summary), built as
+    workflow/rules/paths.smk does."""
     roots = Roots.in_work_dir(Path(config["work_dir"]), raw=config["dataset"]["raw_root"])
     planning = config["planning"]
     plans_name = planning["plans_name"] or get_preset(planning["planner"]).plans_name
@@ -91,7 +92,7 @@ def fold_checkpoint(config: dict, configuration: str, fold: int) -> str:
         plans_name,
         config["training"]["trainer"],
     )
-    return str(fold_dir(model, fold) / CHECKPOINT_FINAL)
+    return str(validation_dir(fold_dir(model, fold)) / SUMMARY_JSON)
 
 
 def fake_lsf(root: Path) -> Path:
@@ -160,7 +161,7 @@ def test_profile_keys_are_commented() -> None:
 @pytest.mark.slow
 def test_fold_job_bsub_line(tmp_path, preprocessed) -> None:
     workdir, config = preprocessed
-    target = fold_checkpoint(config, "3d_fullres", 0)
+    target = fold_target(config, "3d_fullres", 0)
     arguments, output = record_bsub(tmp_path, with_gpus(preprocessed, 1), target)
     *options, job = golden(arguments, workdir)
     log = "<dir>/.snakemake/lsf_logs/rule_train/configuration=3d_fullres..fold=0/<uuid>.log"
@@ -183,7 +184,7 @@ def test_fold_job_bsub_line(tmp_path, preprocessed) -> None:
 @pytest.mark.slow
 def test_gpus_per_job_reach_the_gpu_request(tmp_path, preprocessed) -> None:
     """DDP on 2 GPUs: LSF grants 2, as many as `nnunet-core train -num_gpus 2` starts ranks."""
-    target = fold_checkpoint(preprocessed[1], "2d", 1)
+    target = fold_target(preprocessed[1], "2d", 1)
     arguments, _ = record_bsub(tmp_path, with_gpus(preprocessed, 2), target)
     assert arguments[arguments.index("-gpu") : arguments.index("-gpu") + 6] == [
         "-gpu", "num=2", "-wa", "USR1", "-wt", "10",
@@ -192,7 +193,7 @@ def test_gpus_per_job_reach_the_gpu_request(tmp_path, preprocessed) -> None:
 
 @pytest.mark.slow
 def test_stop_signal_setting_reaches_the_warning_action(tmp_path, preprocessed) -> None:
-    target = fold_checkpoint(preprocessed[1], "3d_fullres", 1)
+    target = fold_target(preprocessed[1], "3d_fullres", 1)
     arguments, _ = record_bsub(
         tmp_path, with_gpus(preprocessed, 1), target, NNUNET_STOP_SIGNAL="USR2"
     )
