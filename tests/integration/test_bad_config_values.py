@@ -2,9 +2,9 @@
 
 Each is refused while the Snakefile is parsed (a dry run is enough, except ``training.nodes``,
 which a dry run may preview): exit 2 and one line naming the key and the value (no Snakemake
-``ConfigurationError in file ...`` header, no frames), no InputFunctionException, no traceback, nothing under
-work_dir. A chosen configuration that the planner makes but did not plan for this dataset can
-only be known from the plans: the run stops right after the plan job, with one line.
+``ConfigurationError in file ...`` header, no frames), no InputFunctionException, no traceback,
+nothing under work_dir. A chosen configuration that the planner makes but did not plan for this
+dataset can only be known from the plans: the run stops right after the plan job, with one line.
 The check_config-level cases are in tests/unit/workflow/test_check_config.py.
 """
 
