@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from nnunet_core.layout.results import (
+    CHECKPOINT_FINAL,
     TrainedModel,
     fold_dirs_in,
     fold_of_folder,
@@ -58,9 +59,7 @@ def _weights_name(named: Any) -> str:
     """A weights setting as written: a file, or ``{model, fold, checkpoint}``."""
     if isinstance(named, dict):
         model = Path(str(named.get("model", "?"))).name
-        return (
-            f"{named.get('checkpoint', 'checkpoint_final.pth')} of {model} fold {named.get('fold')}"
-        )
+        return f"{named.get('checkpoint', CHECKPOINT_FINAL)} of {model} fold {named.get('fold')}"
     return Path(str(named)).name
 
 
