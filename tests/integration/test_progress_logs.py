@@ -8,13 +8,17 @@ resumed fold counts on from where it stopped.
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
+from nnunet_core.cluster.stop_signal import EXIT_STOPPED
 from tests.helpers.training import roots_env
 
 pytestmark = pytest.mark.slow
@@ -38,6 +42,21 @@ def run_into_log(env: dict[str, str], log: Path, *args: str) -> str:
     text = log.read_bytes()[before:].decode()
     assert done.returncode == 0, text
     return text
+
+
+def stop_during_second_epoch(env: dict[str, str], log: Path, *args: str) -> None:
+    """``nnunet-core ARGS >> log 2>&1``, sent the stop signal (SIGUSR1) once its second epoch
+    began: it stops after that epoch with checkpoint_latest (exit 75)."""
+    with open(log, "a") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "nnunet_core", *args], env=env, stdout=out, stderr=out
+        )
+    deadline = time.time() + 300
+    while ": Epoch 1\n" not in (log.read_text() if log.exists() else ""):
+        assert process.poll() is None and time.time() < deadline, log.read_text()
+        time.sleep(0.05)
+    os.kill(process.pid, signal.SIGUSR1)
+    assert process.wait(timeout=300) == EXIT_STOPPED, log.read_text()
 
 
 def case_numbers(text: str, label: str) -> list[int]:
@@ -68,7 +87,11 @@ def pipeline(tmp_path_factory: pytest.TempPathFactory, make_raw_dataset) -> dict
     texts["preprocess"] = run_into_log(env, logs / "preprocess.log", *preprocess)
     train = ["train", "900", "3d_fullres", "0", "--c", *SCHEDULE]
     texts["fresh"] = run_into_log(env, logs / "train.log", *train, "--epochs", "2")
-    texts["resumed"] = run_into_log(env, logs / "train.log", *train, "--epochs", "3")
+    # fold 1 stopped by the stop signal during its second epoch, then continued (a changed
+    # --epochs would start a fold over: the schedule invalidates it)
+    stopped = ["train", "900", "3d_fullres", "1", "--c", *SCHEDULE, "--epochs", "3"]
+    stop_during_second_epoch(env, logs / "stopped.log", *stopped, "--save-every", "1")
+    texts["resumed"] = run_into_log(env, logs / "stopped.log", *stopped, "--save-every", "1")
     images = str(root / "raw" / DATASET / "imagesTs")
     predict = ["predict", "-i", images, "-o", str(root / "pred"), "-d", "900", "-c", "3d_fullres"]
     texts["predict"] = run_into_log(

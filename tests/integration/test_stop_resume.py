@@ -36,7 +36,9 @@ pytestmark = [
 ]
 
 EPOCHS = 4
+# a checkpoint every epoch (the default is 10): the kills below need one after each
 SCHEDULE = ["--epochs", str(EPOCHS), "--iterations", "8", "--val-iterations", "2"]
+SCHEDULE += ["--save-every", "1"]
 TRAIN = ["train", "900", CONFIG, "0", "-device", "cpu", "--num-workers", "0", "--deterministic"]
 
 
