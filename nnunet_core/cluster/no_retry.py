@@ -25,8 +25,7 @@ from nnunet_core.io.removal import remove_file
 from nnunet_core.layout.results import (
     NO_RETRY_MARKER,
     fold_dirs_in,
-    is_model_folder_name,
-    model_folder_name,
+    model_dirs_of,
 )
 
 
@@ -72,15 +71,8 @@ def read_marker(path: str | os.PathLike) -> Marker | None:
 
 def clear_markers(results: Path, trainer: str, plans: str) -> list[Path]:
     """Remove the markers in the fold folders of this trainer and plans; returns the folders."""
-    prefix = model_folder_name(trainer, plans, "")
-    if not results.is_dir():
-        return []
     cleared = []
-    for model in sorted(results.iterdir()):
-        if not (model.is_dir() and model.name.startswith(prefix)):
-            continue
-        if not is_model_folder_name(model.name):
-            continue
+    for model in model_dirs_of(results, trainer, plans):
         for fold in fold_dirs_in(model):
             if remove_file(fold / NO_RETRY_MARKER, inside=[fold]):
                 cleared.append(fold)

@@ -118,6 +118,19 @@ class TrainedModel:
         )
 
 
+def model_dirs_of(results_dir: Path, trainer: str, plans_name: str) -> list[Path]:
+    """The model folders in ``results/DatasetXXX`` of this trainer (a user's named by its class)
+    and plans, one per configuration trained."""
+    if not results_dir.is_dir():
+        return []
+    prefix = model_folder_name(trainer, plans_name, "")
+    return [
+        model
+        for model in sorted(results_dir.iterdir())
+        if model.is_dir() and model.name.startswith(prefix) and is_model_folder_name(model.name)
+    ]
+
+
 def trained_model_dir(
     results_dir: Path,
     configuration: str,

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from nnunet_core.io.atomic import read_json
-from nnunet_core.layout.results import TrainedModel, fold_dir, is_model_folder_name
+from nnunet_core.layout.results import TrainedModel, fold_dir, model_dirs_of
 from nnunet_core.training import fold_changes
 from nnunet_core.training.fold_fingerprints import (
     file_sha256,
@@ -104,7 +104,7 @@ def fold_restart_lines(
     """One line per trained fold of this run (a fold folder with a checkpoint and recorded
     settings) that the run's settings invalidate, naming the fold and the changed keys."""
     lines = []
-    for model in _model_dirs(results, trainer, plans_name):
+    for model in model_dirs_of(results, trainer, plans_name):
         configuration = TrainedModel.from_identifier(model.name).configuration
         for fold in folds:
             folder = fold_dir(model, fold)
@@ -129,17 +129,3 @@ def fold_restart_lines(
                     "when the job starts)"
                 )
     return lines
-
-
-def _model_dirs(results: Path, trainer: str, plans_name: str) -> list[Path]:
-    """The model folders of this trainer and plans, one per configuration."""
-    if not results.is_dir():
-        return []
-    return [
-        model
-        for model in sorted(results.iterdir())
-        if model.is_dir()
-        and is_model_folder_name(model.name)
-        and TrainedModel.from_identifier(model.name).trainer == trainer.rsplit(":", 1)[-1]
-        and TrainedModel.from_identifier(model.name).plans == plans_name
-    ]

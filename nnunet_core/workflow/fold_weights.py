@@ -17,23 +17,15 @@ from nnunet_core.layout.results import (
     SUMMARY_JSON,
     VALIDATION_FOLDER,
     fold_dirs_in,
-    is_model_folder_name,
-    model_folder_name,
+    model_dirs_of,
 )
 
 
 def folds_without_weights(results: Path, trainer: str, plans: str) -> list[Path]:
     """Fold folders of this trainer and plans holding a validation summary but no
     ``checkpoint_final.pth``."""
-    prefix = model_folder_name(trainer, plans, "")
-    if not results.is_dir():
-        return []
     found = []
-    for model in sorted(results.iterdir()):
-        if not (model.is_dir() and model.name.startswith(prefix)):
-            continue
-        if not is_model_folder_name(model.name):
-            continue
+    for model in model_dirs_of(results, trainer, plans):
         for fold in fold_dirs_in(model):
             summary = fold / VALIDATION_FOLDER / SUMMARY_JSON
             if summary.is_file() and not (fold / CHECKPOINT_FINAL).is_file():

@@ -45,13 +45,12 @@ def copy_prepared(prepared_work: Path, work: Path) -> Path:
     return work
 
 
-def snakemake(
-    workdir: Path, config: dict, *extra: str, check: bool = True, env: dict | None = None
-):
-    """Run the real snakemake CLI of this interpreter's environment on the repo's Snakefile."""
+def snakemake_command(workdir: Path, config: dict, *extra: str) -> list[str]:
+    """The real snakemake CLI of this interpreter's environment on the repo's Snakefile, with
+    ``config`` written to ``workdir/config.yaml``."""
     config_file = workdir / "config.yaml"
     config_file.write_text(yaml.safe_dump(config))
-    command = [
+    return [
         str(Path(sys.executable).parent / "snakemake"),
         "--snakefile",
         str(REPO / "Snakefile"),
@@ -63,6 +62,24 @@ def snakemake(
         "2",
         *extra,
     ]
+
+
+def start_snakemake(workdir: Path, config: dict, *extra: str) -> subprocess.Popen:
+    """``snakemake_command`` started, its output (stdout and stderr) in one text pipe."""
+    return subprocess.Popen(
+        snakemake_command(workdir, config, *extra),
+        cwd=workdir,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def snakemake(
+    workdir: Path, config: dict, *extra: str, check: bool = True, env: dict | None = None
+):
+    """Run the real snakemake CLI of this interpreter's environment on the repo's Snakefile."""
+    command = snakemake_command(workdir, config, *extra)
     result = subprocess.run(command, capture_output=True, text=True, cwd=workdir, env=env)
     if check and result.returncode != 0:
         pytest.fail(f"snakemake failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")

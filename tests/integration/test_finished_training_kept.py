@@ -14,21 +14,19 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
-import yaml
 
 from nnunet_core.layout.results import CHECKPOINT_FINAL, SUMMARY_JSON, VALIDATION_FOLDER
-from tests.helpers.paths import REPO
 from tests.helpers.workflow import (
     DATASET,
     copy_prepared,
     prepared_config,
     processes,
     snakemake,
+    start_snakemake,
     trainer_of_fold,
 )
 
@@ -60,23 +58,7 @@ def epoch_lines(folder: Path) -> list[str]:
 
 
 def start(workdir: Path, config: dict, target: str) -> subprocess.Popen:
-    config_file = workdir / "config.yaml"
-    config_file.write_text(yaml.safe_dump(config))
-    command = [
-        str(Path(sys.executable).parent / "snakemake"),
-        "--snakefile",
-        str(REPO / "Snakefile"),
-        "--directory",
-        str(workdir),
-        "--configfile",
-        str(config_file),
-        "--cores",
-        "2",
-        target,
-    ]
-    return subprocess.Popen(
-        command, cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-    )
+    return start_snakemake(workdir, config, target)
 
 
 def freeze_when_training_finished(run: subprocess.Popen, folder: Path) -> int:

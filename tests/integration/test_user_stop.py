@@ -14,19 +14,16 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 import torch
-import yaml
 
 from nnunet_core.cluster.exit_codes import EXIT_INTERRUPTED
 from nnunet_core.layout.results import CHECKPOINT_LATEST, SUMMARY_JSON, VALIDATION_FOLDER
 from nnunet_core.workflow.process_tree import Tracked
-from tests.helpers.paths import REPO
-from tests.helpers.workflow import DATASET, copy_prepared, prepared_config
+from tests.helpers.workflow import DATASET, copy_prepared, prepared_config, start_snakemake
 
 pytestmark = [
     pytest.mark.slow,
@@ -61,23 +58,7 @@ def started_epochs(work: Path) -> int:
 
 def start(workdir: Path, config: dict, work: Path) -> subprocess.Popen:
     """The fold's validation summary as the target: the run that trains fold 0."""
-    config_file = workdir / "config.yaml"
-    config_file.write_text(yaml.safe_dump(config))
-    command = [
-        str(Path(sys.executable).parent / "snakemake"),
-        "--snakefile",
-        str(REPO / "Snakefile"),
-        "--directory",
-        str(workdir),
-        "--configfile",
-        str(config_file),
-        "--cores",
-        "2",
-        str(fold(work) / VALIDATION_FOLDER / SUMMARY_JSON),
-    ]
-    return subprocess.Popen(
-        command, cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-    )
+    return start_snakemake(workdir, config, str(fold(work) / VALIDATION_FOLDER / SUMMARY_JSON))
 
 
 def wait_until(condition, process: subprocess.Popen, tracked: Tracked, timeout: float = 90.0):
