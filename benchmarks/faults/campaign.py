@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from benchmarks.faults.epochs import POST_TRAINING, repeated_epochs
+from benchmarks.faults.epochs import POST_TRAINING, fold_of_job, repeated_epochs
 from benchmarks.faults.outputs import (
     compare_manifests,
     empty_files,
@@ -231,7 +231,9 @@ class Campaign:
             escaped=fault.escaped,
             seconds=time.monotonic() - started,
             stale_markers=markers,
-            retrained=repeated_epochs(self.rundir) if moment.stage in POST_TRAINING else [],
+            retrained=repeated_epochs(self.rundir, fold_of_job(moment.what))
+            if moment.stage in POST_TRAINING
+            else [],
         )
         if not result.ok:
             self._keep(

@@ -187,3 +187,18 @@ def test_an_epoch_started_twice_in_a_fold_is_named(tmp_path: Path) -> None:
     assert repeated_epochs(tmp_path) == []
     (fold / "training_log_3.txt").write_text("2026: Epoch 1\n")
     assert repeated_epochs(tmp_path) == ["work/results/D/M/fold_0: epoch 1 trained 2 times"]
+
+
+def test_only_the_fold_the_moment_aimed_at_is_held_to_no_repeat(tmp_path: Path) -> None:
+    """A fold training beside the one whose validation was hit may repeat the epoch it was in."""
+    from benchmarks.faults.epochs import fold_of_job, repeated_epochs
+
+    beside = tmp_path / "work" / "results" / "D" / "T__P__3d_fullres" / "fold_1"
+    beside.mkdir(parents=True)
+    (beside / "training_log_1.txt").write_text("2026: Epoch 1\n")
+    (beside / "training_log_2.txt").write_text("2026: Epoch 1\n")
+    aimed = fold_of_job("train:work/logs/D/train_2d_fold0.log")
+    assert aimed == "__2d/fold_0"
+    assert repeated_epochs(tmp_path, aimed) == []
+    assert repeated_epochs(tmp_path, fold_of_job("train:work/logs/D/train_3d_fullres_fold1.log"))
+    assert fold_of_job("predict:work/logs/D/predict_2d.log") is None
