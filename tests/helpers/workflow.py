@@ -145,19 +145,29 @@ def processes() -> dict[int, tuple[int, list[str]]]:
     return table
 
 
-def trainer_of_fold(dataset: str, fold: str, root: int) -> int | None:
-    """The pid of ``nnunet-core train <dataset> <configuration> <fold>`` below ``root``."""
+def command_below(root: int, matches) -> int | None:
+    """The pid of an ``nnunet-core`` process below ``root`` whose argv ``matches(argv)``."""
     table = processes()
     for pid, (_, argv) in table.items():
-        if "train" in argv and dataset in argv:
-            i = argv.index(dataset)
-            if argv[i + 2 : i + 3] == [fold] and "nnunet-core" in " ".join(argv[:2]):
-                ancestor = pid
-                while ancestor > 1 and ancestor != root:
-                    ancestor = table.get(ancestor, (1, []))[0]
-                if ancestor == root:
-                    return pid
+        if "nnunet-core" in " ".join(argv[:2]) and matches(argv):
+            ancestor = pid
+            while ancestor > 1 and ancestor != root:
+                ancestor = table.get(ancestor, (1, []))[0]
+            if ancestor == root:
+                return pid
     return None
+
+
+def trainer_of_fold(dataset: str, fold: str, root: int) -> int | None:
+    """The pid of ``nnunet-core train <dataset> <configuration> <fold>`` below ``root``."""
+
+    def matches(argv: list[str]) -> bool:
+        if "train" not in argv or dataset not in argv:
+            return False
+        i = argv.index(dataset)
+        return argv[i + 2 : i + 3] == [fold]
+
+    return command_below(root, matches)
 
 
 class ReaderCheckout:

@@ -10,8 +10,10 @@ after some cases keeps them: the rerun predicts only the others.
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import time
@@ -22,9 +24,9 @@ import pytest
 from nnunet_core.layout.results import CHECKPOINT_FINAL, SUMMARY_JSON, VALIDATION_FOLDER
 from tests.helpers.workflow import (
     DATASET,
+    command_below,
     copy_prepared,
     prepared_config,
-    processes,
     snakemake,
     start_snakemake,
     trainer_of_fold,
@@ -126,8 +128,6 @@ def test_a_kill_during_final_validation_costs_no_epoch(
 
 
 def _json(path: Path) -> dict:
-    import json
-
     return json.loads(path.read_text())
 
 
@@ -146,22 +146,12 @@ def _voxels(path: Path) -> bytes:
 
 
 def predict_process(root: int) -> int | None:
-    table = processes()
-    for pid, (_, argv) in table.items():
-        if "predict" in argv and "-o" in argv and "nnunet-core" in " ".join(argv[:2]):
-            ancestor = pid
-            while ancestor > 1 and ancestor != root:
-                ancestor = table.get(ancestor, (1, []))[0]
-            if ancestor == root:
-                return pid
-    return None
+    return command_below(root, lambda argv: "predict" in argv and "-o" in argv)
 
 
 def test_a_prediction_job_killed_after_a_case_keeps_it(uninterrupted: Path, tmp_path: Path) -> None:
     """Continues the uninterrupted run's work folder (copied) into the test-set prediction."""
     work = tmp_path / "work"
-    import shutil
-
     shutil.copytree(uninterrupted, work, symlinks=True)
     shutil.rmtree(work / ".snakemake", ignore_errors=True)
     config = config_for(work)
