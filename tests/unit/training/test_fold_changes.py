@@ -200,10 +200,13 @@ def workflow_config(**training) -> dict:
     return {"seed": 0, "deterministic": False, "training": {**base, **training}}
 
 
-def restart_lines(fold: Path, config: dict) -> list[str]:
+SPLIT = {"train": ["a", "b"], "val": ["c"]}
+
+
+def restart_lines(fold: Path, config: dict, split: dict = SPLIT) -> list[str]:
     plans, splits = fold.parent / "plans.json", fold.parent / "splits.json"
     plans.write_text(json.dumps(PLANS))
-    splits.write_text(json.dumps([{"train": ["a", "b"], "val": ["c"]}]))
+    splits.write_text(json.dumps([split]))
     return fold_restart_lines(
         config,
         dataset="Dataset900_Synth",
@@ -229,20 +232,8 @@ def test_the_workflow_names_the_fold_and_the_key_before_any_job(fold):
 
 def test_the_workflow_sees_a_changed_split_as_the_job_will(fold):
     trained_fold(fold)
-    plans, splits = fold.parent / "plans.json", fold.parent / "splits.json"
-    restart_lines(fold, workflow_config())
-    splits.write_text(json.dumps([{"train": ["a"], "val": ["b", "c"]}]))
-    lines = fold_restart_lines(
-        workflow_config(),
-        dataset="D",
-        results=fold.parent.parent,
-        trainer="nnUNetTrainer",
-        plans_name="nnUNetPlans",
-        folds=[0],
-        plans_file=plans,
-        splits_file=splits,
-        pretrained=None,
-    )
+    assert restart_lines(fold, workflow_config()) == []
+    lines = restart_lines(fold, workflow_config(), split={"train": ["a"], "val": ["b", "c"]})
     assert len(lines) == 1 and "splits_sha256 changed" in lines[0], lines
 
 
