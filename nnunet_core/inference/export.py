@@ -297,6 +297,15 @@ def _write_probability_rows(
     spill.write_rows(first_row, probabilities)
 
 
+def exported_files(folder: Path, case_id: str, file_ending: str, probabilities: bool) -> list[Path]:
+    """The files ``export_prediction`` writes for a case into ``folder``, in the order it writes
+    them (the segmentation; with probabilities the ``.npz``, then the properties' ``.json``)."""
+    files = [folder / f"{case_id}{file_ending}"]
+    if probabilities:
+        files += [folder / f"{case_id}.npz", folder / f"{case_id}.json"]
+    return files
+
+
 def export_prediction(
     logits: torch.Tensor | np.ndarray,
     properties: dict[str, Any],

@@ -37,7 +37,7 @@ from nnunet_core.dataset.discovery import (
 )
 from nnunet_core.errors import ConfigurationError, DatasetError, NnunetCoreError
 from nnunet_core.inference.cascade import preprocess_case
-from nnunet_core.inference.export import export_prediction
+from nnunet_core.inference.export import export_prediction, exported_files
 from nnunet_core.inference.input_check import check_inputs
 from nnunet_core.inference.model_folder import (
     Fold,
@@ -127,13 +127,10 @@ def input_cases(folder: str | os.PathLike, dataset_json: DatasetJson) -> list[Ra
 
 
 def prediction_exists(output_dir: Path, identifier: str, ending: str, probabilities: bool) -> bool:
-    """A case's outputs are complete (each file is written atomically, so existing means whole)."""
-    base = output_dir / identifier
-    seg = base.with_name(base.name + ending).is_file()
-    if not probabilities:
-        return seg
-    # the properties' .json is written after the .npz: a case killed between them is redone
-    return seg and all(base.with_name(base.name + s).is_file() for s in (".npz", ".json"))
+    """A case's outputs are complete: each file is written atomically, so existing means whole,
+    and a case killed between two of them is redone."""
+    files = exported_files(output_dir, identifier, ending, probabilities)
+    return all(path.is_file() for path in files)
 
 
 def _one_torch_thread() -> None:

@@ -28,7 +28,7 @@ from nnunet_core.evaluation.metrics import (
     save_summary_json,
 )
 from nnunet_core.inference.cascade_input import cascade_input
-from nnunet_core.inference.export import export_prediction
+from nnunet_core.inference.export import export_prediction, exported_files
 from nnunet_core.inference.predictor import tile_batch_size
 from nnunet_core.inference.sliding_window import sliding_window_logits
 from nnunet_core.io.blosc2_store import open_array, open_case
@@ -45,7 +45,7 @@ from nnunet_core.training.distributed import barrier
 from nnunet_core.training.fold_setup import FoldSetup
 from nnunet_core.training.next_stage import export_next_stage, exports_next_stage
 from nnunet_core.training.optimizer import unwrap
-from nnunet_core.training.validation_resume import case_files, done_cases
+from nnunet_core.training.validation_resume import done_cases
 
 STEP_SIZE = 0.5
 
@@ -200,7 +200,7 @@ def kept_cases(
     model_dir = setup.output_folder.parent
 
     def files_of(case_id: str) -> list[Path]:
-        files = case_files(output, case_id, ending, save_probabilities)
+        files = exported_files(output, case_id, ending, save_probabilities)
         return files + [next_stage_file(model_dir, name, case_id) for name in stages]
 
     return done_cases(cases, weights, files_of)

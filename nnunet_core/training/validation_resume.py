@@ -14,14 +14,6 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 
-def case_files(validation: Path, case_id: str, file_ending: str, probabilities: bool) -> list[Path]:
-    """The files the final validation writes for one case in ``validation/``."""
-    files = [validation / f"{case_id}{file_ending}"]
-    if probabilities:
-        files += [validation / f"{case_id}.npz", validation / f"{case_id}.json"]
-    return files
-
-
 def done_cases(
     cases: Sequence[str],
     weights: Path,
