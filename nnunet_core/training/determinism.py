@@ -5,14 +5,32 @@ interrupted run sees the same batches as an uninterrupted one. This mode also ma
 deterministic kernels (an error names any operation that has none), disables cuDNN autotuning,
 and sets ``CUBLAS_WORKSPACE_CONFIG`` (needed by deterministic cuBLAS; set before CUDA starts).
 It costs speed on GPUs and changes nothing about the results' quality.
+
+Without it a CUDA fold turns cuDNN autotuning on, as upstream's ``run_training`` does: with a
+fixed patch size each convolution's fastest algorithm is measured once, in the first iterations.
 """
 
 from __future__ import annotations
 
 import os
 import random
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    import torch
+
+
+def configure_kernels(deterministic: bool, seed: int, device: torch.device) -> None:
+    """Deterministic mode (``enable_determinism``), else cuDNN autotuning on CUDA; the CPU's
+    settings stay as they are (cuDNN is never used there)."""
+    import torch
+
+    if deterministic:
+        enable_determinism(seed)
+    elif device.type == "cuda":
+        torch.backends.cudnn.benchmark = True
 
 
 def enable_determinism(seed: int) -> None:

@@ -6,7 +6,8 @@ on is here, in this order, one short function per step (``run_fold``):
 1. a results root that cannot be written (read-only mount, no permission) is a one-line error;
    resolve the fold (plans, split, output folder); ``--val`` without ``checkpoint_final.pth``
    is a one-line error before anything is touched;
-2. determinism (``--deterministic``), then the fold lock (main process only, never for ``--val``);
+2. determinism (``--deterministic``; else cuDNN autotuning on CUDA), then the fold lock (main
+   process only, never for ``--val``);
 3. the trainer; ``--val``/``--val_best`` only validates ``checkpoint_final`` and returns;
 4. model files next to the folds, stale temporaries removed;
 5. start weights: ``--c`` continues from the newest checkpoint; ``-pretrained_weights`` when
@@ -47,6 +48,7 @@ from nnunet_core.io.removal import remove_file
 from nnunet_core.layout.roots import RESULTS_ENV, Roots, preprocessed_dataset_dir
 from nnunet_core.model import checkpoint as ckpt
 from nnunet_core.training import fold_changes, provenance
+from nnunet_core.training.determinism import configure_kernels
 from nnunet_core.training.fold_lock import FoldLock
 from nnunet_core.training.fold_setup import FoldSetup, copy_model_files, prepare_fold
 from nnunet_core.training.stop_conditions import StopConditions, parse_deadline
@@ -92,10 +94,7 @@ def run_fold(request: FoldRequest) -> int:
     the fit stopped before its last epoch (every rank returns it; ``--c`` continues)."""
     check_results_writable(request)
     setup = resolve_fold(request)
-    if request.flags.deterministic:
-        from nnunet_core.training.determinism import enable_determinism
-
-        enable_determinism(request.settings.seed)
+    configure_kernels(request.flags.deterministic, request.settings.seed, request.device)
     lock = acquire_lock(request, setup.output_folder)
     try:  # a fold whose recorded settings this run invalidates starts over, its folder aside
         lock = fold_changes.start_over_if_changed(request, setup, lock)

@@ -1,12 +1,18 @@
-"""Deterministic mode: torch's deterministic kernels, no cuDNN autotuning, cuBLAS's workspace."""
+"""Deterministic mode: torch's deterministic kernels, no cuDNN autotuning, cuBLAS's workspace;
+without it, cuDNN autotuning on CUDA."""
 
 from __future__ import annotations
 
 import os
 
+import pytest
 import torch
 
-from nnunet_core.training.determinism import enable_determinism, is_deterministic
+from nnunet_core.training.determinism import (
+    configure_kernels,
+    enable_determinism,
+    is_deterministic,
+)
 
 CUBLAS = "CUBLAS_WORKSPACE_CONFIG"
 
@@ -45,3 +51,27 @@ def test_a_compiled_network_gets_the_compilers_deterministic_flag_too() -> None:
         torch.use_deterministic_algorithms(False)
         torch.backends.cudnn.deterministic = before_cudnn
         os.environ.pop(CUBLAS, None)
+
+
+@pytest.mark.parametrize(
+    ("deterministic", "device", "benchmark"),
+    [(False, "cuda", True), (True, "cuda", False), (False, "cpu", False)],
+)
+def test_cudnn_autotuning_as_upstream_unless_deterministic(
+    deterministic: bool, device: str, benchmark: bool
+) -> None:
+    """Upstream's run_training turns cuDNN autotuning on for CUDA runs; ours does unless the fold
+    is deterministic, and leaves a CPU fold's flag alone. CUDA is faked: a ``cuda`` device
+    object needs no GPU, and the flag is a plain setting on a CPU build."""
+    before = (torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic)
+    before_env = os.environ.get(CUBLAS)
+    torch.backends.cudnn.benchmark = False
+    try:
+        configure_kernels(deterministic, 3, torch.device(device))
+        assert torch.backends.cudnn.benchmark is benchmark
+        assert is_deterministic() is deterministic
+    finally:
+        torch.use_deterministic_algorithms(False)
+        torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic = before
+        if before_env is None:
+            os.environ.pop(CUBLAS, None)
