@@ -52,6 +52,7 @@ from nnunet_core.training.optimizer import (
     unwrap,
 )
 from nnunet_core.training.optimizer import build_optimizer as nnunet_optimizer
+from nnunet_core.training.pinning import Batches, pinned_on
 from nnunet_core.training.progress import (
     EpochEta,
     ProgressHistory,
@@ -253,8 +254,8 @@ class Trainer:
         )
 
     @contextmanager
-    def _streams(self) -> Iterator[tuple[BatchStream, BatchStream]]:
-        """Training and validation batch streams from the current epoch on."""
+    def _streams(self) -> Iterator[tuple[Batches, Batches]]:
+        """Training and validation batch streams from the current epoch on (pinned on CUDA)."""
         workers = self.settings.num_workers
         workers = default_num_workers() if workers is None else workers
         val_workers = max(1, workers // 2) if workers else 0
@@ -276,6 +277,7 @@ class Trainer:
                     start_epoch=self.current_epoch,
                 )
             )
+            train, val = (stack.enter_context(pinned_on(self.device, s)) for s in (train, val))
             yield train, val
 
     def _to_device(self, batch: dict[str, Any]) -> tuple[torch.Tensor, list[torch.Tensor]]:
@@ -312,7 +314,7 @@ class Trainer:
         self.log(f"training finished after {self.current_epoch} epochs")
         return FINISHED
 
-    def run_epoch(self, epoch: int, train_stream: BatchStream, val_stream: BatchStream) -> None:
+    def run_epoch(self, epoch: int, train_stream: Batches, val_stream: Batches) -> None:
         """One epoch: training iterations, validation iterations, logging and checkpoints."""
         self.history.log("epoch_start_timestamps", time.time(), epoch)
         self.log("")
