@@ -39,6 +39,10 @@ def launch(args: argparse.Namespace) -> int | None:
 
         acquire_gpus(args.num_gpus, args.gpu_lock_dir)
     if mode == ddp.SPAWN:
+        if resolve_device(args.device).type == "cuda":  # one line here, before any rank starts
+            from nnunet_core.training.gpu_ordinals import check_visible
+
+            check_visible(args.num_gpus, f"-num_gpus {args.num_gpus}")
         return ddp.spawn(args.num_gpus, run_in_group, args)
     if mode == ddp.EXTERNAL:
         return run_in_group(args)

@@ -14,7 +14,7 @@ runs under, and the rank's place on its node, are the cluster package's answers
 (``nnunet_core.cluster.environment``, ``nnunet_core.cluster.process_topology``). The group uses
 nccl on CUDA and gloo on the CPU (so every path runs in CI) and is created with ``device_id``
 where torch supports it, so a broken interconnect fails at start instead of at the first
-collective.
+collective. A CUDA rank's GPU is set before it joins (``gpu_ordinals``), on every path.
 
 The global batch of the plans is split over the ranks (``split_batch``); sample seeds are global
 batch positions, so the union of the ranks' samples is exactly the single-process batch.
@@ -38,9 +38,10 @@ import torch
 import torch.distributed as dist
 
 from nnunet_core.cluster import stop_signal
-from nnunet_core.cluster.environment import launched_externally, local_from_env
+from nnunet_core.cluster.environment import launched_externally
 from nnunet_core.cluster.process_topology import Topology, resolve_topology
 from nnunet_core.errors import ConfigurationError, NnunetCoreError
+from nnunet_core.training.gpu_ordinals import rank_ordinal
 from nnunet_core.training.sampling import OVERSAMPLE_FOREGROUND_PERCENT, forced_mask
 
 EXTERNAL = "external"
@@ -84,17 +85,26 @@ def supports_device_id() -> bool:
     return "device_id" in inspect.signature(dist.init_process_group).parameters
 
 
+def process_backend(requested: torch.device) -> str:
+    """nccl on CUDA, gloo otherwise (so every DDP path runs in CI on the CPU)."""
+    return "nccl" if requested.type == "cuda" else "gloo"
+
+
 @contextmanager
 def process_group(
     requested: torch.device, timeout: timedelta = DEFAULT_TIMEOUT
 ) -> Iterator[tuple[Topology, torch.device]]:
-    """Join the ``env://`` group; yields (topology, this rank's device); destroys it at the end."""
-    env_local, _ = local_from_env()
-    backend = "nccl" if requested.type == "cuda" else "gloo"
+    """Join the ``env://`` group; yields (topology, this rank's device); destroys it at the end.
+
+    On CUDA the device is set before the rank joins, on every launch path: NCCL binds a rank to
+    the current device at its first collective (the topology's host-name gather is one), so a
+    rank without ``LOCAL_RANK`` takes the ordinal ``gpu_ordinals.rank_ordinal`` derives.
+    """
+    backend = process_backend(requested)
     kwargs: dict[str, Any] = {"backend": backend, "init_method": "env://", "timeout": timeout}
     device = requested
-    if requested.type == "cuda" and env_local is not None:
-        device = rank_device(requested, env_local)
+    if requested.type == "cuda":
+        device = rank_device(requested, rank_ordinal())
         torch.cuda.set_device(device)
         if supports_device_id():
             kwargs["device_id"] = device
@@ -103,9 +113,6 @@ def process_group(
         topology = resolve_topology(
             dist.get_rank(), dist.get_world_size(), None, _all_gather_strings
         )
-        if requested.type == "cuda" and env_local is None:
-            device = rank_device(requested, topology.local_rank)
-            torch.cuda.set_device(device)
         print(f"DDP {topology.describe()}, device {device}, backend {backend}", flush=True)
         yield topology, device
     finally:
