@@ -2,8 +2,13 @@
 share one GPU k at a time (``training.folds_per_gpu``).
 
 Snakemake's ``gpu`` resource only counts; it never sets ``CUDA_VISIBLE_DEVICES``, so without help
-every local fold would run on GPU 0. When no scheduler has set ``CUDA_VISIBLE_DEVICES``, the
-training command takes slots here and sets ``CUDA_VISIBLE_DEVICES`` to their GPUs. Every lock is a
+every local fold (and prediction) would run on GPU 0. Unless a scheduler set
+``CUDA_VISIBLE_DEVICES``, the training command (and ``predict --gpu-slot``, the workflow's
+prediction jobs) takes slots here and sets ``CUDA_VISIBLE_DEVICES`` to their GPUs. The GPUs the
+slots divide (the pool): the machine's (0 .. n-1), or the entries of a ``CUDA_VISIBLE_DEVICES``
+the user exported on a workstation (slot k is the pool's k-th entry: "2,5" gives 2 and 5). Under
+SLURM or LSF (``environment.scheduler_of``) the job's own value stands untouched, as it does in a
+process whose parent took the slots (``$nnUNet_gpu_slots_held``). Every lock is a
 ``flock`` held by an open file; the kernel releases it when its process ends in any way (SIGKILL
 included), so a stale lock file never blocks a GPU. It must run before CUDA starts in this
 process (``CUDA_VISIBLE_DEVICES`` is read once, at CUDA's start).
@@ -25,8 +30,9 @@ one must be a real folder of the user that group and others cannot write (else o
 written), so a planted link can never turn a lock into a write to someone's file. The slots
 therefore coordinate one user's runs (any number of workflows); other users' jobs on the same
 GPUs are not seen: a machine shared by several people needs a scheduler.
-GPU count: ``$nnUNet_num_gpus`` (also for tests), else the entries of
-``/proc/driver/nvidia/gpus``; without GPUs nothing is done.
+GPU count without an exported pool: ``$nnUNet_num_gpus`` (also for tests), else the entries of
+``/proc/driver/nvidia/gpus``; without GPUs nothing is done. Lock files are named by the pool's
+entries (``gpu_2.lock``), so runs with and without an exported pool share each GPU's lock.
 Folds per GPU: ``$nnUNet_folds_per_gpu`` (the workflow sets it from ``training.folds_per_gpu``),
 else 1.
 """
@@ -45,6 +51,8 @@ from fractions import Fraction
 from pathlib import Path
 from typing import IO
 
+from nnunet_core.cluster.environment import scheduler_of
+from nnunet_core.cluster.local import LocalEnvironment
 from nnunet_core.errors import ConfigurationError
 from nnunet_core.io.locks import (
     held,
@@ -58,6 +66,10 @@ from nnunet_core.io.locks import (
 LOCK_DIR_ENV = "nnUNet_gpu_lock_dir"
 NUM_GPUS_ENV = "nnUNet_num_gpus"
 FOLDS_PER_GPU_ENV = "nnUNet_folds_per_gpu"
+HELD_ENV = "nnUNet_gpu_slots_held"  # the CUDA_VISIBLE_DEVICES this process tree holds slots for
+VISIBLE_ENV = "CUDA_VISIBLE_DEVICES"
+# GPU devices of ``-device``: the ones that may run on a GPU and so take slots
+GPU_DEVICES = (None, "auto", "cuda")
 MUTEX_NAME = "gpu_slots.mutex"
 NVIDIA_PROC = Path("/proc/driver/nvidia/gpus")
 _CLAIM = re.compile(r"folds_per_gpu=(\d+)")
@@ -94,6 +106,30 @@ def count_gpus(environ: Mapping[str, str] | None = None) -> int:
         return 0
 
 
+def visible_entries(value: str) -> list[str]:
+    """The devices a ``CUDA_VISIBLE_DEVICES`` value names, as CUDA reads it: up to the first
+    entry starting with ``-`` (``-1``, ``""``: none)."""
+    entries = []
+    for entry in (e.strip() for e in value.split(",")):
+        if not entry or entry.startswith("-"):
+            break
+        entries.append(entry)
+    return entries
+
+
+def gpu_pool(environ: Mapping[str, str] | None = None) -> list[str] | None:
+    """The GPUs the slots divide, by their ``CUDA_VISIBLE_DEVICES`` names; None: leave
+    ``CUDA_VISIBLE_DEVICES`` as it is (a scheduler's per-job value, or slots already held)."""
+    env = os.environ if environ is None else environ
+    if VISIBLE_ENV not in env:
+        return [str(gpu) for gpu in range(count_gpus(env))]
+    if env.get(HELD_ENV) == env[VISIBLE_ENV]:
+        return None  # this process or its parent took these slots (and holds them)
+    if not isinstance(scheduler_of(env), LocalEnvironment):
+        return None
+    return visible_entries(env[VISIBLE_ENV])
+
+
 def folds_per_gpu_of(environ: Mapping[str, str] | None = None) -> int:
     """``$nnUNet_folds_per_gpu`` (1 when unset); a wrong value is one clear line."""
     env = os.environ if environ is None else environ
@@ -106,12 +142,18 @@ def folds_per_gpu_of(environ: Mapping[str, str] | None = None) -> int:
     return int(text)
 
 
-def gpu_lock_path(folder: Path, gpu: int) -> Path:
-    return folder / f"gpu_{gpu}.lock"
+def _file_name(gpu: int | str) -> str:
+    """A GPU's name in file names: a UUID or MIG name keeps letters, digits and ``-`` only
+    (no ``.``, which separates a share file's index)."""
+    return re.sub(r"[^A-Za-z0-9-]", "_", str(gpu))
 
 
-def share_lock_path(folder: Path, gpu: int, index: int) -> Path:
-    return folder / f"gpu_{gpu}.{index}.lock"
+def gpu_lock_path(folder: Path, gpu: int | str) -> Path:
+    return folder / f"gpu_{_file_name(gpu)}.lock"
+
+
+def share_lock_path(folder: Path, gpu: int | str, index: int) -> Path:
+    return folder / f"gpu_{_file_name(gpu)}.{index}.lock"
 
 
 def _lock(path: Path, *, shared: bool = False) -> IO[str] | None:
@@ -138,13 +180,14 @@ def _folder_mutex(folder: Path) -> Iterator[None]:
         yield
 
 
-def _share_indices(folder: Path, gpu: int) -> list[int]:
-    pattern = re.compile(rf"gpu_{gpu}\.(\d+)\.lock")
-    found = (pattern.fullmatch(p.name) for p in folder.glob(f"gpu_{gpu}.*.lock"))
+def _share_indices(folder: Path, gpu: int | str) -> list[int]:
+    name = _file_name(gpu)
+    pattern = re.compile(rf"gpu_{re.escape(name)}\.(\d+)\.lock")
+    found = (pattern.fullmatch(p.name) for p in folder.glob(f"gpu_{name}.*.lock"))
     return sorted(int(m.group(1)) for m in found if m)
 
 
-def claimed(folder: Path, gpu: int) -> Fraction:
+def claimed(folder: Path, gpu: int | str) -> Fraction:
     """The part of a GPU that holders of its share files claim (call under the mutex)."""
     total = Fraction(0)
     for index in _share_indices(folder, gpu):
@@ -160,7 +203,7 @@ def claimed(folder: Path, gpu: int) -> Fraction:
     return total
 
 
-def _take_share(folder: Path, gpu: int, folds_per_gpu: int) -> list[IO[str]] | None:
+def _take_share(folder: Path, gpu: str, folds_per_gpu: int) -> list[IO[str]] | None:
     """Shared lock on the GPU and a free share file; None while a k = 1 job holds the GPU."""
     shared = _lock(gpu_lock_path(folder, gpu), shared=True)
     if shared is None:
@@ -172,13 +215,13 @@ def _take_share(folder: Path, gpu: int, folds_per_gpu: int) -> list[IO[str]] | N
     return [shared, share]
 
 
-def _try_exclusive(count: int, folder: Path, num_gpus: int) -> list[int] | None:
+def _try_exclusive(count: int, folder: Path, pool: list[str]) -> list[int] | None:
     taken: list[tuple[int, IO[str]]] = []
-    for gpu in range(num_gpus):
+    for slot, gpu in enumerate(pool):
         handle = _lock(gpu_lock_path(folder, gpu))
         if handle is not None:
             _write_owner(handle, 1)
-            taken.append((gpu, handle))
+            taken.append((slot, handle))
             if len(taken) == count:
                 _HELD.extend(h for _, h in taken)
                 return [g for g, _ in taken]
@@ -187,17 +230,17 @@ def _try_exclusive(count: int, folder: Path, num_gpus: int) -> list[int] | None:
     return None
 
 
-def _try_shared(count: int, folder: Path, num_gpus: int, folds_per_gpu: int) -> list[int] | None:
+def _try_shared(count: int, folder: Path, pool: list[str], folds_per_gpu: int) -> list[int] | None:
     claim = Fraction(1, folds_per_gpu)
     with _folder_mutex(folder):
-        loads = {gpu: claimed(folder, gpu) for gpu in range(num_gpus)}
+        loads = [claimed(folder, gpu) for gpu in pool]
         taken: dict[int, list[IO[str]]] = {}
-        for gpu in sorted(loads, key=lambda g: (loads[g], g)):  # least claimed first
-            if loads[gpu] + claim > 1:
+        for slot in sorted(range(len(pool)), key=lambda s: (loads[s], s)):  # least claimed first
+            if loads[slot] + claim > 1:
                 continue
-            handles = _take_share(folder, gpu, folds_per_gpu)
+            handles = _take_share(folder, pool[slot], folds_per_gpu)
             if handles is not None:
-                taken[gpu] = handles
+                taken[slot] = handles
                 if len(taken) == count:
                     _HELD.extend(h for hs in taken.values() for h in hs)
                     return sorted(taken)
@@ -208,13 +251,14 @@ def _try_shared(count: int, folder: Path, num_gpus: int, folds_per_gpu: int) -> 
 
 
 def try_acquire(
-    count: int, lock_dir: Path, num_gpus: int, folds_per_gpu: int = 1
+    count: int, lock_dir: Path, pool: list[str], folds_per_gpu: int = 1
 ) -> list[int] | None:
-    """Lock one slot on each of ``count`` GPUs, or nothing at all; returns the GPU ids."""
+    """Lock one slot on each of ``count`` GPUs of ``pool``, or nothing at all; returns the
+    slots (positions in the pool)."""
     private_lock_dir(lock_dir)
     if folds_per_gpu == 1:
-        return _try_exclusive(count, lock_dir, num_gpus)
-    return _try_shared(count, lock_dir, num_gpus, folds_per_gpu)
+        return _try_exclusive(count, lock_dir, pool)
+    return _try_shared(count, lock_dir, pool, folds_per_gpu)
 
 
 def release_all() -> None:
@@ -235,48 +279,68 @@ def acquire_gpus(
     timeout: float | None = None,
     folds_per_gpu: int | None = None,
 ) -> list[int] | None:
-    """Take a slot on ``count`` GPUs and set ``CUDA_VISIBLE_DEVICES``; None when not applicable.
+    """Take a slot on ``count`` GPUs of the pool and set ``CUDA_VISIBLE_DEVICES``; returns the
+    slots (positions in the pool), None when not applicable.
 
-    Not applicable: ``CUDA_VISIBLE_DEVICES`` is already set (a scheduler or the user chose), or
-    the machine has no GPU. Waits, with a message, while fewer than ``count`` GPUs have room.
-    ``folds_per_gpu``: None reads ``$nnUNet_folds_per_gpu``. A lock folder (or lock file) that
-    is a link, someone else's or writable by others is refused in one line (``UnsafeLockError``).
+    Not applicable: a scheduler set ``CUDA_VISIBLE_DEVICES`` for the job, a parent process took
+    the slots, or there is no GPU (none visible). Waits, with a message, while fewer than
+    ``count`` GPUs have room. ``folds_per_gpu``: None reads ``$nnUNet_folds_per_gpu``. A lock
+    folder (or lock file) that is a link, someone else's or writable by others is refused in one
+    line (``UnsafeLockError``).
     """
     env = os.environ if environ is None else environ
-    if "CUDA_VISIBLE_DEVICES" in env:
+    pool = gpu_pool(env)
+    if not pool:
         return None
-    num_gpus = count_gpus(env)
-    if num_gpus == 0:
-        return None
-    if count > num_gpus:
-        msg = f"{count} GPUs requested but this machine has {num_gpus}"
+    exported = env.get(VISIBLE_ENV)
+    if count > len(pool):
+        where = "this machine has" if exported is None else f"{VISIBLE_ENV}={exported} names"
+        msg = f"{count} GPUs requested but {where} {len(pool)}"
         raise ConfigurationError(msg)
     sharing = folds_per_gpu_of(env) if folds_per_gpu is None else folds_per_gpu
     folder = private_lock_dir(Path(lock_dir) if lock_dir else default_lock_dir(env))
+    of_pool = "" if exported is None else f" of {VISIBLE_ENV}={exported}"
     where = f"locks in {folder}{_sharing_note(sharing)}"
     start = time.monotonic()
     announced = False
     while True:
-        gpus = try_acquire(count, folder, num_gpus, sharing)
-        if gpus is not None:
-            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in gpus)
+        slots = try_acquire(count, folder, pool, sharing)
+        if slots is not None:
+            env[VISIBLE_ENV] = env[HELD_ENV] = ",".join(pool[s] for s in slots)
             print(
-                f"using GPU slot(s) {env['CUDA_VISIBLE_DEVICES']} ({where})",
+                f"using GPU slot(s) {env[VISIBLE_ENV]}{of_pool} ({where})",
                 file=sys.stderr,
                 flush=True,
             )
-            return gpus
+            return slots
         if timeout is not None and time.monotonic() - start > timeout:
-            msg = f"no {count} free GPU slot(s) of {num_gpus} ({where}) after {timeout:.0f} s"
+            msg = (
+                f"no {count} free GPU slot(s) of {len(pool)}{of_pool} ({where}) after "
+                f"{timeout:.0f} s"
+            )
             raise ConfigurationError(msg)
         if not announced:
             print(
-                f"waiting for {count} free GPU slot(s) of {num_gpus} ({where}) ...",
+                f"waiting for {count} free GPU slot(s) of {len(pool)}{of_pool} ({where}) ...",
                 file=sys.stderr,
                 flush=True,
             )
             announced = True
         time.sleep(poll_seconds)
+
+
+def take_slots_for(
+    device: str | None,
+    count: int,
+    lock_dir: str | os.PathLike | None = None,
+    *,
+    folds_per_gpu: int | None = None,
+) -> list[int] | None:
+    """The slots of a job (a fold, a prediction) on ``-device`` ``device``: only one that may
+    run on a GPU (auto, cuda, unset) takes them, before CUDA starts in this process."""
+    if device not in GPU_DEVICES:
+        return None
+    return acquire_gpus(count, lock_dir, folds_per_gpu=folds_per_gpu)
 
 
 # ------------------------------------------------------------------ the workflow's side

@@ -13,6 +13,9 @@ A cascade stage (3d_cascade_fullres) reads the previous stage's segmentations fr
 ``-prev_stage_predictions DIR`` (``<case><file ending>``, as its prediction wrote them). Without
 it, the previous stage is predicted first into ``-o/prediction_<stage>`` from the sibling model
 folder ``<trainer>__<plans>__<stage>`` with the same flags; upstream refuses instead.
+
+``--gpu-slot`` (the workflow's prediction jobs) takes a whole GPU through train's slot locks
+(``cluster.gpu_slots``) before CUDA starts, so that a prediction never lands on a fold's GPU.
 """
 
 from __future__ import annotations
@@ -100,6 +103,13 @@ def add_prediction_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-part_id", type=int, default=0, help="which part this process predicts")
     parser.add_argument("--disable_progress_bar", action="store_true", help="no progress bar")
     parser.add_argument(
+        "--gpu-slot",
+        action="store_true",
+        help="take a free GPU through train's slot locks first (waiting while folds hold every "
+        "GPU; an exported CUDA_VISIBLE_DEVICES is the pool); the workflow's jobs pass it",
+    )
+    parser.add_argument("--gpu-lock-dir", help="with --gpu-slot: the lock folder, as train's")
+    parser.add_argument(
         TRUST_FLAG,
         dest="trust_model_code",
         action="store_true",
@@ -176,6 +186,10 @@ def run(args: argparse.Namespace) -> int:
     check_output_folder(output)
     model_dir = model_dir_from_args(args)
     folds = [parse_fold(f) for f in args.folds]
+    if getattr(args, "gpu_slot", False):  # a whole GPU; a cascade's previous stage keeps it
+        from nnunet_core.cluster.gpu_slots import take_slots_for
+
+        take_slots_for(args.device, 1, args.gpu_lock_dir, folds_per_gpu=1)
     from nnunet_core.inference.model_folder import load_trained_model
     from nnunet_core.inference.predictor import predict_cases, prepare_inputs
 

@@ -34,10 +34,10 @@ def launch(args: argparse.Namespace) -> int | None:
     if getattr(args, "_topology", None) is not None:
         return None
     mode = ddp.launch_mode(args.num_gpus)
-    if mode != ddp.EXTERNAL and args.device in (None, "auto", "cuda"):  # before CUDA starts
-        from nnunet_core.cluster.gpu_slots import acquire_gpus
+    if mode != ddp.EXTERNAL:  # before CUDA starts
+        from nnunet_core.cluster.gpu_slots import take_slots_for
 
-        acquire_gpus(args.num_gpus, args.gpu_lock_dir)
+        take_slots_for(args.device, args.num_gpus, args.gpu_lock_dir)
     if mode == ddp.SPAWN:
         if resolve_device(args.device).type == "cuda":  # one line here, before any rank starts
             from nnunet_core.training.gpu_ordinals import check_visible

@@ -83,7 +83,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--gpu-lock-dir",
-        help="folder of the GPU slot locks used when CUDA_VISIBLE_DEVICES is unset "
+        help="folder of the GPU slot locks, not used where SLURM or LSF set CUDA_VISIBLE_DEVICES "
         "(default $nnUNet_gpu_lock_dir, else <tmp>/nnunet_core_gpu_locks-<uid>; a private "
         "folder: refused if it is a link, not yours or writable by others)",
     )

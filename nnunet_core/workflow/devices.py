@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from nnunet_core.cluster import gpu_slots
+
 NVIDIA_GPU_FOLDER = Path("/proc/driver/nvidia/gpus")
 # Below this many training iterations a CPU fold is a demo or a test, not a surprise.
 LONG_CPU_SCHEDULE_ITERATIONS = 10_000
@@ -23,12 +25,12 @@ LONG_CPU_SCHEDULE_ITERATIONS = 10_000
 def visible_gpu_count(
     environ: Mapping[str, str] | None = None, gpu_folder: Path = NVIDIA_GPU_FOLDER
 ) -> int:
-    """GPUs this process may use: ``CUDA_VISIBLE_DEVICES`` when set, else the driver's GPUs."""
+    """GPUs this process may use: those ``CUDA_VISIBLE_DEVICES`` names when set (a workstation's
+    exported value is the pool the fold jobs' GPU slots divide), else the driver's GPUs."""
     environ = os.environ if environ is None else environ
-    visible = environ.get("CUDA_VISIBLE_DEVICES")
+    visible = environ.get(gpu_slots.VISIBLE_ENV)
     if visible is not None:
-        entries = [e for e in visible.split(",") if e.strip()]
-        return 0 if any(e.strip().startswith("-") for e in entries) else len(entries)
+        return len(gpu_slots.visible_entries(visible))
     try:
         return sum(1 for _ in gpu_folder.iterdir())
     except OSError:

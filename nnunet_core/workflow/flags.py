@@ -147,8 +147,15 @@ def training_options(config: Mapping[str, Any], plans_name: str, device: str) ->
     if training.get("npz", True):
         flags.append("--npz")
     if training.get("gpu_lock_dir"):
-        flags.append(option("--gpu-lock-dir", training["gpu_lock_dir"]))
+        flags.append(gpu_lock_dir_flag(training))
     return " ".join(flags)
+
+
+def gpu_lock_dir_flag(training: Mapping[str, Any]) -> str:
+    """``--gpu-lock-dir DIR`` (training.gpu_lock_dir) of train and predict, or nothing."""
+    if not training.get("gpu_lock_dir"):
+        return ""
+    return option("--gpu-lock-dir", training["gpu_lock_dir"])
 
 
 def pretrained_weights_flag(pretrained: PretrainedWeights | None) -> str:
@@ -253,6 +260,15 @@ def folds_per_gpu_variable(folds_per_gpu: int) -> str:
 def prediction_gpu_resource(gpus_per_job: int, folds_per_gpu: int) -> int:
     """A prediction job's ``gpu``: whole GPUs, which are ``folds_per_gpu`` slots each."""
     return gpus_per_job * folds_per_gpu
+
+
+def prediction_slot_flags(training: Mapping[str, Any], gpus_per_job: int, *, cluster: bool) -> str:
+    """``--gpu-slot [--gpu-lock-dir DIR] `` of a local prediction job with a ``gpu`` resource:
+    it takes its GPU through the fold jobs' slot locks (Snakemake only counts). Nothing on the
+    CPU, nor under a cluster executor, whose scheduler gives each job its GPUs."""
+    if cluster or gpus_per_job == 0:
+        return ""
+    return " ".join(f for f in ("--gpu-slot", gpu_lock_dir_flag(training)) if f) + " "
 
 
 def chosen_configurations_argument(chosen: Sequence[str]) -> str:

@@ -176,6 +176,20 @@ def prediction_gpu_resource():
     return flags.prediction_gpu_resource(GPUS_PER_JOB, FOLDS_PER_GPU)
 
 
+def prediction_slot_flags():
+    """predict's `--gpu-slot`: a local prediction job takes its GPU through the fold jobs' slot
+    locks. A param that is no rerun trigger (as training_options): the lock folder is the
+    machine's business, not the predictions'."""
+    slots = flags.prediction_slot_flags(
+        config["training"], GPUS_PER_JOB, cluster=ON_CLUSTER
+    )
+
+    def not_a_rerun_trigger(wildcards, input):
+        return slots
+
+    return not_a_rerun_trigger
+
+
 def training_job_resources():
     """`gpu`, and for training.nodes > 1 the SLURM job shape (nodes, tasks, gres, mpi); on GPUs
     `cpus_per_gpu`: each rank's augmentation workers plus one (a profile may override it).

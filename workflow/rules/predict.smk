@@ -13,6 +13,8 @@
 # folder, predict_from_raw_data_args.json names the `.partial` folder that predict wrote.)
 # A cascade stage (3d_cascade_fullres) reads its previous stage's test predictions, made by this
 # rule for 3d_lowres (also when the selection did not pick 3d_lowres), via -prev_stage_predictions.
+# A local prediction job takes a whole GPU through the fold jobs' slot locks (predict --gpu-slot,
+# nnunet_core.cluster.gpu_slots); Snakemake's `gpu` resource only counts.
 
 
 rule predict:
@@ -41,6 +43,7 @@ rule predict:
         folds=FOLDS_ARGS,
         device=DEVICE,
         previous_stage=previous_stage_flag,
+        slots=prediction_slot_flags(),
     message:
         JOB_WITH_WILDCARDS
     shell:
@@ -52,7 +55,8 @@ rule predict:
         "-d {params.dataset:q} -c {wildcards.configuration:q} {params.model} {params.consent} "
         "{params.previous_stage}"
         "-f {params.folds} --save_probabilities -device {params.device:q} -npp 0 -nps 0 "
-        "--continue_prediction --disable_progress_bar {params.roots} >> {log:q} 2>&1\n"
+        "--continue_prediction --disable_progress_bar {params.slots}{params.roots} "
+        ">> {log:q} 2>&1\n"
         "{params.python:q} -m nnunet_core.workflow.resumable_staging finish --inside "
         "{params.predictions:q} {params.staging:q} {output:q}"
 

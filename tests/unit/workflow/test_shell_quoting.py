@@ -43,6 +43,7 @@ PRE_QUOTED = {
     "training_options": "training_options",
     "pretrained_weights_flag": "pretrained_weights_flag",
     "folds_per_gpu_variable": "folds_per_gpu_variable",
+    "prediction_slot_flags": "prediction_slot_flags",
     "training_launcher": "training_launcher",
     "test_summary_flag": "report_test_summary_flag",
     "test_set_note_flag": "report_test_set_note_flag",
@@ -56,7 +57,7 @@ PRE_QUOTED = {
     "MODEL_CODE_CONSENT": "consent_flag_for_trainer",
 }
 # Bound in flags.smk (the others are called in the rules themselves).
-BOUND_IN_FLAGS_SMK = [*list(PRE_QUOTED)[:14], "MODEL_CODE_CONSENT"]
+BOUND_IN_FLAGS_SMK = [*list(PRE_QUOTED)[:15], "MODEL_CODE_CONSENT"]
 
 
 # ------------------------------------------------------------------------------ the checker
@@ -310,6 +311,10 @@ BUILDER_CASES: dict[str, Case] = {
             _config(v)["training"], 2, job_gpus=0, cpus_per_gpu=4, threads=2, rendezvous_id=v
         ),
         [v],
+    ),
+    "prediction_slot_flags": lambda v: (
+        flags.prediction_slot_flags(_config(v)["training"], 1, cluster=False),
+        ["--gpu-slot", v],
     ),
     "report_test_summary_flag": lambda v: (flags.report_test_summary_flag(True, v), [v]),
     "report_test_set_note_flag": lambda v: (flags.report_test_set_note_flag(v), [v]),

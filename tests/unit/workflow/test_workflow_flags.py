@@ -163,6 +163,16 @@ def test_gpu_slots_when_folds_share_gpus() -> None:
     assert flags.prediction_gpu_resource(gpus_per_job=1, folds_per_gpu=3) == 3
 
 
+def test_a_local_gpu_prediction_takes_a_gpu_slot_as_folds_do() -> None:
+    training = training_config()["training"]
+    assert flags.prediction_slot_flags(training, 1, cluster=False) == "--gpu-slot "
+    training = training_config(gpu_lock_dir="/my locks")["training"]
+    local = flags.prediction_slot_flags(training, 2, cluster=False)
+    assert local == "--gpu-slot --gpu-lock-dir '/my locks' "  # the folds' folder
+    assert flags.prediction_slot_flags(training, 1, cluster=True) == ""  # the scheduler's GPU
+    assert flags.prediction_slot_flags(training, 0, cluster=False) == ""  # CPU jobs
+
+
 def test_gpu_slot_notices() -> None:
     assert flags.gpu_slot_notices(1, 1, cluster=False, requested_gpus=2) == []
     local = flags.gpu_slot_notices(2, 2, cluster=False, requested_gpus=2)
