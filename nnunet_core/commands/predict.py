@@ -128,8 +128,9 @@ def add_prediction_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--not_on_device",
         action="store_true",
-        help="accepted: the sliding-window sums move to the CPU by themselves when the device "
-        "runs out of memory",
+        help="keep the case and the sliding-window sums on the CPU (the network still runs on "
+        "-device): for a case too large for the device's memory. Without it they start on the "
+        "device and move to the CPU by themselves when it runs out of memory",
     )
 
 
@@ -235,6 +236,7 @@ def settings_from_args(args: argparse.Namespace) -> PredictionSettings:
         overwrite=not args.continue_prediction,
         progress=False if args.disable_progress_bar or args.verbose else None,
         fp16_accumulation=args.fp16_accumulation,
+        on_device=not args.not_on_device,
     )
 
 

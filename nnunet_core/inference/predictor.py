@@ -77,6 +77,7 @@ class PredictionSettings:
     progress: bool | None = None  # None: a bar when stderr is a terminal, else case i/N lines
     batch_tiles: int | None = None  # None: tile_batch_size(configuration)
     fp16_accumulation: bool = False  # True: upstream's float16 sums (its numbers exactly)
+    on_device: bool = True  # False: the case and the sums on the CPU (--not_on_device)
 
 
 def tile_batch_size(configuration: Configuration) -> int:
@@ -292,6 +293,7 @@ def _run(
                 device=device,
                 batch_tiles=batch_tiles,
                 accumulate=torch.float16 if settings.fp16_accumulation else torch.float32,
+                on_device=settings.on_device,
             ).numpy()
             del data
             while exports and (len(exports) >= max_queued or exports[0][1].done()):

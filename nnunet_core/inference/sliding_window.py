@@ -11,7 +11,12 @@ memory order of magnitude, no overflow check needed, and fold averages that do n
 Upstream's float16 loses up to ~0.5 of a logit where the Gaussian weight is tiny (tile corners),
 so its probabilities can be matched only by doing the same: ``accumulate=torch.float16`` repeats
 upstream's arithmetic step by step (float16 Gaussian, float16 sums, float16 division), giving its
-logits bit for bit (``predict --fp16_accumulation``).
+logits bit for bit (``predict --fp16_accumulation``), on CUDA too, where upstream keeps the
+network's autocast float16 output as it is (``pass_dtype``).
+
+The case and the sums live on the device (or on the CPU with ``on_device=False``, upstream's
+``--not_on_device``); a device that runs out of memory gets them moved to the CPU and the case
+predicted again, after the failed attempt's memory is freed (``device_fallback``).
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from scipy.ndimage import gaussian_filter1d
 from tqdm import tqdm
 
 from nnunet_core.errors import ConfigurationError
+from nnunet_core.inference.device_fallback import on_device_or_cpu, results_device
 from nnunet_core.runtime.case_progress import wants_bar
 from nnunet_core.runtime.heap import keep_freed_memory
 
@@ -146,15 +152,36 @@ def _forward(network: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
     return out
 
 
+def pass_dtype(device: torch.device, accumulate: torch.dtype) -> torch.dtype | None:
+    """The dtype each network pass on ``device`` is turned into before the mirror sum and the
+    Gaussian product; None keeps the network's own.
+
+    Upstream never converts. On CUDA it runs under autocast, so with float16 sums its float16
+    output, the mirror sum, its division and the product with the float16 Gaussian all stay
+    float16: None repeats that. On the CPU (no autocast) the output is float32 already and
+    upstream's products are float32 too; float32 sums take float32 passes everywhere.
+    """
+    if device.type == "cuda" and accumulate == torch.float16:
+        return None
+    return torch.float32
+
+
 def mirror_and_predict(
-    network: torch.nn.Module, x: torch.Tensor, mirror_axes: Sequence[int] | None
+    network: torch.nn.Module,
+    x: torch.Tensor,
+    mirror_axes: Sequence[int] | None,
+    dtype: torch.dtype | None = torch.float32,
 ) -> torch.Tensor:
     """Network output on ``x`` (b, c, *patch), averaged over every flip combination of
-    ``mirror_axes``.
+    ``mirror_axes``, each pass in ``dtype`` (None: as the network gives it, see ``pass_dtype``).
 
     ``mirror_axes`` count spatial axes of the patch (0 is the first spatial axis).
     """
-    prediction = _forward(network, x).float()
+
+    def as_dtype(t: torch.Tensor) -> torch.Tensor:
+        return t if dtype is None else t.to(dtype)
+
+    prediction = as_dtype(_forward(network, x))
     if not mirror_axes:
         return prediction
     if max(mirror_axes) >= x.ndim - 2 or min(mirror_axes) < 0:
@@ -164,13 +191,40 @@ def mirror_and_predict(
     combinations = [c for n in range(1, len(axes) + 1) for c in itertools.combinations(axes, n)]
     for flip in combinations:
         # out of place: a network may hand back its input (or a buffer it keeps)
-        prediction = prediction + torch.flip(_forward(network, torch.flip(x, flip)), flip).float()
+        prediction = prediction + as_dtype(torch.flip(_forward(network, torch.flip(x, flip)), flip))
     return prediction / (len(combinations) + 1)
 
 
 def _batches(items: list, size: int) -> Iterator[list]:
     for start in range(0, len(items), size):
         yield items[start : start + size]
+
+
+def _on_results_device(
+    data: torch.Tensor, gaussian: torch.Tensor, num_outputs: int, results: torch.device
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The case, the tile weights and the two sums (in the weights' dtype) on ``results``: what an
+    attempt holds there, and lets go of when it fails."""
+    data = data.to(results)
+    logits = torch.zeros((num_outputs, *data.shape[1:]), dtype=gaussian.dtype, device=results)
+    weights = torch.zeros(data.shape[1:], dtype=gaussian.dtype, device=results)
+    return data, gaussian.to(results), logits, weights
+
+
+def _add_tile(
+    logits: torch.Tensor,
+    weights: torch.Tensor,
+    tile_logits: torch.Tensor,
+    weight: torch.Tensor,
+    tile: tuple[int | slice, ...],
+) -> None:
+    """Add one tile's weighted logits and its weights to the sums."""
+    # upstream's steps: the product (float16 from a float16 pass), then the rounded sum
+    if logits.dtype == torch.float16:
+        logits[(slice(None), *tile)] += tile_logits * weight
+    else:  # in place: no (classes, *patch) temporary per tile (half the CPU time)
+        logits[(slice(None), *tile)].addcmul_(tile_logits, weight)
+    weights[tile] += weight
 
 
 def _accumulate(
@@ -185,12 +239,9 @@ def _accumulate(
     results_device: torch.device,
     batch_tiles: int,
     progress: bool,
+    passes: torch.dtype | None,  # pass_dtype(device, the sums' dtype)
 ) -> torch.Tensor:
-    data = data.to(results_device)
-    dtype = gaussian.dtype  # float16: upstream's sums
-    logits = torch.zeros((num_outputs, *data.shape[1:]), dtype=dtype, device=results_device)
-    weights = torch.zeros(data.shape[1:], dtype=dtype, device=results_device)
-    weight = gaussian.to(results_device)
+    data, weight, logits, weights = _on_results_device(data, gaussian, num_outputs, results_device)
     autocast = torch.autocast("cuda") if device.type == "cuda" else nullcontext()
     expected = (num_outputs, *(int(p) for p in patch_size))
     # a bar into a log file is carriage-return garbage: only in a terminal
@@ -201,7 +252,8 @@ def _accumulate(
         for batch in _batches(slicers, batch_tiles):
             x = torch.stack([data[(slice(None), *s)] for s in batch]).to(device)
             with torch.inference_mode():
-                prediction = mirror_and_predict(network, x, mirror_axes).to(results_device)
+                prediction = mirror_and_predict(network, x, mirror_axes, passes)
+                prediction = prediction.to(results_device)
             if tuple(prediction.shape[1:]) != expected:
                 msg = (
                     f"network output {tuple(prediction.shape[1:])} per tile; expected {expected} "
@@ -209,11 +261,7 @@ def _accumulate(
                 )
                 raise ConfigurationError(msg)
             for tile_logits, s in zip(prediction, batch, strict=True):
-                if dtype == torch.float16:  # upstream's steps: the product rounded, then added
-                    logits[(slice(None), *s)] += tile_logits * weight
-                else:  # in place: no (classes, *patch) temporary per tile (half the CPU time)
-                    logits[(slice(None), *s)].addcmul_(tile_logits, weight)
-                weights[s] += weight
+                _add_tile(logits, weights, tile_logits, weight, s)
             bar.update(len(batch))
     logits /= weights
     return logits
@@ -231,13 +279,15 @@ def sliding_window_logits(
     batch_tiles: int = 1,
     progress: bool = False,
     accumulate: torch.dtype = torch.float32,
+    on_device: bool = True,
 ) -> torch.Tensor:
     """Logits ``(num_outputs, *spatial)`` (``accumulate``'s dtype, on the CPU) of a whole
     ``(c, *spatial)`` case.
 
     ``patch_size`` has one axis fewer than ``spatial`` for 2-D configurations: the case is then
-    predicted slice by slice along the first spatial axis. The accumulators live on ``device``; if
-    that runs out of memory they move to the CPU and the prediction is repeated (as upstream).
+    predicted slice by slice along the first spatial axis. The case and the accumulators live on
+    ``device`` (on the CPU when not ``on_device``); if the device runs out of memory they move to
+    the CPU and the prediction is repeated (as upstream), the network still on ``device``.
     """
     if data.ndim - 1 - len(patch_size) not in (0, 1):
         msg = (
@@ -256,14 +306,15 @@ def sliding_window_logits(
     slicers = tile_slicers(padded.shape[1:], patch_size, step_size)
     weights_of_a_tile = gaussian_importance_map(patch_size, dtype=accumulate)
     gaussian = weights_of_a_tile if use_gaussian else torch.ones_like(weights_of_a_tile)
-    args = (network, padded, slicers, patch_size, num_outputs, gaussian, mirror_axes, device)
-    try:
-        logits = _accumulate(*args, device, batch_tiles, progress)
-    except torch.cuda.OutOfMemoryError:
-        if device.type == "cpu":
-            raise
-        torch.cuda.empty_cache()
-        logits = _accumulate(*args, torch.device("cpu"), batch_tiles, progress)
+    passes = pass_dtype(device, accumulate)
+
+    def attempt(results: torch.device) -> torch.Tensor:  # holds nothing on the device itself
+        return _accumulate(
+            network, padded, slicers, patch_size, num_outputs, gaussian, mirror_axes, device,
+            results, batch_tiles, progress, passes,
+        )  # fmt: skip
+
+    logits = on_device_or_cpu(attempt, results_device(device, on_device))
     return logits[(slice(None), *revert[1:])].cpu()
 
 
@@ -279,6 +330,7 @@ def predict_logits_from_folds(
     batch_tiles: int = 1,
     progress: bool = False,
     accumulate: torch.dtype = torch.float32,
+    on_device: bool = True,
 ) -> torch.Tensor:
     """Mean of the fold networks' logits (upstream averages logits, not probabilities)."""
     if not networks:
@@ -298,6 +350,7 @@ def predict_logits_from_folds(
             batch_tiles,
             progress,
             accumulate,
+            on_device,
         )
         total = logits if total is None else total.add_(logits)
         del logits
