@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# One prepared command for a machine with one GPU and no network (< 8 minutes):
+# One prepared command for a machine with one GPU and no network (< 10 minutes):
 #   bash benchmarks/gpu_check.sh [--dry-run] [--out FILE] [--peer VENV] [--only SECTION ...]
 # Installs the wheels in .whl/ (made by benchmarks/gpu_wheels.sh) into /tmp/site when present,
 # runs our package from this checkout (PYTHONPATH, no install) and prints one table, also written
 # as JSON (--out; default $OUT/gpu_check.json, else ./gpu_check.json). The code is in
 # benchmarks/gpu/ (python -m benchmarks.gpu.check). --dry-run runs the same code paths on the
-# CPU with tiny sizes (for CI). The whole run is cut at GPU_CHECK_BUDGET_S (default 470 s); every
+# CPU with tiny sizes (for CI). The whole run is cut at GPU_CHECK_BUDGET_S (default 545 s); every
 # section has its own, smaller budget (benchmarks/gpu/context.py), and the JSON is rewritten
 # after each section, so a cut run still leaves what it measured.
 # Sections (budget on the GPU, s): train 45, loader 30, folds 85, predict 15, compile 80, ddp 15
@@ -19,7 +19,14 @@
 # real_predict 50 (the CT-like case predicted end to end with the planned 3d_fullres network,
 # mirroring off and on, export included; needs SimpleITK, else its rows say skipped). Upstream's
 # step, loader and nnUNetPredictor run beside ours where nnunetv2 is importable (--peer, or the
-# wheels). --only real_busy (say) runs one section; it makes the data it needs itself.
+# wheels). Last, issue 50's GPU paths (benchmarks/gpu/gpu_paths.py): oom_fallback 25 (a 256^3
+# MR-like case through the sliding window, then again with an out-of-memory error forced at the
+# first accumulation: peak GPU memory of the normal run, at the fault, when the retry starts and
+# of the retry, seconds, outputs compared), predict_slots 10 (two prediction jobs' --gpu-slot
+# started together: the GPU each got, the second's wait), visible_devices 20 (two folds' slots
+# under an exported CUDA_VISIBLE_DEVICES of the machine's GPUs: pool entry and torch's device
+# from inside), cudnn 30 (3d_fullres step with cudnn.benchmark off, on, deterministic).
+# --only real_busy (say) runs one section; it makes the data it needs itself.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(dirname "$here")"
@@ -40,5 +47,5 @@ if compgen -G "$root/.whl/*.whl" >/dev/null; then
 fi
 export PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHONUNBUFFERED=1
-exec timeout --signal=TERM --kill-after=10 "${GPU_CHECK_BUDGET_S:-470}" \
+exec timeout --signal=TERM --kill-after=10 "${GPU_CHECK_BUDGET_S:-545}" \
   "$python" -m benchmarks.gpu.check "$@"

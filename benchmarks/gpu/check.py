@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """One GPU check: train step, loader vs GPU, folds on one GPU, prediction, compile, DDP, real size.
 
-    bash benchmarks/gpu_check.sh                 # on the GPU machine (< 8 minutes)
+    bash benchmarks/gpu_check.sh                 # on the GPU machine (< 10 minutes)
     bash benchmarks/gpu_check.sh --dry-run       # the same code paths on the CPU, tiny sizes
 
 Each section has its own time budget and fails on its own: a failure is a row with the error, so

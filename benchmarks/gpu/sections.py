@@ -2,8 +2,8 @@
 
 Each section returns rows; a sub-measurement that fails becomes a row with its error (``guarded``),
 so one broken configuration never hides the other's figures. The folds-sharing-a-GPU section lives
-in ``folds.py``, upstream's train step in ``upstream.py``, the real-size sections (run last) in
-``realscale_sections.py``.
+in ``folds.py``, upstream's train step in ``upstream.py``, the real-size sections in
+``realscale_sections.py``, issue 50's GPU paths (run last) in ``gpu_paths.py``.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import torch
 from benchmarks.common.random_training import LABELS, make_trainer, time_ours
 from benchmarks.gpu.context import CONFIGURATIONS, Context, Row, guarded
 from benchmarks.gpu.folds import folds_section
+from benchmarks.gpu.gpu_paths import PATH_SECTIONS
 from benchmarks.gpu.realscale_sections import REAL_SECTIONS
 from benchmarks.gpu.upstream import upstream_step_rows
 from nnunet_core.io.plans import Plans
@@ -278,4 +279,5 @@ SECTIONS: dict[str, Callable[[Context], list[Row]]] = {
     "compile": compile_section,
     "ddp": ddp_section,
     **REAL_SECTIONS,
+    **PATH_SECTIONS,
 }

@@ -12,6 +12,11 @@ of 4-12, the prediction without worker processes (test_gpu_realscale_profile.py 
 sizes and plans). Their CUDA-only lines (synchronising, ``torch.cuda`` peak memory, AMP, pinned
 batches on upstream's side) are exercised only on a GPU machine; here the peak-memory rows are the
 CPU's maximum RSS.
+
+Issue 50's GPU paths run here as on the GPU, with the CPU standing in where CUDA would be: the
+out-of-memory fallback with the CPU as the "device" (its memory rows say n/a), the prediction
+jobs' slots on a pretend GPU, the folds' slots under an exported pretend pool "0,1", and the
+cuDNN rows timing the CPU step.
 """
 
 from __future__ import annotations
@@ -31,8 +36,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.slow
 
+GPU_PATHS = ("oom_fallback", "predict_slots", "visible_devices", "cudnn")  # issue 50
 SECTIONS = ("train", "loader", "folds", "predict", "compile", "ddp",
-            "real_data", "real_step", "real_busy", "real_predict")  # fmt: skip
+            "real_data", "real_step", "real_busy", "real_predict", *GPU_PATHS)  # fmt: skip
 WORKERS = TINY_REAL.workers  # the GPU's 4, 8, 12: test_gpu_realscale_profile.py
 # what each section must have measured (a prefix of the row's "what")
 REQUIRED = {
@@ -55,7 +61,19 @@ REQUIRED = {
     "real_step": ["ours 3d_fullres real-patch step", "ours real-patch peak memory"],
     "real_busy": [f"ours GPU busy, {w} workers" for w in WORKERS],
     "real_predict": ["ours case, mirroring off", "ours case, mirroring on"],
+    "oom_fallback": ["normal: time", "fallback: time", "outputs: argmax agreement"],
+    "predict_slots": ["second job's wait", "second job's slot after the first's"],
+    "cudnn": [
+        "step, benchmark off",
+        "step, benchmark on",
+        "first step, benchmark on",
+        "speed-up of benchmark on",
+        "step, deterministic",
+    ],
 }
+# rows of device memory (CUDA's counters): on the CPU they say so instead of a value
+MEMORY_ROWS = ["normal: peak memory", "forced OOM: peak at the fault",
+               "retry start: memory held", "retry: peak memory"]  # fmt: skip
 # upstream's rows: measured with the peer, else skipped with a reason
 UPSTREAM = {
     "train": ["upstream 2d step", "upstream 3d_fullres step"],
@@ -152,3 +170,30 @@ def test_printed_table_matches_the_json(dry_run: tuple[str, dict]) -> None:
         assert format_value(row["value"]) in line.split(row["what"], 1)[1].split(), (line, row)
         if row["note"]:
             assert line.endswith(row["note"]), (line, row)
+
+
+def test_issue_50_gpu_paths_ran_their_paths_on_the_cpu(dry_run: tuple[str, dict]) -> None:
+    _, table = dry_run
+    rows = rows_of(table)
+    ours = [r for r in table["rows"] if r["section"] in GPU_PATHS]
+    assert not [r for r in ours if r["value"] is None and not r["note"].startswith("n/a on CPU")]
+    # the forced fallback happened (two attempts, its log line) and changed no number
+    fallback = rows[("oom_fallback", "fallback: time")]["note"]
+    assert "attempts: cpu then cpu" in fallback and "logged: yes" in fallback, fallback
+    assert rows[("oom_fallback", "outputs: max abs difference")]["value"] == 0
+    assert rows[("oom_fallback", "outputs: argmax agreement")]["value"] == 1
+    for what in MEMORY_ROWS:
+        row = rows[("oom_fallback", what)]
+        assert row["value"] is None and row["note"].startswith("n/a on CPU"), row
+    # one pretend GPU: both prediction jobs get it, the second only once the first let it go
+    jobs = [rows[("predict_slots", f"job {i}: GPU")] for i in (0, 1)]
+    assert [j["value"] for j in jobs] == [0, 0], jobs
+    assert "serialised on 0" in rows[("predict_slots", "second job's wait")]["note"]
+    assert rows[("predict_slots", "second job's slot after the first's")]["value"] >= 1.0
+    # an exported pool of two: the folds take one entry each
+    folds = [rows[("visible_devices", f"fold {i}: GPU")] for i in (0, 1)]
+    assert sorted(f["value"] for f in folds) == [0, 1], folds
+    assert "CUDA_VISIBLE_DEVICES=0,1" in rows[("visible_devices", "second fold's wait")]["note"]
+    for i in (0, 1):
+        device = rows[("visible_devices", f"fold {i}: torch device")]
+        assert device["note"] == "n/a on CPU (no CUDA)", device
