@@ -248,6 +248,13 @@ def predict_cases(
     return written
 
 
+def autotune_convolutions(device: torch.device) -> None:
+    """cuDNN autotuning on CUDA as upstream's predictor, except under deterministic algorithms (a
+    deterministic fold's final validation): autotuning may pick another algorithm on each run."""
+    if device.type == "cuda" and not torch.are_deterministic_algorithms_enabled():
+        torch.backends.cudnn.benchmark = True
+
+
 def _run(
     model: LoadedModel,
     cases: list[RawCase],
@@ -258,8 +265,7 @@ def _run(
     show_bar: bool,
 ) -> list[Path]:
     device = torch.device(settings.device)
-    if device.type == "cuda":
-        torch.backends.cudnn.benchmark = True
+    autotune_convolutions(device)
     networks = [n.to(device).eval() for n in model.networks]
     mirror_axes = model.mirror_axes if settings.use_mirroring else None
     # upstream's numbers: its one tile per forward pass too (a batched conv rounds differently)

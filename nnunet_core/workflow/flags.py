@@ -258,8 +258,9 @@ def folds_per_gpu_variable(folds_per_gpu: int) -> str:
 
 
 def prediction_gpu_resource(gpus_per_job: int, folds_per_gpu: int) -> int:
-    """A prediction job's ``gpu``: whole GPUs, which are ``folds_per_gpu`` slots each."""
-    return gpus_per_job * folds_per_gpu
+    """A prediction job's ``gpu``: one whole GPU (``folds_per_gpu`` slots), whatever a fold's
+    ``gpus_per_job``: prediction runs on one device, so a second GPU would idle; none on the CPU."""
+    return min(gpus_per_job, 1) * folds_per_gpu
 
 
 def prediction_slot_flags(training: Mapping[str, Any], gpus_per_job: int, *, cluster: bool) -> str:

@@ -151,7 +151,7 @@ def count_gpu_slots():
 
     Resources are integers, so a fold cannot ask for 1/k GPU: the user's `--resources gpu=K`
     (K GPUs, as always) becomes K*k slots; a fold job asks for gpus_per_job slots (one on each
-    of its GPUs), a prediction job for whole GPUs (prediction_gpu_resource). Printed once.
+    of its GPUs), a prediction job for one whole GPU (prediction_gpu_resource). Printed once.
     """
     requested = workflow_devices.requested_gpus(workflow.resource_settings.resources)
     notices = flags.gpu_slot_notices(
@@ -200,18 +200,19 @@ def training_job_resources():
     return resources
 
 
-def lsf_options(resumable):
-    """The `lsf_extra` resource of a GPU rule: its bsub options, from the config, because the
-    LSF plugin maps no `gpu` resource and a profile cannot read gpus_per_job; `resumable` (train)
-    adds LSF's warning action with the configured stop signal. Evaluated per job, once Snakemake
-    has chosen the executor (unknown while the Snakefile is parsed): none but under LSF.
+def lsf_options(resumable, gpus):
+    """The `lsf_extra` resource of a GPU rule: its bsub options for `gpus` GPUs, from the config,
+    because the LSF plugin maps no `gpu` resource and a profile cannot read gpus_per_job;
+    `resumable` (train) adds LSF's warning action with the configured stop signal. Evaluated per
+    job, once Snakemake has chosen the executor (unknown while the Snakefile is parsed): none but
+    under LSF.
     """
     signal_name = stop_signal.configured_name() if resumable else None
 
     def for_the_executor(wildcards):
         plugin = workflow.executor_plugin
         name = plugin.name if plugin is not None else None
-        return lsf.bsub_extra_for_executor(name, GPUS_PER_JOB, signal_name)
+        return lsf.bsub_extra_for_executor(name, gpus, signal_name)
 
     return for_the_executor
 

@@ -13,6 +13,7 @@
 # folder, predict_from_raw_data_args.json names the `.partial` folder that predict wrote.)
 # A cascade stage (3d_cascade_fullres) reads its previous stage's test predictions, made by this
 # rule for 3d_lowres (also when the selection did not pick 3d_lowres), via -prev_stage_predictions.
+# A prediction job predicts on one device: it asks for one GPU whatever a fold's gpus_per_job.
 # A local prediction job takes a whole GPU through the fold jobs' slot locks (predict --gpu-slot,
 # nnunet_core.cluster.gpu_slots); Snakemake's `gpu` resource only counts.
 
@@ -29,7 +30,7 @@ rule predict:
     threads: PREDICT_THREADS
     resources:
         gpu=prediction_gpu_resource(),
-        lsf_extra=lsf_options(resumable=False),
+        lsf_extra=lsf_options(resumable=False, gpus=min(GPUS_PER_JOB, 1)),
     params:
         python=sys.executable,
         predictions=PREDICTIONS,

@@ -161,6 +161,9 @@ def test_gpu_slots_when_folds_share_gpus() -> None:
     assert flags.folds_per_gpu_variable(1) == ""
     assert flags.folds_per_gpu_variable(2) == f"{FOLDS_PER_GPU_ENV}=2 "
     assert flags.prediction_gpu_resource(gpus_per_job=1, folds_per_gpu=3) == 3
+    # one device predicts: a DDP fold's gpus_per_job does not reserve idle GPUs for prediction
+    assert flags.prediction_gpu_resource(gpus_per_job=4, folds_per_gpu=1) == 1
+    assert flags.prediction_gpu_resource(gpus_per_job=0, folds_per_gpu=2) == 0
 
 
 def test_a_local_gpu_prediction_takes_a_gpu_slot_as_folds_do() -> None:
