@@ -77,6 +77,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "move_plans_between_datasets",
         "copy a dataset's plans for another dataset (nnUNetv2_move_plans_between_datasets)",
     ),
+    "plot-overlay-pngs": (
+        "plot_overlay_pngs",
+        "a PNG per case, labels over its slice with most foreground (nnUNetv2_plot_overlay_pngs)",
+    ),
     "report": ("report", "write results/D/report: figures, tables and report.md"),
     "paper-table": (
         "paper_table",

@@ -45,6 +45,7 @@ PROCESS_COMMANDS = [
     "evaluate-simple",
     "determine-postprocessing",
     "apply-postprocessing",
+    "plot-overlay-pngs",
 ]
 PROCESS_CASES = [
     pytest.param([command, flag, value], id=f"{command}{flag}={value}")
