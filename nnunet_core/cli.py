@@ -77,6 +77,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "move_plans_between_datasets",
         "copy a dataset's plans for another dataset (nnUNetv2_move_plans_between_datasets)",
     ),
+    "convert-msd": (
+        "convert_msd",
+        "a Medical Segmentation Decathlon task as a raw dataset (nnUNetv2_convert_MSD_dataset)",
+    ),
     "plot-overlay-pngs": (
         "plot_overlay_pngs",
         "a PNG per case, labels over its slice with most foreground (nnUNetv2_plot_overlay_pngs)",

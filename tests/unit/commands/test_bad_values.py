@@ -46,6 +46,7 @@ PROCESS_COMMANDS = [
     "determine-postprocessing",
     "apply-postprocessing",
     "plot-overlay-pngs",
+    "convert-msd",
 ]
 PROCESS_CASES = [
     pytest.param([command, flag, value], id=f"{command}{flag}={value}")

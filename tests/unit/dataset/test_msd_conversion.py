@@ -1,0 +1,269 @@
+"""convert-msd (upstream's nnUNetv2_convert_MSD_dataset, issue 49 item 4): tiny MSD tasks built
+here, a 3-D single-modality one and a 4-D two-modality one, converted through the real CLI; file
+names, dataset.json, voxels and geometry checked, and all of it compared with upstream's own
+converter where the peer venv is installed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import SimpleITK as sitk
+
+from nnunet_core.cli import main
+from tests.helpers.peer import HAS_PEER, upstream
+
+# a rotation about z, so that a direction that is dropped or transposed shows
+ROTATION = (0.0, -1.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0)
+SPACING = (0.7, 0.8, 2.5)
+ORIGIN = (10.0, -20.0, 5.5)
+SHAPE = (3, 4, 5)  # (z, y, x)
+
+
+def _write(image: sitk.Image, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    sitk.WriteImage(image, str(path))
+
+
+def _image_3d(array: np.ndarray) -> sitk.Image:
+    image = sitk.GetImageFromArray(array)
+    image.SetSpacing(SPACING)
+    image.SetOrigin(ORIGIN)
+    image.SetDirection(ROTATION)
+    return image
+
+
+def _image_4d(array: np.ndarray) -> sitk.Image:
+    """(channel, z, y, x) as a 4-D NIfTI, channels on ITK's fourth axis as in the MSD files."""
+    image = sitk.GetImageFromArray(array, isVector=False)
+    assert image.GetDimension() == 4
+    image.SetSpacing((*SPACING, 1.0))
+    image.SetOrigin((*ORIGIN, 0.0))
+    direction = np.eye(4)
+    direction[:3, :3] = np.reshape(ROTATION, (3, 3))
+    image.SetDirection(tuple(direction.ravel()))
+    return image
+
+
+def make_task(root: Path, name: str, channels: int, n_train: int = 2) -> Path:
+    """An MSD task: images, labels, a test image, hidden ``._`` files and MSD's dataset.json."""
+    task = root / name
+    rng = np.random.default_rng(channels)
+    prefix = name.split("_", 1)[1].lower()
+    training = []
+    cases = [f"{prefix}_{i:03d}" for i in range(n_train + 1)]
+    for i, case in enumerate(cases):
+        folder = "imagesTr" if i < n_train else "imagesTs"
+        if channels == 1:
+            image = _image_3d(rng.integers(-100, 400, SHAPE).astype(np.int16))
+        else:
+            image = _image_4d(rng.normal(size=(channels, *SHAPE)).astype(np.float32))
+        _write(image, task / folder / f"{case}.nii.gz")
+        if i < n_train:
+            _write(
+                _image_3d(rng.integers(0, 3, SHAPE).astype(np.uint8)),
+                task / "labelsTr" / f"{case}.nii.gz",
+            )
+            training.append(
+                {"image": f"./imagesTr/{case}.nii.gz", "label": f"./labelsTr/{case}.nii.gz"}
+            )
+    for folder in ("imagesTr", "imagesTs", "labelsTr"):  # macOS resource forks: skipped
+        (task / folder / f"._{cases[0]}.nii.gz").write_bytes(b"\x00\x05\x16\x07 not nifti")
+    modality = {"0": "CT"} if channels == 1 else {"0": "FLAIR", "1": "T1w"}
+    dataset = {
+        "name": name.split("_", 1)[1],
+        "description": "tiny test task",
+        "reference": "test",
+        "licence": "CC-BY-SA 4.0",
+        "release": "1.0 04/05/2018",
+        "tensorImageSize": "3D" if channels == 1 else "4D",
+        "modality": modality,
+        "labels": {"0": "background", "1": "edema", "2": "tumour"},
+        "numTraining": n_train,
+        "numTest": 1,
+        "training": training,
+        "test": [f"./imagesTs/{cases[-1]}.nii.gz"],
+    }
+    (task / "dataset.json").write_text(json.dumps(dataset, indent=4))
+    return task
+
+
+def _convert(tmp_path: Path, task: Path, *extra: str) -> int:
+    return main(
+        [
+            "convert-msd",
+            "-i",
+            str(task),
+            "-np",
+            "1",
+            "--no-pbar",
+            "--raw",
+            str(tmp_path / "raw"),
+            *extra,
+        ]
+    )
+
+
+def _files(folder: Path) -> list[str]:
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
+
+
+def _geometry(path: Path) -> tuple[Any, ...]:
+    image = sitk.ReadImage(str(path))
+    return (
+        image.GetSpacing(),
+        image.GetOrigin(),
+        image.GetDirection(),
+        image.GetPixelIDTypeAsString(),
+    )
+
+
+@pytest.fixture(autouse=True)
+def _no_roots(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("nnUNet_raw", "nnUNet_preprocessed", "nnUNet_results"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def test_a_3d_task_is_copied_with_channel_suffixes_and_translated_json(tmp_path: Path) -> None:
+    task = make_task(tmp_path / "msd", "Task05_Prostate", channels=1)
+    assert _convert(tmp_path, task) == 0
+    out = tmp_path / "raw" / "Dataset005_Prostate"
+    assert _files(out) == [
+        "dataset.json",
+        "imagesTr/prostate_000_0000.nii.gz",
+        "imagesTr/prostate_001_0000.nii.gz",
+        "imagesTs/prostate_002_0000.nii.gz",
+        "labelsTr/prostate_000.nii.gz",
+        "labelsTr/prostate_001.nii.gz",
+    ]
+    for ours, theirs in (
+        ("imagesTr/prostate_001_0000.nii.gz", "imagesTr/prostate_001.nii.gz"),
+        ("imagesTs/prostate_002_0000.nii.gz", "imagesTs/prostate_002.nii.gz"),
+        ("labelsTr/prostate_000.nii.gz", "labelsTr/prostate_000.nii.gz"),
+    ):
+        assert (out / ours).read_bytes() == (task / theirs).read_bytes()
+    text = (out / "dataset.json").read_text()
+    assert not text.endswith("\n")
+    written = json.loads(text)
+    assert list(written) == [
+        "name", "description", "reference", "licence", "release", "tensorImageSize",
+        "labels", "numTraining", "numTest", "file_ending", "channel_names",
+    ]  # fmt: skip
+    assert written["labels"] == {"background": 0, "edema": 1, "tumour": 2}
+    assert written["channel_names"] == {"0": "CT"}
+    assert written["file_ending"] == ".nii.gz"
+    assert written["numTraining"] == 2
+    assert text == json.dumps(written, indent=4)
+
+
+def test_a_4d_task_is_split_into_channel_files_with_3d_geometry(tmp_path: Path) -> None:
+    task = make_task(tmp_path / "msd", "Task01_BrainTumour", channels=2, n_train=3)
+    assert _convert(tmp_path, task, "-overwrite_id", "501") == 0
+    out = tmp_path / "raw" / "Dataset501_BrainTumour"
+    images = [f for f in _files(out) if f.startswith("images")]
+    assert images == [
+        *(f"imagesTr/braintumour_{i:03d}_{c:04d}.nii.gz" for i in range(3) for c in range(2)),
+        "imagesTs/braintumour_003_0000.nii.gz",
+        "imagesTs/braintumour_003_0001.nii.gz",
+    ]
+    source = sitk.GetArrayFromImage(
+        sitk.ReadImage(str(task / "imagesTs" / "braintumour_003.nii.gz"))
+    )
+    for channel in range(2):
+        path = out / "imagesTs" / f"braintumour_003_{channel:04d}.nii.gz"
+        image = sitk.ReadImage(str(path))
+        assert image.GetDimension() == 3
+        np.testing.assert_array_equal(sitk.GetArrayFromImage(image), source[channel])
+        assert image.GetSpacing() == pytest.approx(SPACING)
+        assert image.GetOrigin() == pytest.approx(ORIGIN)
+        assert image.GetDirection() == pytest.approx(ROTATION)
+    assert json.loads((out / "dataset.json").read_text())["channel_names"] == {
+        "0": "FLAIR",
+        "1": "T1w",
+    }
+    assert not [p for p in out.rglob(".*")], "no temporaries or hidden files left"
+
+
+def _error_line(capsys: pytest.CaptureFixture[str]) -> str:
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1, lines
+    return lines[0]
+
+
+@pytest.mark.parametrize("fault", ["no_json", "missing_image", "not_a_task", "bad_image"])
+def test_bad_input_is_one_line_naming_the_file_and_exit_2(
+    fault: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    task = make_task(tmp_path / "msd", "Task05_Prostate", channels=1)
+    named = {
+        "no_json": task / "dataset.json",
+        "missing_image": task / "imagesTr" / "prostate_001.nii.gz",
+        "not_a_task": tmp_path / "msd" / "Prostate",
+        "bad_image": task / "imagesTs" / "prostate_002.nii.gz",
+    }[fault]
+    if fault == "not_a_task":
+        task = task.rename(named)
+    elif fault == "bad_image":
+        named.write_bytes(b"not an image at all")
+    else:
+        named.unlink()
+    assert _convert(tmp_path, task) == 2
+    line = _error_line(capsys)
+    assert line.startswith(f"nnunet-core convert-msd: error: {named}"), line
+    if fault != "bad_image":  # refused before anything is written
+        assert not (tmp_path / "raw").exists()
+
+
+def test_a_taken_id_is_refused_and_an_unfinished_conversion_is_completed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    task = make_task(tmp_path / "msd", "Task05_Prostate", channels=1)
+    taken = tmp_path / "results" / "Dataset005_Other"
+    taken.mkdir(parents=True)
+    assert _convert(tmp_path, task, "--results", str(tmp_path / "results")) == 2
+    assert "already taken" in _error_line(capsys)
+    assert _convert(tmp_path, task) == 0
+    out = tmp_path / "raw" / "Dataset005_Prostate"
+    finished = {name: (out / name).read_bytes() for name in _files(out)}
+    assert _convert(tmp_path, task) == 2  # a finished dataset is upstream's taken id
+    assert "already taken" in _error_line(capsys)
+    (out / "dataset.json").unlink()  # as a killed conversion leaves it, with a stale temporary
+    (out / "imagesTr" / "prostate_000_0000.nii.gz").unlink()
+    (out / "imagesTr" / ".prostate_000_0000.nii.gz.abcd1234.nii.gz").write_bytes(b"torn")
+    assert _convert(tmp_path, task) == 0
+    assert {name: (out / name).read_bytes() for name in _files(out)} == finished
+
+
+@pytest.mark.skipif(not HAS_PEER, reason="no upstream peer venv (~/.cache/nnunet-peer)")
+@pytest.mark.parametrize(("name", "channels"), [("Task05_Prostate", 1), ("Task01_BrainTumour", 2)])
+def test_parity_with_upstreams_converter(name: str, channels: int, tmp_path: Path) -> None:
+    task = make_task(tmp_path / "msd", name, channels=channels)
+    theirs_root = tmp_path / "upstream_raw"
+    theirs_root.mkdir()
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(Path.home()),
+        "nnUNet_raw": str(theirs_root),
+        "nnUNet_preprocessed": str(tmp_path / "upstream_pp"),
+        "nnUNet_results": str(tmp_path / "upstream_results"),
+    }
+    upstream(env, "nnUNetv2_convert_MSD_dataset", "-i", str(task), "-np", "1")
+    assert _convert(tmp_path, task) == 0
+    [theirs] = list(theirs_root.iterdir())
+    ours = tmp_path / "raw" / theirs.name
+    assert _files(ours) == _files(theirs)
+    assert (ours / "dataset.json").read_text() == (theirs / "dataset.json").read_text()
+    for relative in _files(theirs):
+        if not relative.endswith(".nii.gz"):
+            continue
+        mine, upstreams = (
+            sitk.ReadImage(str(ours / relative)),
+            sitk.ReadImage(str(theirs / relative)),
+        )
+        np.testing.assert_array_equal(
+            sitk.GetArrayFromImage(mine), sitk.GetArrayFromImage(upstreams)
+        )
+        assert _geometry(ours / relative) == _geometry(theirs / relative), relative
