@@ -81,6 +81,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "convert_msd",
         "a Medical Segmentation Decathlon task as a raw dataset (nnUNetv2_convert_MSD_dataset)",
     ),
+    "convert-old-dataset": (
+        "convert_old_dataset",
+        "an nnU-Net v1 raw task as a raw dataset (nnUNetv2_convert_old_nnUNet_dataset)",
+    ),
     "plot-overlay-pngs": (
         "plot_overlay_pngs",
         "a PNG per case, labels over its slice with most foreground (nnUNetv2_plot_overlay_pngs)",

@@ -64,30 +64,47 @@ def read_msd_task(folder: str | Path) -> MsdTask:
             f"{folder}: not an MSD task folder (its name must be TaskXX_Name, e.g. Task05_Prostate)"
         )
         raise DatasetError(msg)
-    for sub in MSD_FOLDERS:
+    content = read_task_json(folder, MSD_FOLDERS, "an MSD task", "MSD dataset.json")
+    _check_dataset_json(folder / DATASET_JSON, content)
+    return MsdTask(folder, int(match.group(1)), match.group(2), content)
+
+
+def read_task_json(
+    folder: Path, subfolders: tuple[str, ...], task: str, json_kind: str
+) -> dict[str, Any]:
+    """A task folder's ``dataset.json`` once its ``subfolders`` are there; ``task`` and
+    ``json_kind`` name what was expected in the message (an MSD task, an nnU-Net v1 one)."""
+    if not folder.is_dir():
+        raise DatasetError(f"{folder}: no such folder (expected {task})")
+    for sub in subfolders:
         if not (folder / sub).is_dir():
-            raise DatasetError(
-                f"{folder / sub}: missing (an MSD task has {', '.join(MSD_FOLDERS)})"
-            )
+            raise DatasetError(f"{folder / sub}: missing ({task} has {', '.join(subfolders)})")
     json_path = folder / DATASET_JSON
     if not json_path.is_file():
-        raise DatasetError(f"{json_path}: missing (an MSD task has its dataset.json)")
-    content = read_json_object(json_path, "MSD dataset.json")
-    _check_dataset_json(json_path, content)
-    return MsdTask(folder, int(match.group(1)), match.group(2), content)
+        raise DatasetError(f"{json_path}: missing ({task} has its dataset.json)")
+    return read_json_object(json_path, json_kind)
+
+
+def check_json_keys(
+    path: Path, content: dict[str, Any], kinds: tuple[tuple[str, type], ...], what: str
+) -> None:
+    """Each key of ``kinds`` present with its type, and the old-style ``labels`` (value -> name)
+    keyed by integers; ``what`` names the file's kind in the message (MSD's, nnU-Net v1's)."""
+    for key, kind in kinds:
+        if key not in content:
+            raise DatasetError(f"{path}: no {key!r} key ({what} has it)")
+        if not isinstance(content[key], kind):
+            msg = f"{path}: {key!r} must be {type_name(kind())}, not {type_name(content[key])}"
+            raise DatasetError(msg)
+    for value in content.get("labels", {}):
+        if not re.fullmatch(r"\s*[+-]?\d+\s*", value):
+            raise DatasetError(f"{path}: label value {value!r} is not an integer")
 
 
 def _check_dataset_json(path: Path, content: dict[str, Any]) -> None:
     """The keys the translation reads, and every file the task lists."""
-    for key, kind in (("modality", dict), ("labels", dict), ("training", list), ("test", list)):
-        if key not in content:
-            raise DatasetError(f"{path}: no {key!r} key (an MSD dataset.json has it)")
-        if not isinstance(content[key], kind):
-            msg = f"{path}: {key!r} must be {type_name(kind())}, not {type_name(content[key])}"
-            raise DatasetError(msg)
-    for value in content["labels"]:
-        if not re.fullmatch(r"\s*[+-]?\d+\s*", value):
-            raise DatasetError(f"{path}: label value {value!r} is not an integer")
+    kinds = (("modality", dict), ("labels", dict), ("training", list), ("test", list))
+    check_json_keys(path, content, kinds, "an MSD dataset.json")
     listed: list[Any] = list(content["test"])
     for entry in content["training"]:
         if not isinstance(entry, dict) or not {"image", "label"} <= entry.keys():

@@ -24,3 +24,18 @@ def upstream(env: dict[str, str], command: str, *args: str) -> None:
     )
     if result.returncode != 0:
         pytest.fail(f"{command} failed ({result.returncode}):\n{result.stderr[-3000:]}")
+
+
+def peer_roots_env(root: Path) -> tuple[dict[str, str], Path]:
+    """An environment for an upstream CLI with its three roots below ``root``, and its raw root
+    (made, empty)."""
+    raw = root / "upstream_raw"
+    raw.mkdir()
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(Path.home()),
+        "nnUNet_raw": str(raw),
+        "nnUNet_preprocessed": str(root / "upstream_pp"),
+        "nnUNet_results": str(root / "upstream_results"),
+    }
+    return env, raw

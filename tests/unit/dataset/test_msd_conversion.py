@@ -14,7 +14,7 @@ import pytest
 import SimpleITK as sitk
 
 from nnunet_core.cli import main
-from tests.helpers.peer import HAS_PEER, upstream
+from tests.helpers.peer import HAS_PEER, peer_roots_env, upstream
 
 # a rotation about z, so that a direction that is dropped or transposed shows
 ROTATION = (0.0, -1.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0)
@@ -241,15 +241,7 @@ def test_a_taken_id_is_refused_and_an_unfinished_conversion_is_completed(
 @pytest.mark.parametrize(("name", "channels"), [("Task05_Prostate", 1), ("Task01_BrainTumour", 2)])
 def test_parity_with_upstreams_converter(name: str, channels: int, tmp_path: Path) -> None:
     task = make_task(tmp_path / "msd", name, channels=channels)
-    theirs_root = tmp_path / "upstream_raw"
-    theirs_root.mkdir()
-    env = {
-        "PATH": "/usr/bin:/bin",
-        "HOME": str(Path.home()),
-        "nnUNet_raw": str(theirs_root),
-        "nnUNet_preprocessed": str(tmp_path / "upstream_pp"),
-        "nnUNet_results": str(tmp_path / "upstream_results"),
-    }
+    env, theirs_root = peer_roots_env(tmp_path)
     upstream(env, "nnUNetv2_convert_MSD_dataset", "-i", str(task), "-np", "1")
     assert _convert(tmp_path, task) == 0
     [theirs] = list(theirs_root.iterdir())
