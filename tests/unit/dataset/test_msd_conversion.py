@@ -7,33 +7,23 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
 import SimpleITK as sitk
 
 from nnunet_core.cli import main
+from tests.helpers.nifti_tasks import (
+    ORIGIN,
+    ROTATION,
+    SHAPE,
+    SPACING,
+    files_below,
+    geometry,
+    image_3d,
+    write_image,
+)
 from tests.helpers.peer import HAS_PEER, peer_roots_env, upstream
-
-# a rotation about z, so that a direction that is dropped or transposed shows
-ROTATION = (0.0, -1.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0)
-SPACING = (0.7, 0.8, 2.5)
-ORIGIN = (10.0, -20.0, 5.5)
-SHAPE = (3, 4, 5)  # (z, y, x)
-
-
-def _write(image: sitk.Image, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    sitk.WriteImage(image, str(path))
-
-
-def _image_3d(array: np.ndarray) -> sitk.Image:
-    image = sitk.GetImageFromArray(array)
-    image.SetSpacing(SPACING)
-    image.SetOrigin(ORIGIN)
-    image.SetDirection(ROTATION)
-    return image
 
 
 def _image_4d(array: np.ndarray) -> sitk.Image:
@@ -58,13 +48,13 @@ def make_task(root: Path, name: str, channels: int, n_train: int = 2) -> Path:
     for i, case in enumerate(cases):
         folder = "imagesTr" if i < n_train else "imagesTs"
         if channels == 1:
-            image = _image_3d(rng.integers(-100, 400, SHAPE).astype(np.int16))
+            image = image_3d(rng.integers(-100, 400, SHAPE).astype(np.int16))
         else:
             image = _image_4d(rng.normal(size=(channels, *SHAPE)).astype(np.float32))
-        _write(image, task / folder / f"{case}.nii.gz")
+        write_image(image, task / folder / f"{case}.nii.gz")
         if i < n_train:
-            _write(
-                _image_3d(rng.integers(0, 3, SHAPE).astype(np.uint8)),
+            write_image(
+                image_3d(rng.integers(0, 3, SHAPE).astype(np.uint8)),
                 task / "labelsTr" / f"{case}.nii.gz",
             )
             training.append(
@@ -107,20 +97,6 @@ def _convert(tmp_path: Path, task: Path, *extra: str) -> int:
     )
 
 
-def _files(folder: Path) -> list[str]:
-    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
-
-
-def _geometry(path: Path) -> tuple[Any, ...]:
-    image = sitk.ReadImage(str(path))
-    return (
-        image.GetSpacing(),
-        image.GetOrigin(),
-        image.GetDirection(),
-        image.GetPixelIDTypeAsString(),
-    )
-
-
 @pytest.fixture(autouse=True)
 def _no_roots(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("nnUNet_raw", "nnUNet_preprocessed", "nnUNet_results"):
@@ -131,7 +107,7 @@ def test_a_3d_task_is_copied_with_channel_suffixes_and_translated_json(tmp_path:
     task = make_task(tmp_path / "msd", "Task05_Prostate", channels=1)
     assert _convert(tmp_path, task) == 0
     out = tmp_path / "raw" / "Dataset005_Prostate"
-    assert _files(out) == [
+    assert files_below(out) == [
         "dataset.json",
         "imagesTr/prostate_000_0000.nii.gz",
         "imagesTr/prostate_001_0000.nii.gz",
@@ -163,7 +139,7 @@ def test_a_4d_task_is_split_into_channel_files_with_3d_geometry(tmp_path: Path) 
     task = make_task(tmp_path / "msd", "Task01_BrainTumour", channels=2, n_train=3)
     assert _convert(tmp_path, task, "-overwrite_id", "501") == 0
     out = tmp_path / "raw" / "Dataset501_BrainTumour"
-    images = [f for f in _files(out) if f.startswith("images")]
+    images = [f for f in files_below(out) if f.startswith("images")]
     assert images == [
         *(f"imagesTr/braintumour_{i:03d}_{c:04d}.nii.gz" for i in range(3) for c in range(2)),
         "imagesTs/braintumour_003_0000.nii.gz",
@@ -227,14 +203,14 @@ def test_a_taken_id_is_refused_and_an_unfinished_conversion_is_completed(
     assert "already taken" in _error_line(capsys)
     assert _convert(tmp_path, task) == 0
     out = tmp_path / "raw" / "Dataset005_Prostate"
-    finished = {name: (out / name).read_bytes() for name in _files(out)}
+    finished = {name: (out / name).read_bytes() for name in files_below(out)}
     assert _convert(tmp_path, task) == 2  # a finished dataset is upstream's taken id
     assert "already taken" in _error_line(capsys)
     (out / "dataset.json").unlink()  # as a killed conversion leaves it, with a stale temporary
     (out / "imagesTr" / "prostate_000_0000.nii.gz").unlink()
     (out / "imagesTr" / ".prostate_000_0000.nii.gz.abcd1234.nii.gz").write_bytes(b"torn")
     assert _convert(tmp_path, task) == 0
-    assert {name: (out / name).read_bytes() for name in _files(out)} == finished
+    assert {name: (out / name).read_bytes() for name in files_below(out)} == finished
 
 
 @pytest.mark.skipif(not HAS_PEER, reason="no upstream peer venv (~/.cache/nnunet-peer)")
@@ -246,9 +222,9 @@ def test_parity_with_upstreams_converter(name: str, channels: int, tmp_path: Pat
     assert _convert(tmp_path, task) == 0
     [theirs] = list(theirs_root.iterdir())
     ours = tmp_path / "raw" / theirs.name
-    assert _files(ours) == _files(theirs)
+    assert files_below(ours) == files_below(theirs)
     assert (ours / "dataset.json").read_text() == (theirs / "dataset.json").read_text()
-    for relative in _files(theirs):
+    for relative in files_below(theirs):
         if not relative.endswith(".nii.gz"):
             continue
         mine, upstreams = (
@@ -258,4 +234,4 @@ def test_parity_with_upstreams_converter(name: str, channels: int, tmp_path: Pat
         np.testing.assert_array_equal(
             sitk.GetArrayFromImage(mine), sitk.GetArrayFromImage(upstreams)
         )
-        assert _geometry(ours / relative) == _geometry(theirs / relative), relative
+        assert geometry(ours / relative) == geometry(theirs / relative), relative

@@ -13,8 +13,8 @@ import pytest
 import SimpleITK as sitk
 
 from nnunet_core.cli import main
+from tests.helpers.nifti_tasks import SHAPE, files_below, geometry, image_3d, write_image
 from tests.helpers.peer import HAS_PEER, peer_roots_env, upstream
-from tests.unit.dataset.test_msd_conversion import SHAPE, _files, _geometry, _image_3d, _write
 
 CASES = ["hippocampus_001", "hippocampus_002", "hippocampus_003"]  # the last one is the test case
 V1_KEYS = [
@@ -31,10 +31,10 @@ def make_v1_task(root: Path) -> Path:
         folder = "imagesTr" if i < 2 else "imagesTs"
         for channel in range(2):
             array = rng.integers(-100, 400, SHAPE).astype(np.int16)
-            _write(_image_3d(array), task / folder / f"{case}_{channel:04d}.nii.gz")
+            write_image(image_3d(array), task / folder / f"{case}_{channel:04d}.nii.gz")
         if i < 2:
             labels = rng.integers(0, 3, SHAPE).astype(np.uint8)
-            _write(_image_3d(labels), task / "labelsTr" / f"{case}.nii.gz")
+            write_image(image_3d(labels), task / "labelsTr" / f"{case}.nii.gz")
     values = [
         "Hippocampus", "tiny test task", "3D", "test", "CC-BY-SA 4.0", "1.0 04/05/2018",
         {"0": "MRI", "1": "CT"}, {"0": "background", "1": "Anterior", "2": "Posterior"}, 2, 1,
@@ -61,14 +61,14 @@ def test_a_v1_task_is_copied_and_its_dataset_json_translated(tmp_path: Path) -> 
     task = make_v1_task(tmp_path / "v1")
     assert _convert(tmp_path, task) == 0
     out = tmp_path / "raw" / "Dataset004_Hippocampus"
-    assert _files(out) == [
+    assert files_below(out) == [
         "dataset.json",
         *(f"imagesTr/{case}_{c:04d}.nii.gz" for case in CASES[:2] for c in range(2)),
         f"imagesTs/{CASES[2]}_0000.nii.gz",
         f"imagesTs/{CASES[2]}_0001.nii.gz",
         *(f"labelsTr/{case}.nii.gz" for case in CASES[:2]),
     ]
-    for relative in _files(out)[1:]:
+    for relative in files_below(out)[1:]:
         assert (out / relative).read_bytes() == (task / relative).read_bytes(), relative
     source = sitk.GetArrayFromImage(sitk.ReadImage(str(task / "labelsTr" / f"{CASES[1]}.nii.gz")))
     ours = sitk.GetArrayFromImage(sitk.ReadImage(str(out / "labelsTr" / f"{CASES[1]}.nii.gz")))
@@ -98,12 +98,12 @@ def test_a_taken_id_is_refused_and_an_unfinished_conversion_is_completed(
     (tmp_path / "raw" / "Dataset004_Other").rmdir()
     assert _convert(tmp_path, task) == 0
     out = tmp_path / "raw" / "Dataset004_Hippocampus"
-    finished = {name: (out / name).read_bytes() for name in _files(out)}
+    finished = {name: (out / name).read_bytes() for name in files_below(out)}
     (out / "dataset.json").unlink()  # as a killed conversion leaves it, with a stale temporary
     (out / "labelsTr" / f"{CASES[0]}.nii.gz").unlink()
     (out / "labelsTr" / f".{CASES[0]}.nii.gz.abcd1234.nii.gz").write_bytes(b"torn")
     assert _convert(tmp_path, task) == 0
-    assert {name: (out / name).read_bytes() for name in _files(out)} == finished
+    assert {name: (out / name).read_bytes() for name in files_below(out)} == finished
 
 
 @pytest.mark.parametrize(
@@ -146,12 +146,12 @@ def test_parity_with_upstreams_converter(tmp_path: Path) -> None:
     assert _convert(tmp_path, task) == 0
     theirs = theirs_root / "Dataset004_Hippocampus"
     ours = tmp_path / "raw" / "Dataset004_Hippocampus"
-    assert _files(ours) == _files(theirs)
+    assert files_below(ours) == files_below(theirs)
     assert (ours / "dataset.json").read_bytes() == (theirs / "dataset.json").read_bytes()
-    for relative in _files(theirs):
+    for relative in files_below(theirs):
         if relative.endswith(".nii.gz"):
             np.testing.assert_array_equal(
                 sitk.GetArrayFromImage(sitk.ReadImage(str(ours / relative))),
                 sitk.GetArrayFromImage(sitk.ReadImage(str(theirs / relative))),
             )
-            assert _geometry(ours / relative) == _geometry(theirs / relative), relative
+            assert geometry(ours / relative) == geometry(theirs / relative), relative
