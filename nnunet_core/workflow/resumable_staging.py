@@ -22,7 +22,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from nnunet_core.errors import NnunetCoreError
-from nnunet_core.io.atomic import write_text
+from nnunet_core.io.atomic import remove_atomic_temporaries, write_text
 from nnunet_core.io.removal import confined_path, remove_file, remove_tree
 
 KEY_SUFFIX = ".key"
@@ -51,10 +51,14 @@ def staging_key(settings: str, inputs: Sequence[str | os.PathLike]) -> str:
 
 def prepare(staging: Path, inside: Path, key: str) -> bool:
     """Keep ``staging`` when its recorded key is ``key`` (True), else remove it and record ``key``
-    for the attempt about to write it."""
+    for the attempt about to write it. A kept folder loses the temporaries of the writes the
+    killed attempt did not finish (only this job writes there), which would otherwise reach the
+    finished folder."""
     recorded = key_file(staging)
     kept = staging.is_dir() and recorded.is_file() and recorded.read_text().strip() == key
-    if not kept:
+    if kept:
+        remove_atomic_temporaries(staging)
+    else:
         remove_tree(staging, inside=[inside])
         write_text(recorded, key + "\n")
     return kept

@@ -35,6 +35,19 @@ def test_the_same_inputs_and_settings_keep_the_written_cases(run) -> None:
     assert (folder / "case_1.nii.gz").read_bytes() == b"seg"
 
 
+def test_a_kept_folder_loses_the_killed_writes_temporaries(run) -> None:
+    """A case whose write was killed before its rename leaves atomic_path's temporary; the
+    continued folder must not carry it into the finished predictions (fault campaign, ede638c)."""
+    predictions, folder, model = run
+    key = staging.staging_key("2d -f 0", [model])
+    attempt(predictions, folder, key)
+    torn = folder / ".synth_t001.nii.gz.ymopg6bc.nii.gz"
+    torn.write_bytes(b"half")
+    assert staging.prepare(folder, predictions, key)
+    assert not torn.exists()
+    assert (folder / "case_1.nii.gz").read_bytes() == b"seg"
+
+
 @pytest.mark.parametrize("change", ["settings", "input time", "input size"])
 def test_a_changed_input_or_setting_starts_the_folder_again(run, change: str) -> None:
     predictions, folder, model = run
