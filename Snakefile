@@ -3,9 +3,11 @@
 # datasets or seeds is workflow/rules/paper.smk, one run.smk module per (dataset, seed).
 from pathlib import Path
 
-import yaml
-
-from nnunet_core.workflow.config import coerce_command_line_values, validate_config
+from nnunet_core.workflow.config import (
+    coerce_command_line_values,
+    load_schema,
+    validate_config,
+)
 from nnunet_core.workflow import log_rotation, user_stop
 from nnunet_core.workflow.parse_errors import one_line_errors
 from nnunet_core.workflow.runs import as_single_run, check_run_keys, is_several_runs
@@ -37,7 +39,7 @@ SCHEMA_FILE = Path(workflow.basedir) / "workflow" / "schemas" / "config.schema.y
 # its one line and exit 2 (3: their code), no Snakemake header or frames (workflow.parse_errors).
 with one_line_errors():
     coerce_command_line_values(
-        config, workflow.config_settings.config, yaml.safe_load(SCHEMA_FILE.read_text())
+        config, workflow.config_settings.config, load_schema(SCHEMA_FILE)
     )
     validate_config(config, SCHEMA_FILE)
     check_run_keys(config)

@@ -5,6 +5,7 @@ Kept in the package (not in the .smk files) so they are plain, unit-tested Pytho
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import dataclass
@@ -110,9 +111,22 @@ def _coerced(value: Any, given: Any, schema: dict[str, Any] | None, free: bool) 
     return _typed_value(value, _allowed_types(schema))
 
 
+@functools.cache
+def _schema_at(path: str) -> dict[str, Any]:
+    # libyaml's loader where PyYAML has it: the pure-Python one took 0.07 CPU s for the schema,
+    # which a workflow's start reads twice (the test suite starts some 150 workflows)
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    return yaml.load(Path(path).read_text(), Loader=loader)  # noqa: S506 - a safe loader
+
+
+def load_schema(schema_path: str | Path) -> dict[str, Any]:
+    """The config schema, read once per process (callers must not change it)."""
+    return _schema_at(str(schema_path))
+
+
 def schema_errors(config: dict[str, Any], schema_path: str | Path) -> list[str]:
     """Every schema violation as one line naming the key, e.g. ``planning.bogus: unknown key``."""
-    schema = yaml.safe_load(Path(schema_path).read_text())
+    schema = load_schema(schema_path)
     validator = jsonschema.Draft202012Validator(schema)
     lines = []
     for error in sorted(validator.iter_errors(config), key=lambda e: list(e.absolute_path)):

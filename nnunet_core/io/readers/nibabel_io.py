@@ -11,13 +11,12 @@ so the written file has the input's voxel order and affine.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import nibabel
 import numpy as np
-from nibabel.orientations import axcodes2ornt, io_orientation, ornt_transform
 
 from nnunet_core.errors import DatasetError
+from nnunet_core.io.lazy_modules import lazy_module
 from nnunet_core.io.readers.base import (
     FileImage,
     ImageReader,
@@ -25,6 +24,11 @@ from nnunet_core.io.readers.base import (
     missing_file,
     unreadable,
 )
+
+if TYPE_CHECKING:
+    import nibabel
+else:  # loaded at the first image read or written
+    nibabel = lazy_module("nibabel")
 
 
 def load_nifti(path: Path) -> nibabel.Nifti1Image:
@@ -85,7 +89,7 @@ class NibabelIOWithReorient(NibabelIO):
     def read_file(self, path: Path) -> FileImage:
         image = load_nifti(Path(path))
         original = image.affine
-        reoriented = image.as_reoriented(io_orientation(original))
+        reoriented = image.as_reoriented(nibabel.orientations.io_orientation(original))
         stuff = {
             "original_affine": original.tolist(),
             "reoriented_affine": reoriented.affine.tolist(),
@@ -94,7 +98,8 @@ class NibabelIOWithReorient(NibabelIO):
 
     def write_file(self, seg: np.ndarray, path: Path, properties: dict[str, Any]) -> None:
         stuff = properties["nibabel_stuff"]
-        back = ornt_transform(
-            axcodes2ornt("RAS"), io_orientation(np.asarray(stuff["original_affine"]))
+        back = nibabel.orientations.ornt_transform(
+            nibabel.orientations.axcodes2ornt("RAS"),
+            nibabel.orientations.io_orientation(np.asarray(stuff["original_affine"])),
         )
         nibabel.save(_nifti(seg, stuff["reoriented_affine"]).as_reoriented(back), str(path))

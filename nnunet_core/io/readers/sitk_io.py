@@ -14,13 +14,18 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import SimpleITK as sitk
 
 from nnunet_core.errors import DatasetError
+from nnunet_core.io.lazy_modules import lazy_module
 from nnunet_core.io.readers.base import FileImage, ImageReader, label_dtype, missing_file
+
+if TYPE_CHECKING:
+    import SimpleITK as sitk
+else:  # loaded at the first image read or written
+    sitk = lazy_module("SimpleITK")
 
 
 def itk_reason(exc: RuntimeError) -> str:
