@@ -1,8 +1,8 @@
 """profiles/lsf: the bsub line the LSF executor plugin builds for the workflow's fold jobs.
 
-LSF cannot run here (no mbatchd, no bsub). What is checked instead: the workflow runs locally up
-to preprocessing on a tiny synthetic dataset (once per module), then the real Snakemake CLI runs
-the real workflow on the same work dir with ``--profile profiles/lsf``, so the installed
+LSF cannot run here (no mbatchd, no bsub). What is checked instead: a copy of the shared work dir
+that a local run prepared up to preprocessing (tests/conftest.py ``prepared_work``), on which the
+real Snakemake CLI runs the real workflow with ``--profile profiles/lsf``, so the installed
 snakemake-executor-plugin-lsf builds the submission of the workflow's own train rule with its own
 code, and runs it through a shell as it does on a cluster. Stand-ins first on PATH answer the
 plugin's start-up questions (``badmin showconf mbd``, ``lsclusters``; an lsb.params in a
@@ -29,7 +29,7 @@ import yaml
 from nnunet_core.layout.results import SUMMARY_JSON, fold_dir, trained_model_dir, validation_dir
 from nnunet_core.layout.roots import Roots, results_dataset_dir
 from nnunet_core.planning.planner import get_preset
-from tests.helpers.workflow import DATASET, REPO, snakemake, tiny_config
+from tests.helpers.workflow import DATASET, REPO, copy_prepared, prepared_config
 
 PROFILE = REPO / "profiles" / "lsf" / "profile.yaml"
 SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
@@ -65,18 +65,20 @@ def require_plugin() -> None:
 
 
 @pytest.fixture(scope="module")
-def preprocessed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
-    """A work dir planned, split and preprocessed by a local run: the fold jobs are next.
+def preprocessed(
+    tmp_path_factory: pytest.TempPathFactory, prepared_work: Path
+) -> tuple[Path, dict]:
+    """A work dir planned, split and preprocessed (3d_fullres) by a local run: the fold jobs are
+    next (a copy of the shared ``prepared_work``, whose copies rerun no upstream job).
 
     Shared by the cases below, which change only what the fold jobs read (gpus_per_job, the
     signal), so no upstream job reruns and the one bsub call is the fold job's.
     """
     require_plugin()
     workdir = tmp_path_factory.mktemp("lsf_workflow")
-    config = tiny_config(workdir / "work")
+    config = prepared_config(copy_prepared(prepared_work, workdir / "work"))
     # 8 threads as on a GPU node (bsub -n 8); no retries, so one refused submission ends the run
     config["training"].update(threads=8, retries=0)
-    snakemake(workdir, config, "preprocessed")
     return workdir, config
 
 
@@ -184,7 +186,7 @@ def test_fold_job_bsub_line(tmp_path, preprocessed) -> None:
 @pytest.mark.slow
 def test_gpus_per_job_reach_the_gpu_request(tmp_path, preprocessed) -> None:
     """DDP on 2 GPUs: LSF grants 2, as many as `nnunet-core train -num_gpus 2` starts ranks."""
-    target = fold_target(preprocessed[1], "2d", 1)
+    target = fold_target(preprocessed[1], "3d_fullres", 2)
     arguments, _ = record_bsub(tmp_path, with_gpus(preprocessed, 2), target)
     assert arguments[arguments.index("-gpu") : arguments.index("-gpu") + 6] == [
         "-gpu", "num=2", "-wa", "USR1", "-wt", "10",
