@@ -24,6 +24,9 @@ EXAMPLES = {
     "ShortScheduleTrainer": "short_schedule/short_schedule_trainer.py",
 }
 TINY = ("--epochs", "1", "--iterations", "2", "--val-iterations", "1", "--num-workers", "0")
+# the refused-then-consented pair for one example: the consent check is the same code for every
+# model that carries its trainer's code (a refusal costs a process that imports torch)
+CONSENT_REFUSED = "FocalDiceTrainer"
 
 
 @pytest.fixture(scope="module")
@@ -77,9 +80,11 @@ def test_an_example_trains_records_itself_and_predicts(
     out = tmp_path / "out"
     args = ["predict", "-i", str(images), "-o", str(out), "-d", "900", "-c", CONFIG, "-f", "0"]
     flags = ("-tr", trainer, "-device", "cpu", "-npp", "1", "-nps", "1")
-    refused = cli(env, *args, *flags)  # the model carries the trainer's code: consent first
-    assert refused.returncode == 2 and "pass --trust-model-code" in refused.stderr, refused.stderr
-    assert not out.exists()
+    if trainer == CONSENT_REFUSED:
+        refused = cli(env, *args, *flags)  # the model carries the trainer's code: consent first
+        assert refused.returncode == 2, refused.stderr
+        assert "pass --trust-model-code" in refused.stderr, refused.stderr
+        assert not out.exists()
     result = check(cli(env, *args, *flags, "--trust-model-code"))
     assert f"{folder / record['source']} (sha256 {record['sha256']})" in result.stderr
     assert (out / case.name.replace("_0000", "")).is_file()
