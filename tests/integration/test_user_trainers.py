@@ -27,6 +27,9 @@ TINY = ("--epochs", "1", "--iterations", "2", "--val-iterations", "1", "--num-wo
 # the refused-then-consented pair for one example: the consent check is the same code for every
 # model that carries its trainer's code (a refusal costs a process that imports torch)
 CONSENT_REFUSED = "FocalDiceTrainer"
+# the schedule example's own schedule (the trainer makes it 2 epochs of 4 iterations),
+# deterministic: its fold is the uninterrupted run that the stop-and-continue test compares with
+SCHEDULE = {"ShortScheduleTrainer": ("--epochs", "8", "--deterministic")}
 
 
 @pytest.fixture(scope="module")
@@ -48,10 +51,10 @@ def train(env: dict[str, str], name: str, *extra: str):
 
 @pytest.fixture(scope="module")
 def trained(env: dict[str, str], outside: Path) -> dict[str, Path]:
-    """Fold 0 of every example, trained by its file path."""
+    """Fold 0 of every example, trained by its file path (the schedule example: ``SCHEDULE``)."""
     folders = {}
     for trainer, relative in EXAMPLES.items():
-        check(train(env, f"{outside / Path(relative).name}:{trainer}"))
+        check(train(env, f"{outside / Path(relative).name}:{trainer}", *SCHEDULE.get(trainer, ())))
         folders[trainer] = model_dir(env, trainer)
     return folders
 
@@ -95,13 +98,13 @@ def test_the_schedule_hooks_change_epochs_iterations_and_learning_rate(
     trained: dict[str, Path],
 ) -> None:
     log = "".join(p.read_text() for p in (trained["ShortScheduleTrainer"] / "fold_0").glob("*.txt"))
-    assert "1 epochs x 4 iterations" in log  # --epochs 1 --iterations 2: a quarter, twice
+    assert "2 epochs x 4 iterations" in log  # --epochs 8 --iterations 2: a quarter, twice
     assert "Current learning rate: 0.00500" in log  # warm-up: half the initial rate at epoch 0
     provenance = json.loads(
         (trained["ShortScheduleTrainer"] / "fold_0" / "provenance.json").read_text()
     )
     ran = provenance["config"]["trainer"]  # what the report's methods text reads
-    assert (ran["num_epochs"], ran["num_iterations"]) == (1, 4)
+    assert (ran["num_epochs"], ran["num_iterations"]) == (2, 4)
     hooks = ["training_transform", "set_learning_rate", "adjust_schedule"]
     assert provenance["config"]["trainer_hooks"] == hooks
 
@@ -114,16 +117,16 @@ def weights(fold_folder: Path) -> dict:
 
 @pytest.mark.slow
 def test_stop_and_continue_is_bit_exact_with_a_user_trainer(
-    env: dict[str, str], outside: Path, tmp_path: Path
+    env: dict[str, str], outside: Path, trained: dict[str, Path], tmp_path: Path
 ) -> None:
     """The schedule example (its own lr and augmentation hooks) stopped by a deadline after
-    epoch 0 and continued with --c ends with the uninterrupted run's weights, bit for bit."""
+    epoch 0 and continued with --c ends with the uninterrupted run's weights, bit for bit (the
+    ``trained`` fold: the same command, schedule and --deterministic, without the stop)."""
     import torch
 
     name = f"{outside / 'short_schedule_trainer.py'}:ShortScheduleTrainer"
-    schedule = ["--epochs", "8", "--deterministic"]  # the trainer makes it 2 epochs of 4 iterations
-    straight, stopped = tmp_path / "straight", tmp_path / "stopped"
-    check(train(env, name, *schedule, "--results", str(straight)))
+    schedule = SCHEDULE["ShortScheduleTrainer"]
+    stopped = tmp_path / "stopped"
     # a margin longer than the time to the deadline: it stops after the first epoch
     deadline = ["--deadline", "3600", "--stop-margin", "1e7"]
     first = train(env, name, *schedule, "--results", str(stopped), *deadline)
@@ -131,7 +134,8 @@ def test_stop_and_continue_is_bit_exact_with_a_user_trainer(
     assert "stopped at epoch 0 by deadline" in first.stdout
     check(train(env, name, *schedule, "--results", str(stopped), "--c"))
     folder = f"{DATASET}/ShortScheduleTrainer__nnUNetPlans__{CONFIG}/fold_0"
-    a, b = weights(straight / folder), weights(stopped / folder)
+    a = weights(trained["ShortScheduleTrainer"] / "fold_0")
+    b = weights(stopped / folder)
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
 
