@@ -291,17 +291,20 @@ def test_a_second_job_on_the_same_fold_is_refused(env, tmp_path):
 
 
 def test_kill_9_at_random_moments_never_loses_a_checkpoint(env, tmp_path):
-    """10 kills, some while a checkpoint is being written; --c always continues."""
+    """6 kills, 3 of them while a checkpoint is being written; --c always continues.
+
+    The random moments are few: on a loaded machine most land in the start-up, before any
+    checkpoint; the during-write kills are the ones that test the atomic write."""
     environment = results_env(env, tmp_path)
     folder = fold(tmp_path)
     schedule = ["--epochs", "12", "--iterations", "3", "--val-iterations", "1", "--save-every", "1"]
     rng = random.Random(0)
     out = tmp_path / "out.txt"
     during_write = 0
-    for attempt in range(10):
+    for attempt in range(6):
         out.write_text("")
         process = start(environment, out, "--c", schedule=schedule)
-        if attempt % 3 == 2:  # wait for a temporary checkpoint file, then kill at once
+        if attempt % 2 == 1:  # wait for a temporary checkpoint file, then kill at once
             end = time.time() + 60
             while time.time() < end and process.poll() is None:
                 if any(folder.glob(".checkpoint_*.partial")):
