@@ -124,14 +124,16 @@ def test_upstream_predicts_a_model_we_trained(our_model, tmp_path) -> None:
     for case in ("synth_000", "synth_001"):  # any images of the dataset
         shutil.copy(raw / f"{case}_0000.nii.gz", images)
     model = Path(env["nnUNet_results"]) / DATASET / MODEL
-    flags = ["-f", "0", "--save_probabilities", "-device", "cpu", "-npp", "1", "-nps", "1"]
+    flags = ["-f", "0", "--save_probabilities", "-device", "cpu"]
     from_folder, by_name = tmp_path / "upstream_m", tmp_path / "upstream_d"
+    # upstream's pool path (its model-folder entry point has no sequential branch) ...
     upstream(env, "nnUNetv2_predict_from_modelfolder", "-i", str(images), "-o", str(from_folder),
-             "-m", str(model), *flags)  # fmt: skip
+             "-m", str(model), *flags, "-npp", "1", "-nps", "1")  # fmt: skip
+    # ... and its sequential one (-npp 0 -nps 0): the same predictor, no spawned children
     upstream(env, "nnUNetv2_predict", "-i", str(images), "-o", str(by_name), "-d", DATASET,
-             "-c", CONFIG, *flags)  # fmt: skip
+             "-c", CONFIG, *flags, "-npp", "0", "-nps", "0")  # fmt: skip
     ours = tmp_path / "ours"
-    check(cli(env, "predict", "-i", str(images), "-o", str(ours), "-m", str(model), *flags[:5],
+    check(cli(env, "predict", "-i", str(images), "-o", str(ours), "-m", str(model), *flags,
               "-npp", "0", "-nps", "0", "--fp16_accumulation"))  # fmt: skip
     cases = cases_in(images)
     for theirs in (from_folder, by_name):
