@@ -1,18 +1,18 @@
 """Fine-tuning through real Snakemake (``training.pretrained_weights``).
 
-A tiny model is trained by the workflow on a dataset of 2 labels (Dataset901_Two: the synthetic
-data with its lesion merged into the organ); then the workflow trains another dataset of 3 labels
-(Dataset902_Three: the same synthetic images, hence the same plans architecture) from that model
-folder's fold 0. Each fold's first attempt loads every tensor but the segmentation heads and logs
-what it skipped; provenance names the file and its sha256. SIGUSR1 to fold 0's training, its rule's
-shell and Snakemake itself (as SLURM signals every process of a job step) stops the training at the
-epoch's end: ``nnunet-core train`` exits EXIT_STOPPED with its line in the fold's log, the rule
-fails, the shell and Snakemake survive (the workflow ignores SIGUSR1), ``retries:`` continues from
-the fold's checkpoint_latest, not from the pretrained file, the workflow finishes and fold 1 is
-untouched (the workflow's stop and retry, tested here once; through SLURM:
-tests/cluster/test_slurm_signals.py). The same model exported to a zip is extracted by its own job
-into work_dir/pretrained, and a DDP fold job gets the same flags. Bad values stop the workflow
-before any job with one line.
+A tiny model is trained by the workflow on a dataset of 2 labels (Dataset901_Two: the synthetic data
+with its lesion merged into the organ); then the workflow trains another dataset of 3 labels
+(Dataset900_Synth, a copy of the shared prepared work_dir: the same synthetic images, hence the same
+plans architecture) from that model folder's fold 0. Each fold's first attempt loads every tensor
+but the segmentation heads and logs what it skipped; provenance names the file and its sha256.
+SIGUSR1 to fold 0's training, its rule's shell and Snakemake itself (as SLURM signals every process
+of a job step) stops the training at the epoch's end: ``nnunet-core train`` exits EXIT_STOPPED with
+its line in the fold's log, the rule fails, the shell and Snakemake survive (the workflow ignores
+SIGUSR1), ``retries:`` continues from the fold's checkpoint_latest, not from the pretrained file,
+the workflow finishes and fold 1 is untouched (the workflow's stop and retry, tested here once;
+through SLURM: tests/cluster/test_slurm_signals.py). The same model exported to a zip is extracted
+by its own job into work_dir/pretrained, and a DDP fold job gets the same flags. Bad values stop the
+workflow before any job with one line.
 """
 
 from __future__ import annotations
@@ -35,13 +35,15 @@ from nnunet_core.cluster.stop_signal import EXIT_STOPPED
 from nnunet_core.io.atomic import read_json, write_json
 from tests.helpers.workflow import (
     REPO,
+    copy_prepared,
     logged_shell_commands,
+    prepared_config,
     snakemake,
     tiny_config,
     trainer_of_fold,
 )
 
-SOURCE, TARGET = "Dataset901_Two", "Dataset902_Three"
+SOURCE, TARGET = "Dataset901_Two", "Dataset900_Synth"  # the target: prepared_work's dataset
 MODEL = "nnUNetTrainer__nnUNetPlans__3d_fullres"
 UPSTREAM_ZIP = REPO / "tests" / "data" / "upstream_model" / "upstream_model.zip"
 LOADED = "loaded pretrained weights from {}; not loaded (upstream's rule: the segmentation heads "
@@ -93,11 +95,14 @@ def source_model(tmp_path_factory: pytest.TempPathFactory, make_raw_dataset) -> 
 
 
 @pytest.fixture(scope="module")
-def fine_tuned(tmp_path_factory: pytest.TempPathFactory, source_model: Path) -> dict:
-    """Dataset902_Three, folds 0 and 1 from the source model's fold 0; SIGUSR1 stops fold 0 at
-    epoch 1, its retry finishes it."""
+def fine_tuned(
+    tmp_path_factory: pytest.TempPathFactory, source_model: Path, prepared_work: Path
+) -> dict:
+    """Dataset900_Synth (3 labels; a copy of the shared prepared work_dir, so the run starts at
+    training), folds 0 and 1 from the source model's fold 0; SIGUSR1 stops fold 0 at epoch 1,
+    its retry finishes it."""
     root = tmp_path_factory.mktemp("target")
-    config = tiny_config(root / "work", id=902, name="Three")
+    config = prepared_config(copy_prepared(prepared_work, root / "work"))
     small_schedule(config, folds=[0, 1], epochs=3, iterations_per_epoch=6, retries=1)
     config["training"]["pretrained_weights"] = {"model": str(source_model), "fold": 0}
     (root / "config.yaml").write_text(yaml.safe_dump(config))
@@ -217,7 +222,7 @@ def test_a_model_zip_is_extracted_by_its_own_job_and_ddp_jobs_get_the_flags(
     commands = [line for line in text.splitlines() if "nnunet-core train " in line]
     assert len(commands) == 2, text
     for line in commands:
-        assert "nnunet-core train -num_gpus 2 Dataset902_Three 3d_fullres " in line, line
+        assert f"nnunet-core train -num_gpus 2 {TARGET} 3d_fullres " in line, line
         assert f"--c -pretrained_weights {extracted} --raw" in line, line
     snakemake(root, config, str(extracted))  # the extraction job alone, for real
     assert extracted.read_bytes() == fine_tuned["pretrained"].read_bytes()
