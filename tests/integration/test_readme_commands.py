@@ -58,7 +58,7 @@ LINT = "make lint"
 TEST_FAST = "make test-fast"
 TINY_SCHEDULE = (
     'training="{epochs: 1, iterations_per_epoch: 2, val_iterations_per_epoch: 1, '
-    'folds: [0, 1], num_workers: 0}" planning="{configurations: [2d]}"'
+    'folds: [0], num_workers: 0}" planning="{configurations: [2d]}"'
 )
 USER_DATASET = "Dataset004_Hippocampus"
 
