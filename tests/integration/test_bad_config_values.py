@@ -25,6 +25,9 @@ def _assert_one_clear_line(result, message: str) -> None:
     assert "InputFunctionException" not in output and "Traceback" not in output, output
 
 
+# training.folds end to end: one fold beyond the default count and one beyond a count the config
+# sets; the other fold refusals (-1, a fold listed twice, ...) are check_config's same one-line
+# error through the same one_line_errors path, tested in tests/unit/workflow/test_check_config.py
 BAD_VALUES = [
     pytest.param(
         {"training": {"folds": [7]}},
@@ -32,19 +35,6 @@ BAD_VALUES = [
         "config training.folds: fold 7 does not exist: splits.num_folds is 5, so the folds are "
         "0-4 (or 'all')",
         id="workflow-folds-7",
-    ),
-    pytest.param(
-        {"training": {"folds": [-1]}},
-        "-n",
-        "config training.folds: fold -1 does not exist: splits.num_folds is 5, so the folds are "
-        "0-4 (or 'all')",
-        id="workflow-folds-minus-1",
-    ),
-    pytest.param(
-        {"training": {"folds": [0, 0]}},
-        "-n",
-        "config training.folds: fold 0 is listed twice in [0, 0]",
-        id="workflow-folds-duplicate",
     ),
     pytest.param(
         {"training": {"folds": [2]}, "splits": {"num_folds": 2}},
