@@ -29,6 +29,7 @@ from benchmarks.faults.snakemake_run import (
     RunResult,
     campaign_config,
     failed_job_lines,
+    has_stale_lock,
     run_workflow,
     snakemake_command,
 )
@@ -170,10 +171,11 @@ class Campaign:
         return self.reference
 
     def rerun(self, kill: Moment | None = None) -> tuple[RunResult, bool]:
-        """The same command again; after "Directory cannot be locked" the user's ``--unlock``
-        (the same command with ``--unlock``), then the command once more."""
+        """The same command again, first the user's ``--unlock`` (the same command with it) where
+        the kill left a lock (``has_stale_lock``), instead of a whole start that only says
+        "Directory cannot be locked"; after that message anyway, ``--unlock`` and once more."""
+        unlocked = has_stale_lock(self.rundir) and self._run(None, "--unlock").returncode == 0
         result = self._run(kill)
-        unlocked = False
         if result.returncode != 0 and result.killed_at is None and LOCKED in result.output:
             unlocked = self._run(None, "--unlock").returncode == 0
             result = self._run(kill)

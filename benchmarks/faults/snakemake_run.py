@@ -31,6 +31,15 @@ _ERROR = re.compile(r"^Error in rule (\w+):")
 LOCKED = "Directory cannot be locked"
 
 
+def has_stale_lock(rundir: Path) -> bool:
+    """Whether ``rundir/.snakemake/locks`` holds a lock file (``<n>.input.lock``, Snakemake's
+    default file backend). The campaign runs one Snakemake at a time there, so only a killed one
+    leaves it (a run that ends removes the folder), and it names the files of the same command's
+    DAG: that command would stop with LOCKED until ``--unlock`` (Snakemake's advice) removes it."""
+    locks = rundir / ".snakemake" / "locks"
+    return locks.is_dir() and any(locks.glob("*.lock"))
+
+
 def campaign_config(work: Path, changes: dict | None = None) -> dict:
     """The scenario ``ensemble_wins`` on the ``demo`` scenario, with ``changes`` (config keys,
     merged as ``--config`` does). Deterministic, seed 1, folds 0 and 1 of 2 epochs x 2

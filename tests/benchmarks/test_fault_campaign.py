@@ -202,3 +202,16 @@ def test_only_the_fold_the_moment_aimed_at_is_held_to_no_repeat(tmp_path: Path) 
     assert repeated_epochs(tmp_path, aimed) == []
     assert repeated_epochs(tmp_path, fold_of_job("train:work/logs/D/train_3d_fullres_fold1.log"))
     assert fold_of_job("predict:work/logs/D/predict_2d.log") is None
+
+
+def test_a_lock_file_left_in_the_run_folder_is_a_stale_lock(tmp_path: Path) -> None:
+    """What makes the rerun run ``--unlock`` first: Snakemake's lock files (its file backend
+    writes <n>.input.lock and <n>.output.lock, and a run that ends removes the folder)."""
+    from benchmarks.faults.snakemake_run import has_stale_lock
+
+    assert not has_stale_lock(tmp_path)
+    locks = tmp_path / ".snakemake" / "locks"
+    locks.mkdir(parents=True)
+    assert not has_stale_lock(tmp_path)
+    (locks / "0.output.lock").write_text("work/results/D/report/report.md\n")
+    assert has_stale_lock(tmp_path)
