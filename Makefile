@@ -16,9 +16,15 @@ $(BIN)/python:
 # TORCH_SPEC), so a new TORCH_SPEC (a CUDA build) reinstalls and `make -n` shows it.
 # TORCH_SPEC is unquoted on purpose: it may hold pip options (--index-url URL) after the name.
 INSTALLED := $(VENV)/.installed-$(shell echo '$(TORCH_SPEC)' | cksum | cut -d ' ' -f 1)
+# pip byte-compiles the packages it installs, but not an editable one: COMPILE writes ours (and the
+# tests' and benchmarks'), so that no process compiles them again from source. Python reads
+# these caches also where PYTHONDONTWRITEBYTECODE keeps it from writing them; the test suite's
+# ~1,000 Python processes saved about 0.08 CPU s each (make test compiles what changed since).
+COMPILE = $(BIN)/python -m compileall -q nnunet_core benchmarks tests >/dev/null
 $(INSTALLED): $(BIN)/python pyproject.toml
 	$(BIN)/pip install -q $(TORCH_SPEC)
 	$(BIN)/pip install -q -e ".[dev]"
+	$(COMPILE)
 	rm -f $(VENV)/.installed*
 	touch $@
 
@@ -66,6 +72,7 @@ CLUSTER_LOG ?= .cluster-tests.log
 DURATIONS ?= 25
 
 test: install
+	@$(COMPILE)
 	@$(BIN)/python -m pytest -q -m cluster --durations $(DURATIONS) tests/cluster >$(CLUSTER_LOG) 2>&1 & \
 	cluster=$$!; \
 	$(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist loadfile --no-loadscope-reorder -m "not cluster" --durations $(DURATIONS); \
@@ -76,6 +83,7 @@ test: install
 # The edit-test loop: everything but the end-to-end runs (marker slow) and the SLURM tests
 # (marker cluster); a few minutes instead of make test's full run. Not a replacement.
 test-fast: install
+	@$(COMPILE)
 	$(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist loadfile --no-loadscope-reorder -m "not slow and not cluster"
 
 # ruff; the package layers (.importlinter: no two packages import each other); snakefmt; and
