@@ -3,7 +3,12 @@
 its sha256); stopped by its deadline after epoch 0 and run again with the same command, it
 continues from its own checkpoint_latest, not from P.
 
-The tiny preprocessed dataset is conftest's ``env``; P is fold 0 trained for one epoch.
+The DDP case trains a user's trainer named by file path (the FocalDice example copied outside the
+repository; same network, another loss): each rank loads it from its file and the model folder
+records it, so one DDP run checks fine-tuning and user trainers under DDP together.
+
+The tiny preprocessed dataset is conftest's ``env``; P is nnUNetTrainer's fold 0 trained for one
+epoch.
 """
 
 from __future__ import annotations
@@ -16,16 +21,23 @@ import pytest
 
 from nnunet_core.model import checkpoint as ckpt
 from tests.helpers.training import CONFIG, MODEL, check, check_stopped, cli
+from tests.helpers.user_trainers import by_path, copy_examples, example_file, recorded_from_file
 
 pytestmark = pytest.mark.slow
 
 SHORT = ["-device", "cpu", "--iterations", "2", "--val-iterations", "1", "--num-workers", "0"]
 # now + epoch + margin > deadline after the first epoch: a stop after epoch 0, whatever the speed
 STOP_AFTER_FIRST_EPOCH = ["--deadline", "3600", "--stop-margin", "1e7"]
+USER_TRAINER = "FocalDiceTrainer"
 
 
-def fold_folder(env: dict[str, str], fold: int | str) -> Path:
-    return Path(env["nnUNet_results"]) / "Dataset900_Synth" / MODEL / f"fold_{fold}"
+def model_folder(env: dict[str, str], trainer: str | None = None) -> Path:
+    model = MODEL if trainer is None else f"{trainer}__nnUNetPlans__{CONFIG}"
+    return Path(env["nnUNet_results"]) / "Dataset900_Synth" / model
+
+
+def fold_folder(env: dict[str, str], fold: int | str, trainer: str | None = None) -> Path:
+    return model_folder(env, trainer) / f"fold_{fold}"
 
 
 def log_of(folder: Path) -> str:
@@ -39,16 +51,29 @@ def pretrained(env) -> Path:
     return fold_folder(env, 0) / ckpt.FINAL
 
 
-@pytest.mark.parametrize(("fold", "gpus"), [(1, []), (2, ["-num_gpus", "2"])], ids=["one", "ddp"])
+@pytest.fixture(scope="module")
+def my_trainers(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The FocalDice example copied to a folder outside the repository (a user's own file)."""
+    return copy_examples(tmp_path_factory.mktemp("my_trainers"), [USER_TRAINER])
+
+
+@pytest.mark.parametrize(
+    ("fold", "gpus", "trainer"),
+    [(1, [], None), (2, ["-num_gpus", "2"], USER_TRAINER)],
+    ids=["one", "ddp"],
+)
 def test_c_with_pretrained_weights_starts_from_them_once_then_continues(
-    env, pretrained: Path, fold: int, gpus: list[str]
+    env, pretrained: Path, my_trainers: Path, fold: int, gpus: list[str], trainer: str | None
 ) -> None:
-    folder = fold_folder(env, fold)
+    folder = fold_folder(env, fold, trainer)
     command = ["train", "900", CONFIG, str(fold), *gpus, *SHORT, "--epochs", "2", "--c"]
     command += ["-pretrained_weights", str(pretrained)]
+    if trainer is not None:  # named by the path of the user's file
+        command += ["-tr", by_path(my_trainers, trainer)]
     first = check_stopped(cli(env, *command, *STOP_AFTER_FIRST_EPOCH))
     assert "stopped at epoch 0 by deadline" in first.stdout
     log = log_of(folder)
+    assert log.count("DDP ") == (2 if gpus else 0)  # under DDP both ranks report where they run
     assert f"no checkpoint in {folder} to continue from; starting from the pretrained" in log
     loaded = f"loaded pretrained weights from {pretrained}; not loaded (upstream's rule"
     assert f"{loaded}: the segmentation heads start fresh): decoder.heads.0.weight, " in log
@@ -62,7 +87,10 @@ def test_c_with_pretrained_weights_starts_from_them_once_then_continues(
         f"{pretrained} not loaded"
     ) in log
     assert log.count("loaded pretrained weights from") == 1
+    assert log.count("DDP ") == (4 if gpus else 0)  # both ranks again in the continued run
     assert (folder / ckpt.FINAL).is_file() and (folder / "validation" / "summary.json").is_file()
+    if trainer is not None:  # every rank loaded it from its file; the model folder records it
+        recorded_from_file(model_folder(env, trainer), trainer, example_file(my_trainers, trainer))
 
     attempts = json.loads((folder / "provenance.json").read_text())["attempts"]
     assert [(a["status"], a["start_epoch"]) for a in attempts] == [("stopped", 0), ("finished", 1)]

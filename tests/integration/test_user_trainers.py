@@ -15,14 +15,15 @@ from pathlib import Path
 import pytest
 
 from nnunet_core.cluster.stop_signal import EXIT_STOPPED
-from tests.helpers.paths import REPO
 from tests.helpers.training import CONFIG, DATASET, check, cli
+from tests.helpers.user_trainers import (
+    EXAMPLES,
+    by_path,
+    copy_examples,
+    example_file,
+    recorded_from_file,
+)
 
-EXAMPLES = {
-    "FocalDiceTrainer": "focal_dice_loss/focal_dice_trainer.py",
-    "SegResNetTrainer": "segresnet/segresnet_trainer.py",
-    "ShortScheduleTrainer": "short_schedule/short_schedule_trainer.py",
-}
 TINY = ("--epochs", "1", "--iterations", "2", "--val-iterations", "1", "--num-workers", "0")
 # the refused-then-consented pair for one example: the consent check is the same code for every
 # model that carries its trainer's code (a refusal costs a process that imports torch)
@@ -35,10 +36,7 @@ SCHEDULE = {"ShortScheduleTrainer": ("--epochs", "8", "--deterministic")}
 @pytest.fixture(scope="module")
 def outside(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The examples copied to a folder outside the repository (as a user's own files)."""
-    folder = tmp_path_factory.mktemp("my_trainers")
-    for relative in EXAMPLES.values():
-        shutil.copy(REPO / "examples" / relative, folder)
-    return folder
+    return copy_examples(tmp_path_factory.mktemp("my_trainers"))
 
 
 def model_dir(env: dict[str, str], trainer: str) -> Path:
@@ -53,8 +51,8 @@ def train(env: dict[str, str], name: str, *extra: str):
 def trained(env: dict[str, str], outside: Path) -> dict[str, Path]:
     """Fold 0 of every example, trained by its file path (the schedule example: ``SCHEDULE``)."""
     folders = {}
-    for trainer, relative in EXAMPLES.items():
-        check(train(env, f"{outside / Path(relative).name}:{trainer}", *SCHEDULE.get(trainer, ())))
+    for trainer in EXAMPLES:
+        check(train(env, by_path(outside, trainer), *SCHEDULE.get(trainer, ())))
         folders[trainer] = model_dir(env, trainer)
     return folders
 
@@ -67,14 +65,11 @@ def test_an_example_trains_records_itself_and_predicts(
     import torch
 
     folder = trained[trainer]
-    source = outside / Path(EXAMPLES[trainer]).name
+    source = example_file(outside, trainer)
     state = torch.load(folder / "fold_0" / "checkpoint_final.pth", weights_only=False)
     assert state["trainer_name"] == trainer  # upstream's key: the class name
     assert state["settings"]["trainer_name"] == f"{source}:{trainer}"
-    record = json.loads((folder / "trainer.json").read_text())
-    assert (record["class"], record["found_by"]) == (trainer, "file")
-    assert record["original_file"] == str(source)
-    assert (folder / record["source"]).read_bytes() == source.read_bytes()
+    record = recorded_from_file(folder, trainer, source)
     assert (folder / "fold_0" / "validation" / "summary.json").is_file()
     images = tmp_path / "images"
     images.mkdir()
@@ -124,7 +119,7 @@ def test_stop_and_continue_is_bit_exact_with_a_user_trainer(
     ``trained`` fold: the same command, schedule and --deterministic, without the stop)."""
     import torch
 
-    name = f"{outside / 'short_schedule_trainer.py'}:ShortScheduleTrainer"
+    name = by_path(outside, "ShortScheduleTrainer")
     schedule = SCHEDULE["ShortScheduleTrainer"]
     stopped = tmp_path / "stopped"
     # a margin longer than the time to the deadline: it stops after the first epoch
@@ -139,31 +134,4 @@ def test_stop_and_continue_is_bit_exact_with_a_user_trainer(
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
 
-@pytest.mark.slow
-def test_two_gloo_ranks_fine_tune_a_user_trainer(
-    env: dict[str, str], outside: Path, trained: dict[str, Path], tmp_path: Path
-) -> None:
-    """-num_gpus 2 on the CPU: each rank loads the trainer from its file; the fold starts from
-    the example's fold 0 (fine-tuning) and writes one set of files with the record."""
-    pretrained = trained["FocalDiceTrainer"] / "fold_0" / "checkpoint_final.pth"
-    name = f"{outside / 'focal_dice_trainer.py'}:FocalDiceTrainer"
-    results = tmp_path / "results"
-    result = check(
-        train(
-            env,
-            name,
-            "-num_gpus",
-            "2",
-            "-pretrained_weights",
-            str(pretrained),
-            "--results",
-            str(results),
-        )
-    )
-    folder = results / DATASET / f"FocalDiceTrainer__nnUNetPlans__{CONFIG}"
-    log = "".join(p.read_text() for p in (folder / "fold_0").glob("training_log_*.txt"))
-    assert f"loaded pretrained weights from {pretrained}" in log, result.stdout
-    assert log.count("DDP ") == 2  # both ranks reported where they run
-    assert (folder / "trainer.json").is_file() and (
-        folder / "fold_0" / "checkpoint_final.pth"
-    ).is_file()
+# -num_gpus 2 with a user trainer by file path: test_fine_tuning_cli.py's [ddp] case
