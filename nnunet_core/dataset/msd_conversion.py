@@ -19,9 +19,7 @@ underscores (upstream's unpacking fails on those).
 
 from __future__ import annotations
 
-import json
 import re
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,14 +27,22 @@ from typing import Any
 import numpy as np
 import SimpleITK as sitk
 
+from nnunet_core.dataset.task_conversion import (
+    NIFTI,
+    check_json_keys,
+    conflicting_datasets,
+    copy_file,
+    dataset_json_text,
+    read_task_json,
+    unfinished,
+)
 from nnunet_core.errors import DatasetError
 from nnunet_core.io.atomic import atomic_path, remove_atomic_temporaries, write_text
-from nnunet_core.io.json_input import read_json_object, type_name
+from nnunet_core.io.json_input import type_name
 from nnunet_core.layout.raw import DATASET_JSON, IMAGES_TR, IMAGES_TS, LABELS_TR
 from nnunet_core.layout.roots import DATASET_NAME_RE, dataset_folder_name
 from nnunet_core.runtime.parallel import map_cases
 
-NIFTI = ".nii.gz"
 TASK_FOLDER_RE = re.compile(r"^Task(\d+)_(.+)$")
 MSD_FOLDERS = (LABELS_TR, IMAGES_TS, IMAGES_TR)
 
@@ -69,38 +75,6 @@ def read_msd_task(folder: str | Path) -> MsdTask:
     return MsdTask(folder, int(match.group(1)), match.group(2), content)
 
 
-def read_task_json(
-    folder: Path, subfolders: tuple[str, ...], task: str, json_kind: str
-) -> dict[str, Any]:
-    """A task folder's ``dataset.json`` once its ``subfolders`` are there; ``task`` and
-    ``json_kind`` name what was expected in the message (an MSD task, an nnU-Net v1 one)."""
-    if not folder.is_dir():
-        raise DatasetError(f"{folder}: no such folder (expected {task})")
-    for sub in subfolders:
-        if not (folder / sub).is_dir():
-            raise DatasetError(f"{folder / sub}: missing ({task} has {', '.join(subfolders)})")
-    json_path = folder / DATASET_JSON
-    if not json_path.is_file():
-        raise DatasetError(f"{json_path}: missing ({task} has its dataset.json)")
-    return read_json_object(json_path, json_kind)
-
-
-def check_json_keys(
-    path: Path, content: dict[str, Any], kinds: tuple[tuple[str, type], ...], what: str
-) -> None:
-    """Each key of ``kinds`` present with its type, and the old-style ``labels`` (value -> name)
-    keyed by integers; ``what`` names the file's kind in the message (MSD's, nnU-Net v1's)."""
-    for key, kind in kinds:
-        if key not in content:
-            raise DatasetError(f"{path}: no {key!r} key ({what} has it)")
-        if not isinstance(content[key], kind):
-            msg = f"{path}: {key!r} must be {type_name(kind())}, not {type_name(content[key])}"
-            raise DatasetError(msg)
-    for value in content.get("labels", {}):
-        if not re.fullmatch(r"\s*[+-]?\d+\s*", value):
-            raise DatasetError(f"{path}: label value {value!r} is not an integer")
-
-
 def _check_dataset_json(path: Path, content: dict[str, Any]) -> None:
     """The keys the translation reads, and every file the task lists."""
     kinds = (("modality", dict), ("labels", dict), ("training", list), ("test", list))
@@ -127,11 +101,6 @@ def translate_dataset_json(msd: dict[str, Any]) -> dict[str, Any]:
     translated["channel_names"] = translated.pop("modality")
     del translated["training"], translated["test"]
     return translated
-
-
-def dataset_json_text(content: dict[str, Any]) -> str:
-    """Upstream's bytes: 4-space indent, keys unsorted, ASCII escapes, no final newline."""
-    return json.dumps(content, indent=4, sort_keys=False)
 
 
 def msd_files(folder: Path) -> list[Path]:
@@ -161,12 +130,6 @@ def _dimension(path: Path) -> int:
 def _reason(exc: RuntimeError) -> str:
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
     return (lines[-1] if lines else "unknown reason")[:200]
-
-
-def copy_file(source: Path, target: Path) -> None:
-    """A byte copy, written aside and renamed."""
-    with atomic_path(target, suffix=NIFTI, fsync=False) as tmp:
-        shutil.copyfile(source, tmp)
 
 
 def split_image(source: str, target_folder: str) -> list[str]:
@@ -200,22 +163,6 @@ def split_image(source: str, target_folder: str) -> list[str]:
             sitk.WriteImage(part, str(tmp))
         written.append(target.name)
     return written
-
-
-def conflicting_datasets(roots: list[Path | None], dataset_id: int) -> list[Path]:
-    """The dataset folders of ``dataset_id`` in the roots that exist (upstream looks in all
-    three: a converted dataset must not share its id with results or preprocessed data)."""
-    prefix = dataset_folder_name(dataset_id, "")
-    found = []
-    for root in roots:
-        if root is not None and root.is_dir():
-            found += [p for p in sorted(root.iterdir()) if p.name.startswith(prefix) and p.is_dir()]
-    return found
-
-
-def unfinished(target: Path, conflicts: list[Path]) -> bool:
-    """The only conflict is our own target without ``dataset.json``: a killed conversion."""
-    return conflicts == [target] and not (target / DATASET_JSON).exists()
 
 
 def convert_msd_task(

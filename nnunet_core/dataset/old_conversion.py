@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nnunet_core.dataset.msd_conversion import (
+from nnunet_core.dataset.task_conversion import (
     NIFTI,
     check_json_keys,
     conflicting_datasets,
