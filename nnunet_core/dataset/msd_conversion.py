@@ -39,6 +39,7 @@ from nnunet_core.dataset.task_conversion import (
 from nnunet_core.errors import DatasetError
 from nnunet_core.io.atomic import atomic_path, remove_atomic_temporaries, write_text
 from nnunet_core.io.json_input import type_name
+from nnunet_core.io.readers.sitk_io import itk_reason, read_sitk
 from nnunet_core.layout.raw import DATASET_JSON, IMAGES_TR, IMAGES_TS, LABELS_TR
 from nnunet_core.layout.roots import DATASET_NAME_RE, dataset_folder_name
 from nnunet_core.runtime.parallel import map_cases
@@ -123,13 +124,8 @@ def _dimension(path: Path) -> int:
     try:
         reader.ReadImageInformation()
     except RuntimeError as exc:
-        raise DatasetError(f"{path}: not a readable NIfTI image ({_reason(exc)})") from None
+        raise DatasetError(f"{path}: not a readable NIfTI image ({itk_reason(exc)})") from None
     return reader.GetDimension()
-
-
-def _reason(exc: RuntimeError) -> str:
-    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    return (lines[-1] if lines else "unknown reason")[:200]
 
 
 def split_image(source: str, target_folder: str) -> list[str]:
@@ -145,10 +141,7 @@ def split_image(source: str, target_folder: str) -> list[str]:
     if dimension != 4:
         msg = f"{path}: a {dimension}-D image (an MSD image is 3-D, or 4-D with channels last)"
         raise DatasetError(msg)
-    try:
-        image = sitk.ReadImage(str(path))
-    except RuntimeError as exc:
-        raise DatasetError(f"{path}: not a readable NIfTI image ({_reason(exc)})") from None
+    image = read_sitk(path)
     voxels = sitk.GetArrayFromImage(image)  # (channel, z, y, x)
     spacing, origin = image.GetSpacing()[:3], image.GetOrigin()[:3]
     direction = tuple(np.asarray(image.GetDirection()).reshape(4, 4)[:3, :3].ravel())
