@@ -112,16 +112,12 @@ def _coerced(value: Any, given: Any, schema: dict[str, Any] | None, free: bool) 
 
 
 @functools.cache
-def _schema_at(path: str) -> dict[str, Any]:
+def load_schema(schema_path: str | Path) -> dict[str, Any]:
+    """The config schema, read once per process (callers must not change it)."""
     # libyaml's loader where PyYAML has it: the pure-Python one took 0.07 CPU s for the schema,
     # which a workflow's start reads twice (the test suite starts some 150 workflows)
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    return yaml.load(Path(path).read_text(), Loader=loader)  # noqa: S506 - a safe loader
-
-
-def load_schema(schema_path: str | Path) -> dict[str, Any]:
-    """The config schema, read once per process (callers must not change it)."""
-    return _schema_at(str(schema_path))
+    return yaml.load(Path(schema_path).read_text(), Loader=loader)  # noqa: S506 - a safe loader
 
 
 def schema_errors(config: dict[str, Any], schema_path: str | Path) -> list[str]:
