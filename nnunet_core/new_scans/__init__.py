@@ -1,0 +1,1 @@
+"""The prediction mode (config ``predict:``): segment new scans with a trained model."""
