@@ -73,6 +73,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "install_pretrained_model_from_zip",
         "unpack a model zip into the results root (nnUNetv2_install_pretrained_model_from_zip)",
     ),
+    "download-pretrained-model-by-url": (
+        "download_pretrained_model_by_url",
+        "download a model zip and install it (nnUNetv2_download_pretrained_model_by_url)",
+    ),
     "move-plans-between-datasets": (
         "move_plans_between_datasets",
         "copy a dataset's plans for another dataset (nnUNetv2_move_plans_between_datasets)",

@@ -29,6 +29,11 @@ from nnunet_core.model_sharing.install import install_archive
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("zip", help="the model archive (.zip)")
+    add_install_options(parser)
+
+
+def add_install_options(parser: argparse.ArgumentParser) -> None:
+    """The flags of an install (also ``download-pretrained-model-by-url``'s)."""
     parser.add_argument("--results", help="results root (default: $nnUNet_results)")
     parser.add_argument(
         "--overwrite",
