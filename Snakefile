@@ -19,7 +19,7 @@ min_version("9.0")
 
 # No dataset named (by --configfile or --config): the built-in demo. A user's dataset never gets
 # the demo's settings; what it does not set comes from the schema, i.e. upstream's method.
-if "dataset" not in config and "datasets" not in config:
+if not {"dataset", "datasets", "predict"} & set(config):
 
     configfile: Path(workflow.basedir) / "config" / "demo.yaml"
 
@@ -44,7 +44,9 @@ with one_line_errors():
     validate_config(config, SCHEMA_FILE)
     check_run_keys(config)
     # The included file's `all` is the default target (an `include:` would keep the includer's).
-    if is_several_runs(config):
+    if "predict" in config:  # segmenting new scans with a trained model (no training)
+        workflow.include("workflow/rules/segment.smk", overwrite_default_target=True)
+    elif is_several_runs(config):
         workflow.include("workflow/rules/paper.smk", overwrite_default_target=True)
     else:
         as_single_run(config)

@@ -211,10 +211,12 @@ def predict_cases(
     cases: Sequence[RawCase],
     output_dir: str | os.PathLike,
     settings: PredictionSettings = PredictionSettings(),
+    timings: dict[str, float] | None = None,
 ) -> list[Path]:
     """Predict ``cases`` into ``output_dir/{case}{file_ending}``; returns the written
     segmentations. A cascade stage's cases carry their previous-stage file as ``label``
-    (``cascade.with_previous_stage``)."""
+    (``cascade.with_previous_stage``). ``timings`` gets each predicted case's seconds (its wait
+    for preprocessing and its network time)."""
     _check_previous_stage(model, cases)
     output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
@@ -240,7 +242,9 @@ def predict_cases(
     exporting = _Stage(min(max(0, settings.num_processes_export), len(todo) - 1), _one_torch_thread)
     cancel = True
     try:
-        written = _run(model, todo, output_dir, settings, preprocessing, exporting, show_bar)
+        written = _run(
+            model, todo, output_dir, settings, preprocessing, exporting, show_bar, timings
+        )
         cancel = False
     finally:
         preprocessing.close(cancel)
@@ -263,6 +267,7 @@ def _run(
     preprocessing: _Stage,
     exporting: _Stage,
     show_bar: bool,
+    timings: dict[str, float] | None = None,
 ) -> list[Path]:
     device = torch.device(settings.device)
     autotune_convolutions(device)
@@ -319,7 +324,10 @@ def _run(
             stage = inline if case is cases[-1] else exporting
             exports.append((case.identifier, stage.submit(export_prediction, logits, *export_args)))
             del logits
-            progress.done(case.identifier, time.perf_counter() - start)
+            seconds = time.perf_counter() - start
+            if timings is not None:
+                timings[case.identifier] = seconds
+            progress.done(case.identifier, seconds)
         while exports:
             identifier, done = exports.popleft()
             written.append(_result(done, identifier, "export"))

@@ -45,7 +45,17 @@ from nnunet_core.workflow.methods import apply_method, methods_of
 
 def check_run_keys(config: dict[str, Any]) -> None:
     """One dataset key and one seed key, no dataset or seed twice (before the schema fills in
-    ``seed: 0``: a config giving both would otherwise run something it did not ask for)."""
+    ``seed: 0``: a config giving both would otherwise run something it did not ask for); or
+    ``predict`` alone (segmenting new scans trains nothing)."""
+    if "predict" in config:
+        other = [k for k in ("dataset", "datasets", "seeds", "methods") if k in config]
+        if other:
+            msg = (
+                f"config: predict segments new scans with a trained model; {', '.join(other)} "
+                "would train one (run them separately)"
+            )
+            raise ConfigurationError(msg)
+        return
     if "dataset" in config and "datasets" in config:
         msg = "config: set dataset (one) or datasets (several), not both"
         raise ConfigurationError(msg)

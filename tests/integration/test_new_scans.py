@@ -1,0 +1,125 @@
+"""Segmenting new scans with the workflow (config ``predict:``), real Snakemake throughout.
+
+A model is trained by the CLI (conftest's tiny dataset, one short epoch), given a
+postprocessing step and exported to a zip; the workflow segments 7 new scans with it in shards of
+3. What it writes must be what ``nnunet-core predict`` and ``apply-postprocessing`` write with
+the same model, postprocessing and settings; a rerun has nothing to do; a deleted output is
+predicted again alone; an unreadable case fails alone and is listed in ``failed.tsv``.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import SimpleITK as sitk
+
+from tests.helpers.training import CONFIG, DATASET, MODEL, check, cli
+from tests.helpers.workflow import REPO
+
+pytestmark = pytest.mark.slow
+
+SHORT = ["-device", "cpu", "--iterations", "2", "--val-iterations", "1", "--num-workers", "0"]
+PP = {
+    "postprocessing_fns": ["remove_all_but_largest_component_from_segmentation"],
+    "postprocessing_kwargs": [{"labels_or_regions": [1, 2]}],
+}
+
+
+def predict_workflow(work: Path, predict: dict, *extra: str) -> subprocess.CompletedProcess:
+    """``snakemake --cores 2 --config predict={...}`` as a user types it, in ``work``."""
+    value = "{" + ", ".join(f"{k}: {v}" for k, v in predict.items()) + "}"
+    command = [str(Path(sys.executable).parent / "snakemake"), "-s", str(REPO / "Snakefile"),
+               "--cores", "2", "--config", f"predict={value}", f"work_dir={work / 'work'}",
+               *extra]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    return subprocess.run(command, cwd=work, env=env, capture_output=True, text=True, check=False)
+
+
+def segmentation(path: Path) -> np.ndarray:
+    return sitk.GetArrayFromImage(sitk.ReadImage(str(path)))
+
+
+@pytest.fixture(scope="module")
+def model_zip(env, tmp_path_factory) -> Path:
+    check(cli(env, "train", "900", CONFIG, "0", *SHORT, "--epochs", "1"))
+    model_dir = Path(env["nnUNet_results"]) / DATASET / MODEL
+    crossval = model_dir / "crossval_results_folds_0"
+    crossval.mkdir()
+    (crossval / "postprocessing.json").write_text(json.dumps(PP))
+    archive = tmp_path_factory.mktemp("zip") / "model.zip"
+    check(cli(env, "export-model-to-zip", "-d", "900", "-c", CONFIG, "-f", "0", "-o", str(archive)))
+    return archive
+
+
+@pytest.fixture(scope="module")
+def scans(make_raw_dataset, tmp_path_factory) -> Path:
+    raw = make_raw_dataset(tmp_path_factory.mktemp("new") / DATASET, num_training=1, num_test=7)
+    return raw / "imagesTs"
+
+
+def test_shards_write_what_predict_writes_and_rerun_only_what_is_missing(
+    env, model_zip: Path, scans: Path, tmp_path: Path
+) -> None:
+    output = tmp_path / "segmentations"
+    predict = {"model": model_zip, "input": scans, "output": output, "cases_per_job": 3}
+    first = predict_workflow(tmp_path, predict)
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert first.stderr.count("predict_shard") >= 3  # 7 cases in shards of 3: three jobs
+    cases = sorted(p.name.removesuffix("_0000.nii.gz") for p in scans.glob("*_0000.nii.gz"))
+    assert sorted(p.name for p in output.glob("*.nii.gz")) == [f"{c}.nii.gz" for c in cases]
+    # the zip is installed aside into work_dir, not into the user's nnUNet_results
+    assert list((tmp_path / "work" / "new_scans" / "models").glob("*/" + DATASET + "/" + MODEL))
+
+    reference = tmp_path / "reference"
+    model_dir = Path(env["nnUNet_results"]) / DATASET / MODEL
+    check(cli(env, "predict", "-i", str(scans), "-o", str(reference / "raw"), "-m",
+              str(model_dir), "-f", "0", "-device", "cpu", "-npp", "0", "-nps", "0"))  # fmt: skip
+    check(cli(env, "apply-postprocessing", "-i", str(reference / "raw"), "-o",
+              str(reference / "pp"), "--pp-file",
+              str(model_dir / "crossval_results_folds_0" / "postprocessing.json")))  # fmt: skip
+    for case in cases:
+        ours, theirs = output / f"{case}.nii.gz", reference / "pp" / f"{case}.nii.gz"
+        assert np.array_equal(segmentation(ours), segmentation(theirs)), case
+    rows = list(csv.DictReader((output / "summary.tsv").open(), delimiter="\t"))
+    assert [r["case"] for r in rows] == cases
+    assert (output / "qc" / "montage.png").is_file()
+    assert not (output / "failed.tsv").exists()
+
+    again = predict_workflow(tmp_path, predict)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "Nothing to be done" in again.stderr
+
+    times = {p.name: p.stat().st_mtime_ns for p in output.glob("*.nii.gz")}
+    (output / f"{cases[3]}.nii.gz").unlink()
+    redo = predict_workflow(tmp_path, predict)
+    assert redo.returncode == 0, redo.stderr[-3000:]
+    logs = (tmp_path / "work" / "logs" / "new_scans").glob("predict_shard_*.log")
+    newest = max(logs, key=os.path.getmtime).read_text()
+    assert "1 of 1 case(s) to predict" in newest
+    after = {p.name: p.stat().st_mtime_ns for p in output.glob("*.nii.gz")}
+    assert [n for n in after if after[n] != times.get(n)] == [f"{cases[3]}.nii.gz"]
+    assert np.array_equal(
+        segmentation(output / f"{cases[3]}.nii.gz"),
+        segmentation(reference / "pp" / f"{cases[3]}.nii.gz"),
+    )
+
+    (scans.parent / "broken").mkdir()
+    broken = scans.parent / "broken"
+    for image in scans.glob("*.nii.gz"):
+        (broken / image.name).symlink_to(image)
+    (broken / "zz_bad_0000.nii.gz").write_bytes(b"not an image")
+    failing = predict_workflow(tmp_path, {**predict, "input": broken})
+    assert failing.returncode != 0
+    failed = list(csv.DictReader((output / "failed.tsv").open(), delimiter="\t"))
+    assert [f["case"] for f in failed] == ["zz_bad"]
+    assert "zz_bad_0000.nii.gz" in failed[0]["reason"]
+    assert "1 case(s) failed" in failing.stderr
+    unchanged = {p.name: p.stat().st_mtime_ns for p in output.glob("*.nii.gz")}
+    assert unchanged == after  # the other cases were not predicted again
