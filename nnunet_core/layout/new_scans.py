@@ -39,7 +39,7 @@ RUNS_FOLDER = "runs"
 SPEC_JSON = "spec.json"
 STAGING_FOLDER = "staging"
 SHARDS_FOLDER = "shards"
-SUMMARY_DONE = "summary.done"
+SUMMARIES_FOLDER = "summaries"
 
 
 def case_record_path(output: Path, case: str) -> Path:

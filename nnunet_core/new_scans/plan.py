@@ -26,6 +26,7 @@ from nnunet_core.io.prediction_output import check_output_folder
 from nnunet_core.layout.new_scans import (
     SHARDS_FOLDER,
     SPEC_JSON,
+    SUMMARIES_FOLDER,
     case_record_path,
     run_dir,
 )
@@ -54,6 +55,7 @@ class ScanRun:
     folder: Path
     spec: dict[str, Any]
     shards: dict[str, list[str]]  # shard name -> its cases
+    summary: str  # the summary job's name: its shards
 
     @property
     def spec_file(self) -> Path:
@@ -109,7 +111,34 @@ def plan_run(predict: Mapping[str, Any], work_dir: Path) -> ScanRun:
         name = hashlib.sha256("\n".join(chunk).encode()).hexdigest()[:12]
         shards[name] = chunk
         _write_if_changed(shard_cases_file(folder, name), chunk)
-    return ScanRun(key, folder, spec, shards)
+    return ScanRun(key, folder, spec, shards, _summary_name(folder, list(shards)))
+
+
+def _summary_name(folder: Path, shards: list[str]) -> str:
+    """The summary job of these shards, named by them (a list kept for the job's own Snakemake).
+
+    Snakemake reruns a job whose set of inputs changed since it ran, so one summary job whose
+    inputs are the shards of the day would run again on a rerun with nothing missing. With
+    nothing missing the newest summary is asked for again, with the shards it was made from.
+    """
+    if not shards:
+        done = sorted(
+            (folder / SUMMARIES_FOLDER).glob("*.done"), key=lambda p: p.stat().st_mtime_ns
+        )
+        if done:
+            return done[-1].name.removesuffix(".done")
+    name = hashlib.sha256("\n".join(shards).encode()).hexdigest()[:12]
+    _write_if_changed(folder / SUMMARIES_FOLDER / f"{name}.shards.json", shards)
+    return name
+
+
+def summary_marker(folder: Path, name: str) -> Path:
+    return folder / SUMMARIES_FOLDER / f"{name}.done"
+
+
+def summary_shards(folder: Path, name: str) -> list[str]:
+    """The shards a summary job waits for (as the planning process wrote them)."""
+    return [str(s) for s in read_json(folder / SUMMARIES_FOLDER / f"{name}.shards.json")]
 
 
 def _key(model: ScanModel, settings: Mapping[str, Any]) -> str:

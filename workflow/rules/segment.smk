@@ -10,9 +10,15 @@ import os
 import sys
 from pathlib import Path
 
-from nnunet_core.layout.new_scans import NEW_SCANS_FOLDER, SUMMARY_DONE
+from nnunet_core.layout.new_scans import NEW_SCANS_FOLDER
 from nnunet_core.layout.work import PREDICT_LOG, logs_dir
-from nnunet_core.new_scans.plan import plan_run, shard_cases_file, shard_marker
+from nnunet_core.new_scans.plan import (
+    plan_run,
+    shard_cases_file,
+    shard_marker,
+    summary_marker,
+    summary_shards,
+)
 from nnunet_core.workflow import devices as workflow_devices
 from nnunet_core.workflow import threads as job_threads
 from nnunet_core.workflow import work_lock
@@ -60,7 +66,7 @@ localrules:
 rule all:
     default_target: True
     input:
-        SCANS.folder / SUMMARY_DONE,
+        summary_marker(SCANS.folder, SCANS.summary),
     message:
         job_message(_DRY_RUN, log=False)
 
@@ -91,11 +97,14 @@ rule predict_shard:
 rule summarize_new_scans:
     input:
         spec=SCANS.spec_file,
-        shards=[shard_marker(SCANS.folder, shard) for shard in SCANS.shards],
+        shards=lambda wildcards: [
+            shard_marker(SCANS.folder, shard)
+            for shard in summary_shards(SCANS.folder, wildcards.summary)
+        ],
     output:
-        SCANS.folder / SUMMARY_DONE,
+        summary_marker(SCANS.folder, "{summary}"),
     log:
-        LOGS / "summary.log",
+        LOGS / "summary_{summary}.log",
     params:
         python=sys.executable,
         run_dir=SCANS.folder,
