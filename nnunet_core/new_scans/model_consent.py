@@ -10,14 +10,18 @@ naming the file, its sha256 and how to consent (``extension.consent``), before a
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from nnunet_core.extension.consent import file_sha256, require_consent, verified_code
 from nnunet_core.extension.trainer_record import read_record
+from nnunet_core.io.plans import Plans
+from nnunet_core.layout.results import PLANS_JSON, TrainedModel
 from nnunet_core.layout.work import WORK_RESULTS
 from nnunet_core.new_scans.model_source import ScanModel
 
 CONSENT = "predict.trust_model_code: true"
+OWN_MODEL = "a model of your own: trained in this work_dir or from an unchanged file of yours"
 
 
 def _inside(path: Path, folder: Path) -> bool:
@@ -34,16 +38,34 @@ def own_model(model_dir: Path, record: dict, work_dir: Path) -> bool:
     return file_sha256(Path(original)) == str(record.get("sha256", "")).lower()
 
 
-def trusted_model(model: ScanModel, work_dir: Path, consent: bool) -> bool:
-    """True when every member's carried code may run (or none carries code); a member whose code
-    may not run is refused in one line (a ConfigurationError). The copy must match its record's
-    sha256 with or without consent."""
+def _model_dirs(model: ScanModel) -> list[Path]:
+    """The members' folders and a cascade stage's previous stage (it is predicted first)."""
+    folders = []
     for member in model.members:
-        record = read_record(member.model_dir)
+        folders.append(member.model_dir)
+        named = TrainedModel.from_identifier(member.model_dir.name)
+        plans = Plans.load(member.model_dir / PLANS_JSON)
+        previous = plans.configuration(named.configuration).previous_stage
+        if previous is not None:
+            sibling = dataclasses.replace(named, configuration=previous).identifier
+            folders.append(member.model_dir.parent / sibling)
+    return folders
+
+
+def code_consent(model: ScanModel, work_dir: Path, consent: bool) -> str:
+    """Why the members' carried code may run (said in the job's log line naming the file), when
+    it may; a member whose code may not run is refused in one line (a ConfigurationError). The
+    copy must match its record's sha256 with or without consent."""
+    own = 0
+    for model_dir in _model_dirs(model):
+        record = read_record(model_dir)
         if record is None:
             continue
-        carried = verified_code(member.model_dir, record)
-        if consent or own_model(member.model_dir, record, work_dir):
+        carried = verified_code(model_dir, record)
+        if consent:
+            continue
+        if own_model(model_dir, record, work_dir):
+            own += 1
             continue
         require_consent(carried, False, CONSENT)
-    return True
+    return CONSENT if consent or not own else OWN_MODEL

@@ -31,7 +31,7 @@ from nnunet_core.layout.new_scans import (
     run_dir,
 )
 from nnunet_core.layout.raw import DATASET_JSON
-from nnunet_core.new_scans.model_consent import trusted_model
+from nnunet_core.new_scans.model_consent import code_consent
 from nnunet_core.new_scans.model_source import ScanModel, resolve_model
 
 # what changes the predicted voxels (the device does not: it is left out of the key)
@@ -81,7 +81,7 @@ def plan_run(predict: Mapping[str, Any], work_dir: Path) -> ScanRun:
         raise ConfigurationError(msg)
     check_output_folder(output, flag="predict.output")  # never into a raw dataset
     model = resolve_model(str(predict["model"]), work_dir, settings["folds"])
-    trusted = trusted_model(model, work_dir, bool(settings["trust_model_code"]))
+    consent = code_consent(model, work_dir, bool(settings["trust_model_code"]))
     dataset_json = load_dataset_json(model.members[0].model_dir / DATASET_JSON)
     key = _key(model, settings)
     spec = {
@@ -89,7 +89,7 @@ def plan_run(predict: Mapping[str, Any], work_dir: Path) -> ScanRun:
         "model": model.description,
         "members": [{"model_dir": str(m.model_dir), "folds": list(m.folds)} for m in model.members],
         "postprocessing": None if model.postprocessing is None else str(model.postprocessing),
-        "trusted": trusted,
+        "consent": consent,
         "input": str(source.resolve()),
         "output": str(output.resolve()),
         "file_ending": dataset_json.file_ending,

@@ -101,13 +101,19 @@ def predict_members(
     for index, member in enumerate(members):
         folder = staging / f"member_{index}"
         model = load_trained_model(
-            member["model_dir"], member["folds"], trust_model_code=spec["trusted"]
+            member["model_dir"],
+            member["folds"],
+            trust_model_code=True,  # the planning refused a model whose code may not run
+            consent_how=spec["consent"],
         )
         todo = cases
         if model.previous_stage is not None:  # a cascade stage: its previous stage first
             before = staging / f"member_{index}_{model.previous_stage}"
             lowres = load_trained_model(
-                model.sibling(model.previous_stage), member["folds"], trust_model_code=True
+                model.sibling(model.previous_stage),
+                member["folds"],
+                trust_model_code=True,
+                consent_how=spec["consent"],
             )
             predict_cases(lowres, cases, before, PredictionSettings(**{
                 **vars(predictor), "save_probabilities": False}))  # fmt: skip

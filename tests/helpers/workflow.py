@@ -188,3 +188,14 @@ class ReaderCheckout:
     def check(self, archive: Path, work: Path) -> subprocess.CompletedProcess:
         command = [*self.reproduce, "check", str(archive), str(work)]
         return subprocess.run(command, capture_output=True, text=True, env=self.env)
+
+
+def predict_workflow(work: Path, predict: dict, *extra: str) -> subprocess.CompletedProcess:
+    """``snakemake --cores 2 --config predict={...}`` (segmenting new scans) as a user types it,
+    run in ``work`` with ``work/work`` as its work_dir."""
+    value = "{" + ", ".join(f"{k}: {v}" for k, v in predict.items()) + "}"
+    command = [str(Path(sys.executable).parent / "snakemake"), "-s", str(REPO / "Snakefile"),
+               "--cores", "2", "--config", f"predict={value}", f"work_dir={work / 'work'}",
+               *extra]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    return subprocess.run(command, cwd=work, env=env, capture_output=True, text=True, check=False)

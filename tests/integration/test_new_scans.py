@@ -12,34 +12,25 @@ from __future__ import annotations
 import csv
 import json
 import os
-import subprocess
-import sys
+import zipfile
 from pathlib import Path
 
 import numpy as np
 import pytest
 import SimpleITK as sitk
 
+from tests.helpers.paths import TEST_DATA
 from tests.helpers.training import CONFIG, DATASET, MODEL, check, cli
-from tests.helpers.workflow import REPO
+from tests.helpers.workflow import predict_workflow
 
 pytestmark = pytest.mark.slow
+UPSTREAM = TEST_DATA / "upstream_model"
 
 SHORT = ["-device", "cpu", "--iterations", "2", "--val-iterations", "1", "--num-workers", "0"]
 PP = {
     "postprocessing_fns": ["remove_all_but_largest_component_from_segmentation"],
     "postprocessing_kwargs": [{"labels_or_regions": [1, 2]}],
 }
-
-
-def predict_workflow(work: Path, predict: dict, *extra: str) -> subprocess.CompletedProcess:
-    """``snakemake --cores 2 --config predict={...}`` as a user types it, in ``work``."""
-    value = "{" + ", ".join(f"{k}: {v}" for k, v in predict.items()) + "}"
-    command = [str(Path(sys.executable).parent / "snakemake"), "-s", str(REPO / "Snakefile"),
-               "--cores", "2", "--config", f"predict={value}", f"work_dir={work / 'work'}",
-               *extra]  # fmt: skip
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    return subprocess.run(command, cwd=work, env=env, capture_output=True, text=True, check=False)
 
 
 def segmentation(path: Path) -> np.ndarray:
@@ -123,3 +114,19 @@ def test_shards_write_what_predict_writes_and_rerun_only_what_is_missing(
     assert "1 case(s) failed" in failing.stderr
     unchanged = {p.name: p.stat().st_mtime_ns for p in output.glob("*.nii.gz")}
     assert unchanged == after  # the other cases were not predicted again
+
+
+def test_an_upstream_model_folder_predicts_as_upstream(tmp_path: Path) -> None:
+    """Upstream 2.8.1's own model folder (tests/data/upstream_model: trained, exported and
+    predicted by upstream) through the workflow: upstream's segmentations, voxel for voxel."""
+    with zipfile.ZipFile(UPSTREAM / "upstream_model.zip") as archive:
+        archive.extractall(tmp_path / "theirs")
+    (model,) = (tmp_path / "theirs").glob("Dataset*/*__*__*")
+    output = tmp_path / "segmentations"
+    predict = {"model": model, "input": UPSTREAM / "imagesTs", "output": output}
+    result = predict_workflow(tmp_path, predict)
+    assert result.returncode == 0, result.stderr[-3000:]
+    expected = sorted((UPSTREAM / "predictions").glob("*.nii.gz"))
+    assert [p.name for p in sorted(output.glob("*.nii.gz"))] == [p.name for p in expected]
+    for theirs in expected:
+        assert np.array_equal(segmentation(output / theirs.name), segmentation(theirs))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,7 @@ from tests.helpers.user_trainers import (
     example_file,
     recorded_from_file,
 )
+from tests.helpers.workflow import predict_workflow
 
 TINY = ("--epochs", "1", "--iterations", "2", "--val-iterations", "1", "--num-workers", "0")
 # the refused-then-consented pair for one example: the consent check is the same code for every
@@ -135,3 +137,45 @@ def test_stop_and_continue_is_bit_exact_with_a_user_trainer(
 
 
 # -num_gpus 2 with a user trainer by file path: test_fine_tuning_cli.py's [ddp] case
+
+
+def as_shared(archive: Path, shared: Path) -> Path:
+    """``archive`` as a colleague's: its record names a trainer file this machine lacks."""
+    with zipfile.ZipFile(archive) as source, zipfile.ZipFile(shared, "w") as target:
+        for info in source.infolist():
+            data = source.read(info)
+            if info.filename.endswith("/trainer.json"):
+                record = json.loads(data)
+                record["original_file"] = "/home/colleague/trainers/focal_dice.py"
+                data = json.dumps(record).encode()
+            target.writestr(info, data)
+    return shared
+
+
+@pytest.mark.slow
+def test_the_workflow_runs_a_shared_models_code_only_with_consent(
+    env: dict[str, str], trained: dict[str, Path], tmp_path: Path
+) -> None:
+    """Segmenting new scans (config ``predict:``) with a colleague's zip that carries trainer
+    code: refused before any job in one line naming the file and its sha256, run with
+    ``trust_model_code: true``."""
+    archive = tmp_path / "model.zip"
+    check(cli(env, "export-model-to-zip", "-d", "900", "-c", CONFIG, "-f", "0",
+              "-tr", CONSENT_REFUSED, "-o", str(archive)))  # fmt: skip
+    shared = as_shared(archive, tmp_path / "shared.zip")
+    images = tmp_path / "images"
+    images.mkdir()
+    case = sorted((Path(env["nnUNet_raw"]) / DATASET / "imagesTr").glob("*.nii.gz"))[0]
+    shutil.copy(case, images)
+    predict = {"model": shared, "input": images, "output": tmp_path / "out"}
+    record = json.loads((trained[CONSENT_REFUSED] / "trainer.json").read_text())
+    refused = predict_workflow(tmp_path, predict)
+    assert refused.returncode == 2, refused.stderr[-2000:]
+    line = next(x for x in refused.stderr.splitlines() if "carries trainer code" in x)
+    assert f"sha256 {record['sha256']}" in line and "predict.trust_model_code: true" in line
+    assert not (tmp_path / "out").exists()
+    ran = predict_workflow(tmp_path, {**predict, "trust_model_code": "true"})
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    (log,) = (tmp_path / "work" / "logs" / "new_scans").glob("predict_shard_*.log")
+    assert f"(sha256 {record['sha256']}) (predict.trust_model_code: true given)" in log.read_text()
+    assert (tmp_path / "out" / case.name.replace("_0000", "")).is_file()
