@@ -6,7 +6,6 @@
 # one GPU job); a job killed half-way keeps the cases it wrote, and its retry or a rerun predicts
 # only the rest. The last job writes summary.tsv, failed.tsv and the montage, and fails when a
 # case failed (after the other cases are done).
-import os
 import sys
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from nnunet_core.new_scans.plan import (
     summary_marker,
     summary_shards,
 )
+from nnunet_core.cluster import lsf
 from nnunet_core.workflow import devices as workflow_devices
 from nnunet_core.workflow import threads as job_threads
 from nnunet_core.workflow import work_lock
@@ -56,7 +56,6 @@ SHARD_THREADS = job_threads.job_threads(
 )
 # A local GPU shard takes a whole GPU through the fold jobs' slot locks (Snakemake only counts).
 SLOT_FLAG = "--gpu-slot" if SHARD_GPUS and not _ON_CLUSTER else ""
-os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
 
 
 localrules:
@@ -82,6 +81,11 @@ rule predict_shard:
     threads: SHARD_THREADS
     resources:
         gpu=SHARD_GPUS,
+        # bsub's GPU options under LSF (its plugin maps no `gpu` resource); the executor is
+        # known only once jobs are submitted
+        lsf_extra=lambda wildcards: lsf.bsub_extra_for_executor(
+            getattr(workflow.executor_plugin, "name", None), SHARD_GPUS, None
+        ),
     params:
         python=sys.executable,
         run_dir=SCANS.folder,
