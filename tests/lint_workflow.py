@@ -1,7 +1,7 @@
 """`snakemake --lint` without its one deliberate remark; used by `make lint` and the lint test.
 
 Every rule runs the same installed package, so the "Specify a conda environment or container"
-lint is expected (config/README.md, "Lint"). Anything else, or a workflow that does not parse,
+lint is expected (README.md, "Development"). Anything else, or a workflow that does not parse,
 fails. (`snakemake --lint json` prints text in Snakemake 9, so the text is parsed.) The workflow is
 linted with the tests' base scenario, `.test/demo/config.yaml`, in a temporary working directory,
 so nothing is written into the repository.

@@ -21,6 +21,14 @@ DEMO = "make demo"
 DEMO_TARGETS_FIRST = ".venv/bin/snakemake --cores 2 preprocessed"
 CLI_FIRST = "source .venv/bin/activate"
 STATUS = ".venv/bin/nnunet-core status"
+PREDICT_NEW_SCANS = (
+    ".venv/bin/snakemake --cores 8 --config "
+    'predict="{model: model.zip, input: new_scans, output: segmentations}"'
+)
+PREDICT_NEW_SCANS_SLURM = (
+    ".venv/bin/snakemake --profile profiles/slurm --config "
+    'predict="{model: model.zip, input: new_scans, output: segmentations, cases_per_job: 50}"'
+)
 
 DOCUMENTS = (REPO / "README.md", REPO / "config" / "README.md")
 _FENCE = re.compile(r"^```bash\n(.*?)^```", re.S | re.M)

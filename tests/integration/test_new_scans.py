@@ -12,6 +12,8 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
+import shutil
 import zipfile
 from pathlib import Path
 
@@ -20,6 +22,14 @@ import pytest
 import SimpleITK as sitk
 
 from tests.helpers.paths import TEST_DATA
+from tests.helpers.readme_commands import (
+    PREDICT_NEW_SCANS,
+    PREDICT_NEW_SCANS_SLURM,
+    mirror_checkout,
+    run,
+    user_shell,
+    with_flags,
+)
 from tests.helpers.training import CONFIG, DATASET, MODEL, check, cli
 from tests.helpers.workflow import predict_workflow
 
@@ -130,3 +140,30 @@ def test_an_upstream_model_folder_predicts_as_upstream(tmp_path: Path) -> None:
     assert [p.name for p in sorted(output.glob("*.nii.gz"))] == [p.name for p in expected]
     for theirs in expected:
         assert np.array_equal(segmentation(output / theirs.name), segmentation(theirs))
+
+
+def test_the_readme_lines_segment_a_folder_locally_and_plan_one_gpu_job_per_shard_on_slurm(
+    model_zip: Path, scans: Path, tmp_path: Path
+) -> None:
+    """README "Segmenting new scans", as printed, from a checkout holding model.zip and
+    new_scans/ (two of the scans): the local line segments them; the SLURM line's dry run plans
+    one shard job asking for one GPU in the profile's partition."""
+    checkout = mirror_checkout(tmp_path / "checkout")
+    shutil.copy(model_zip, checkout / "model.zip")
+    (checkout / "new_scans").mkdir()
+    for image in sorted(scans.glob("*_0000.nii.gz"))[:2]:
+        shutil.copy(image, checkout / "new_scans")
+    env = user_shell(tmp_path / "home")
+    run(PREDICT_NEW_SCANS, checkout, env)
+    written = sorted(p.name for p in (checkout / "segmentations").glob("*.nii.gz"))
+    assert written == [p.name.replace("_0000", "") for p in sorted(scans.glob("*"))[:2]]
+    pytest.importorskip("snakemake_executor_plugin_slurm")
+    (checkout / "new_scans" / written[0].replace(".nii.gz", "_0000.nii.gz")).unlink()
+    (checkout / "segmentations" / written[1]).unlink()
+    shutil.copy(sorted(scans.glob("*"))[2], checkout / "new_scans")
+    dry = run(with_flags(PREDICT_NEW_SCANS_SLURM, "-n"), checkout, env)
+    output = dry.stdout + dry.stderr
+    blocks = [b for b in re.split(r"\n(?=(?:localrule|rule) )", output)
+              if b.startswith("rule predict_shard:")]  # fmt: skip
+    assert len(blocks) == 1, output[-3000:]  # the two missing cases, in one shard of 50
+    assert re.search(r"resources: .*gpu=1", blocks[0]) and "slurm_partition=" in blocks[0]

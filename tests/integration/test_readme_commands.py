@@ -26,6 +26,8 @@ from tests.helpers.readme_commands import (
     CLI_FIRST,
     DEMO,
     DEMO_TARGETS_FIRST,
+    PREDICT_NEW_SCANS,
+    PREDICT_NEW_SCANS_SLURM,
     STATUS,
     block_starting_with,
     documented_commands,
@@ -150,6 +152,8 @@ def test_every_documented_command_is_tested() -> None:
         LINT,
         TEST_FAST,
         STATUS,
+        PREDICT_NEW_SCANS,  # test_new_scans.py
+        PREDICT_NEW_SCANS_SLURM,
         *block_starting_with(CLI_FIRST),
         *block_starting_with(DEMO_TARGETS_FIRST),
     }

@@ -9,6 +9,8 @@
 import sys
 from pathlib import Path
 
+from snakemake.utils import validate
+
 from nnunet_core.layout.new_scans import NEW_SCANS_FOLDER
 from nnunet_core.layout.work import PREDICT_LOG, logs_dir
 from nnunet_core.new_scans.plan import (
@@ -20,11 +22,14 @@ from nnunet_core.new_scans.plan import (
 )
 from nnunet_core.cluster import lsf
 from nnunet_core.workflow import devices as workflow_devices
+from nnunet_core.workflow.flags import prediction_slot_flags
 from nnunet_core.workflow import threads as job_threads
 from nnunet_core.workflow import work_lock
 from nnunet_core.workflow.console import job_message
 from nnunet_core.workflow.work_dir_checks import check_work_dir_placement
 
+# The Snakefile typed and checked the config; Snakemake's validation fills in the defaults.
+validate(config, schema="../schemas/config.schema.yaml")
 WORK_DIR = Path(config["work_dir"])
 check_work_dir_placement(WORK_DIR, config["predict"]["input"])
 work_lock.lock_when_started(workflow, WORK_DIR)
@@ -54,8 +59,6 @@ SHARD_THREADS = job_threads.job_threads(
     cluster=_ON_CLUSTER,
     parallel_gpu_jobs=max(1, workflow_devices.visible_gpu_count()),
 )
-# A local GPU shard takes a whole GPU through the fold jobs' slot locks (Snakemake only counts).
-SLOT_FLAG = "--gpu-slot" if SHARD_GPUS and not _ON_CLUSTER else ""
 
 
 localrules:
@@ -89,7 +92,9 @@ rule predict_shard:
     params:
         python=sys.executable,
         run_dir=SCANS.folder,
-        slots=SLOT_FLAG,
+        # a local GPU shard takes a whole GPU through the fold jobs' slot locks (Snakemake
+        # only counts)
+        slots=prediction_slot_flags(config["training"], SHARD_GPUS, cluster=_ON_CLUSTER),
     message:
         job_message(_DRY_RUN, wildcards=True)
     shell:
