@@ -215,8 +215,8 @@ def predict_cases(
 ) -> list[Path]:
     """Predict ``cases`` into ``output_dir/{case}{file_ending}``; returns the written
     segmentations. A cascade stage's cases carry their previous-stage file as ``label``
-    (``cascade.with_previous_stage``). ``timings`` gets each predicted case's seconds (its wait
-    for preprocessing and its network time)."""
+    (``cascade.with_previous_stage``). ``timings`` adds each predicted case's network seconds (the
+    device's work, the logits back on the CPU included; not the wait for its preprocessing)."""
     _check_previous_stage(model, cases)
     output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
@@ -293,6 +293,7 @@ def _run(
             case, future = queue.popleft()
             start = time.perf_counter()
             data, properties = _result(future, case.identifier, "preprocessing")
+            network_start = time.perf_counter()
             logits = predict_logits_from_folds(
                 networks,
                 torch.from_numpy(data),
@@ -306,6 +307,7 @@ def _run(
                 accumulate=torch.float16 if settings.fp16_accumulation else torch.float32,
                 on_device=settings.on_device,
             ).numpy()
+            network_seconds = time.perf_counter() - network_start
             del data
             while exports and (len(exports) >= max_queued or exports[0][1].done()):
                 identifier, done = exports.popleft()
@@ -324,10 +326,9 @@ def _run(
             stage = inline if case is cases[-1] else exporting
             exports.append((case.identifier, stage.submit(export_prediction, logits, *export_args)))
             del logits
-            seconds = time.perf_counter() - start
             if timings is not None:
-                timings[case.identifier] = seconds
-            progress.done(case.identifier, seconds)
+                timings[case.identifier] = timings.get(case.identifier, 0.0) + network_seconds
+            progress.done(case.identifier, time.perf_counter() - start)
         while exports:
             identifier, done = exports.popleft()
             written.append(_result(done, identifier, "export"))

@@ -164,7 +164,8 @@ def finish_case(
         "key": spec["key"],
         "shape": list(shape),
         "spacing": list(spacing),
-        "seconds": round(extra["seconds"], 3),
+        # the case's own time: its network passes, then ensembling, postprocessing and export
+        "seconds": round(extra["network_s"] + time.perf_counter() - extra["started"], 3),
         "volumes_ml": volumes,
         "flags": flags(volumes, extra["ranges"]),
         "segmentation": target.name,
@@ -178,6 +179,7 @@ def finish_case(
 
 
 def run_shard(run_dir: Path, shard: str) -> int:
+    job_start = time.perf_counter()
     spec = read_json(run_dir / SPEC_JSON)
     output, key = Path(spec["output"]), spec["key"]
     cases = shard_cases(run_dir, shard)
@@ -191,24 +193,37 @@ def run_shard(run_dir: Path, shard: str) -> int:
     ndim = 3 if _is_3d(first) else 2
     good, geometry = checked_cases(todo, spec, dataset_json, plans, ndim)
     failed = len(todo) - len(good)
+    timings: dict[str, float] = {}
     if good:
         from nnunet_core.new_scans.training_volumes import training_volume_ranges
 
-        timings: dict[str, float] = {}
         folders = predict_members(spec, good, run_dir / STAGING_FOLDER, timings)
         model_dirs = [Path(m["model_dir"]) for m in spec["members"]]
         ranges = training_volume_ranges(model_dirs, dataset_json.label_spec)
         for case in good:
-            started = time.perf_counter()
-            extra = {"geometry": geometry[case.identifier], "ranges": ranges}
+            extra = {
+                "geometry": geometry[case.identifier],
+                "ranges": ranges,
+                "network_s": timings.get(case.identifier, 0.0),
+                "started": time.perf_counter(),
+            }
             try:
-                extra["seconds"] = timings.get(case.identifier, 0.0)
                 finish_case(case, folders, spec, dataset_json, extra)
-                extra["seconds"] += time.perf_counter() - started
             except NnunetCoreError as exc:
                 fail(output, case.identifier, key, str(exc))
                 failed += 1
-    write_json(shard_marker(run_dir, shard), {"cases": cases, "failed": failed})
+    wall = time.perf_counter() - job_start
+    busy = sum(timings.values()) if good else 0.0
+    write_json(
+        shard_marker(run_dir, shard),
+        {"cases": cases, "failed": failed, "seconds": round(wall, 2), "network_s": round(busy, 2)},
+    )
+    # what a user of several GPUs wants to know: how much of the job the device worked
+    print(
+        f"shard {shard}: the network ran {busy:.1f} s of the job's {wall:.1f} s "
+        f"({100 * busy / max(wall, 1e-9):.0f} %; the rest: reading, checks, export, QC)",
+        flush=True,
+    )
     print(f"shard {shard}: {len(todo) - failed} case(s) predicted, {failed} failed", flush=True)
     print(f"wrote {len(todo) - failed} prediction(s) to {output}", flush=True)
     return 0
