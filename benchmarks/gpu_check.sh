@@ -8,7 +8,7 @@
 # CPU with tiny sizes (for CI). The whole run is cut at GPU_CHECK_BUDGET_S (default 545 s); every
 # section has its own, smaller budget (benchmarks/gpu/context.py), and the JSON is rewritten
 # after each section, so a cut run still leaves what it measured.
-# Sections (budget on the GPU, s): train 45, loader 30, folds 85, predict 15, compile 80, ddp 15
+# Sections (budget on the GPU, s): train 45, loader 30, folds 80, predict 15, compile 70, ddp 15
 # on the reference plans' sizes; then the real-size ones (benchmarks/gpu/realscale_*.py), whose
 # data the script makes on the machine (no network) with plans shipped in
 # tests/data/plans/gpu_realscale/ (our planner's, from our fingerprint of the same synthetic
@@ -25,7 +25,9 @@
 # of the retry, seconds, outputs compared), predict_slots 10 (two prediction jobs' --gpu-slot
 # started together: the GPU each got, the second's wait), visible_devices 20 (two folds' slots
 # under an exported CUDA_VISIBLE_DEVICES of the machine's GPUs: pool entry and torch's device
-# from inside), cudnn 30 (3d_fullres step with cudnn.benchmark off, on, deterministic).
+# from inside), cudnn 30 (3d_fullres step with cudnn.benchmark off, on, deterministic). Then
+# issue 47's new_scans 15: one shard job of the prediction mode over 4 cases of the predict
+# section's size (its wall, cases per hour, GPU busy = network / job seconds).
 # --only real_busy (say) runs one section; it makes the data it needs itself.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"

@@ -103,25 +103,27 @@ def cpu_count() -> int:
 
 def make_profile(dry_run: bool, device: str) -> Profile:
     """GPU budgets add up to 520 s, inside gpu_check.sh's 545 s cut and a device call's 600 s:
-    270 s for the reference-plan sections (was 440: folds train 8 s, not 15, and the loader
-    times 100 batches, not 200), 165 s for the real-size ones (data 30, step 25, busy 60,
-    predict 50; upstream's rows there, only where nnunetv2 is importable, come after ours and
-    are the first cut), 85 s for issue 50's GPU paths (oom_fallback 25, predict_slots 10,
-    visible_devices 20, cudnn 30)."""
+    255 s for the reference-plan sections (was 440: folds train 8 s, not 15, and the loader
+    times 100 batches, not 200; folds 80 and compile 70 gave 15 s to new_scans), 165 s for the
+    real-size ones (data 30, step 25, busy 60, predict 50; upstream's rows there, only where
+    nnunetv2 is importable, come after ours and are the first cut), 85 s for issue 50's GPU paths
+    (oom_fallback 25, predict_slots 10, visible_devices 20, cudnn 30), 15 s for issue 47's shard
+    job (new_scans)."""
     if dry_run:  # ceilings for a loaded 2-core CI machine, not targets
         budgets = dict(train=120, loader=120, folds=180, predict=120, compile=180, ddp=120,
                        real_data=180, real_step=120, real_busy=180, real_predict=180,
                        oom_fallback=120, predict_slots=120, visible_devices=120,
-                       cudnn=120)  # fmt: skip
+                       cudnn=120, new_scans=120)  # fmt: skip
         # folds: 1 and 2 at once (the GPU's 5 is the same code with a larger count; each fold
         # is a process paying its start-up, about 3 CPU s on the CI machine)
         return Profile(
             True, device, 2, 1, budgets, 2, (12, 24, 24), 4, 2, (1, 2), 0.5, (8, 24, 24),
             "aot_eager", 1, TINY_REAL,
         )  # fmt: skip
-    budgets = dict(train=45, loader=30, folds=85, predict=15, compile=80, ddp=15,
+    budgets = dict(train=45, loader=30, folds=80, predict=15, compile=70, ddp=15,
                    real_data=30, real_step=25, real_busy=60, real_predict=50,
-                   oom_fallback=25, predict_slots=10, visible_devices=20, cudnn=30)  # fmt: skip
+                   oom_fallback=25, predict_slots=10, visible_devices=20, cudnn=30,
+                   new_scans=15)  # fmt: skip
     return Profile(
         False, device, 20, 5, budgets, 8, (64, 112, 128), 100, cpu_count(), (1, 2, 5), 8.0,
         (96, 192, 192), "inductor", 0,

@@ -22,6 +22,7 @@ from benchmarks.common.random_training import LABELS, make_trainer, time_ours
 from benchmarks.gpu.context import CONFIGURATIONS, Context, Row, guarded
 from benchmarks.gpu.folds import folds_section
 from benchmarks.gpu.gpu_paths import PATH_SECTIONS
+from benchmarks.gpu.new_scans import NEW_SCANS_SECTIONS
 from benchmarks.gpu.realscale_sections import REAL_SECTIONS
 from benchmarks.gpu.upstream import upstream_step_rows
 from nnunet_core.io.plans import Plans
@@ -280,4 +281,5 @@ SECTIONS: dict[str, Callable[[Context], list[Row]]] = {
     "ddp": ddp_section,
     **REAL_SECTIONS,
     **PATH_SECTIONS,
+    **NEW_SCANS_SECTIONS,
 }

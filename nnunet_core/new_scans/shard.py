@@ -220,7 +220,7 @@ def run_shard(run_dir: Path, shard: str) -> int:
     )
     # what a user of several GPUs wants to know: how much of the job the device worked
     print(
-        f"shard {shard}: the network ran {busy:.1f} s of the job's {wall:.1f} s "
+        f"shard {shard}: the network ran {busy:.2f} s of the job's {wall:.2f} s "
         f"({100 * busy / max(wall, 1e-9):.0f} %; the rest: reading, checks, export, QC)",
         flush=True,
     )

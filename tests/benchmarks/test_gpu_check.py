@@ -38,7 +38,8 @@ pytestmark = pytest.mark.slow
 
 GPU_PATHS = ("oom_fallback", "predict_slots", "visible_devices", "cudnn")  # issue 50
 SECTIONS = ("train", "loader", "folds", "predict", "compile", "ddp",
-            "real_data", "real_step", "real_busy", "real_predict", *GPU_PATHS)  # fmt: skip
+            "real_data", "real_step", "real_busy", "real_predict", *GPU_PATHS,
+            "new_scans")  # fmt: skip
 DRY_RUN = make_profile(True, "cpu")  # the dry run's sizes: folds 1 and 2 at once
 WORKERS = TINY_REAL.workers  # the GPU's 4, 8, 12: test_gpu_realscale_profile.py
 # what each section must have measured (a prefix of the row's "what")
@@ -64,6 +65,7 @@ REQUIRED = {
     "real_predict": ["ours case, mirroring off", "ours case, mirroring on"],
     "oom_fallback": ["normal: time", "fallback: time", "outputs: argmax agreement"],
     "predict_slots": ["second job's wait", "second job's slot after the first's"],
+    "new_scans": ["shard job: wall", "shard job: cases per hour", "shard job: GPU busy"],
     "cudnn": [
         "step, benchmark off",
         "step, benchmark on",
@@ -113,7 +115,7 @@ def test_every_section_measured_a_positive_finite_value(dry_run: tuple[str, dict
             assert math.isfinite(value), row
             if "GPU wait" in what:  # a fraction of the iteration: 0 when the loader keeps up
                 assert 0 <= value <= 1, row
-            elif "GPU busy" in what:  # compute / wall: some compute, never more than the wall
+            elif "GPU busy" in what:  # compute / wall (new_scans: network / job seconds)
                 assert 0 < value <= 1, row
             else:
                 assert value > 0, row
