@@ -26,7 +26,7 @@
 # started together: the GPU each got, the second's wait), visible_devices 20 (two folds' slots
 # under an exported CUDA_VISIBLE_DEVICES of the machine's GPUs: pool entry and torch's device
 # from inside), cudnn 30 (3d_fullres step with cudnn.benchmark off, on, deterministic). Then
-# issue 47's new_scans 15: one shard job of the prediction mode over 4 cases of the predict
+# issue 47's new_scans 15: one shard job of the prediction mode over 3 cases of the predict
 # section's size (its wall, cases per hour, GPU busy = network / job seconds).
 # --only real_busy (say) runs one section; it makes the data it needs itself.
 set -euo pipefail

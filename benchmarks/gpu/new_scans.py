@@ -64,7 +64,7 @@ def write_scans(folder: Path, count: int, shape: tuple[int, int, int]) -> Path:
 def shard_rows(ctx: Context) -> list[Row]:
     from nnunet_core.new_scans.plan import plan_run
 
-    cases = 2 if ctx.profile.dry_run else 4
+    cases = 2 if ctx.profile.dry_run else 3
     root = ctx.work / "new_scans"
     model = model_folder(ctx, root / "results")
     scans = write_scans(root / "scans", cases, ctx.profile.predict_shape)
