@@ -93,7 +93,8 @@ def plan_run(predict: Mapping[str, Any], work_dir: Path) -> ScanRun:
         "input": str(source.resolve()),
         "output": str(output.resolve()),
         "file_ending": dataset_json.file_ending,
-        "settings": settings,
+        # what the jobs read; not the shard size (a rerun in other shards reruns no job)
+        "settings": {k: v for k, v in settings.items() if k != "cases_per_job"},
     }
     # one folder per model, settings, input and output (two runs of one model apart)
     place = json.dumps([key, spec["input"], spec["output"]])

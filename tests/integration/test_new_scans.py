@@ -4,7 +4,8 @@ A model is trained by the CLI (conftest's tiny dataset, one short epoch), given 
 postprocessing step and exported to a zip; the workflow segments 7 new scans with it in shards of
 3. What it writes must be what ``nnunet-core predict`` and ``apply-postprocessing`` write with
 the same model, postprocessing and settings; a rerun has nothing to do; a deleted output is
-predicted again alone; an unreadable case fails alone and is listed in ``failed.tsv``.
+predicted again alone; an unreadable case fails alone and is listed in ``failed.tsv``. The
+reruns are the README's lines as printed. An upstream model folder predicts as upstream.
 """
 
 from __future__ import annotations
@@ -68,15 +69,19 @@ def scans(make_raw_dataset, tmp_path_factory) -> Path:
 def test_shards_write_what_predict_writes_and_rerun_only_what_is_missing(
     env, model_zip: Path, scans: Path, tmp_path: Path
 ) -> None:
-    output = tmp_path / "segmentations"
-    predict = {"model": model_zip, "input": scans, "output": output, "cases_per_job": 3}
-    first = predict_workflow(tmp_path, predict)
-    assert first.returncode == 0, first.stderr[-3000:]
+    """From a checkout holding model.zip and new_scans/, as README "Segmenting new scans" has it:
+    the first run in shards of 3, then the README's line as printed for the reruns."""
+    checkout = mirror_checkout(tmp_path / "checkout")
+    shutil.copy(model_zip, checkout / "model.zip")
+    shutil.copytree(scans, checkout / "new_scans")
+    output, user = checkout / "segmentations", user_shell(tmp_path / "home")
+    first = run(PREDICT_NEW_SCANS.replace("segmentations}", "segmentations, cases_per_job: 3}"),
+                checkout, user)  # fmt: skip
     assert first.stderr.count("predict_shard") >= 3  # 7 cases in shards of 3: three jobs
     cases = sorted(p.name.removesuffix("_0000.nii.gz") for p in scans.glob("*_0000.nii.gz"))
     assert sorted(p.name for p in output.glob("*.nii.gz")) == [f"{c}.nii.gz" for c in cases]
     # the zip is installed aside into work_dir, not into the user's nnUNet_results
-    assert list((tmp_path / "work" / "new_scans" / "models").glob("*/" + DATASET + "/" + MODEL))
+    assert list((checkout / "work" / "new_scans" / "models").glob(f"*/{DATASET}/{MODEL}"))
 
     reference = tmp_path / "reference"
     model_dir = Path(env["nnUNet_results"]) / DATASET / MODEL
@@ -93,15 +98,13 @@ def test_shards_write_what_predict_writes_and_rerun_only_what_is_missing(
     assert (output / "qc" / "montage.png").is_file()
     assert not (output / "failed.tsv").exists()
 
-    again = predict_workflow(tmp_path, predict)
-    assert again.returncode == 0, again.stderr[-3000:]
+    again = run(PREDICT_NEW_SCANS, checkout, user)  # cases_per_job is no key: nothing is missing
     assert "Nothing to be done" in again.stderr
 
     times = {p.name: p.stat().st_mtime_ns for p in output.glob("*.nii.gz")}
     (output / f"{cases[3]}.nii.gz").unlink()
-    redo = predict_workflow(tmp_path, predict)
-    assert redo.returncode == 0, redo.stderr[-3000:]
-    logs = (tmp_path / "work" / "logs" / "new_scans").glob("predict_shard_*.log")
+    run(PREDICT_NEW_SCANS, checkout, user)
+    logs = (checkout / "work" / "logs" / "new_scans").glob("predict_shard_*.log")
     newest = max(logs, key=os.path.getmtime).read_text()
     assert "1 of 1 case(s) to predict" in newest
     after = {p.name: p.stat().st_mtime_ns for p in output.glob("*.nii.gz")}
@@ -111,12 +114,8 @@ def test_shards_write_what_predict_writes_and_rerun_only_what_is_missing(
         segmentation(reference / "pp" / f"{cases[3]}.nii.gz"),
     )
 
-    (scans.parent / "broken").mkdir()
-    broken = scans.parent / "broken"
-    for image in scans.glob("*.nii.gz"):
-        (broken / image.name).symlink_to(image)
-    (broken / "zz_bad_0000.nii.gz").write_bytes(b"not an image")
-    failing = predict_workflow(tmp_path, {**predict, "input": broken})
+    (checkout / "new_scans" / "zz_bad_0000.nii.gz").write_bytes(b"not an image")
+    failing = run(PREDICT_NEW_SCANS, checkout, user, check=False)
     assert failing.returncode != 0
     failed = list(csv.DictReader((output / "failed.tsv").open(), delimiter="\t"))
     assert [f["case"] for f in failed] == ["zz_bad"]
@@ -124,6 +123,17 @@ def test_shards_write_what_predict_writes_and_rerun_only_what_is_missing(
     assert "1 case(s) failed" in failing.stderr
     unchanged = {p.name: p.stat().st_mtime_ns for p in output.glob("*.nii.gz")}
     assert unchanged == after  # the other cases were not predicted again
+
+    # the README's SLURM line: its preview plans the missing case as one shard job with one GPU
+    pytest.importorskip("snakemake_executor_plugin_slurm")
+    (checkout / "new_scans" / "zz_bad_0000.nii.gz").unlink()
+    (output / f"{cases[0]}.nii.gz").unlink()
+    dry = run(with_flags(PREDICT_NEW_SCANS_SLURM, "-n"), checkout, user)
+    preview = dry.stdout + dry.stderr
+    blocks = [b for b in re.split(r"\n(?=(?:localrule|rule) )", preview)
+              if b.startswith("rule predict_shard:")]  # fmt: skip
+    assert len(blocks) == 1, preview[-3000:]
+    assert re.search(r"resources: .*gpu=1", blocks[0]) and "slurm_partition=" in blocks[0]
 
 
 def test_an_upstream_model_folder_predicts_as_upstream(tmp_path: Path) -> None:
@@ -140,30 +150,3 @@ def test_an_upstream_model_folder_predicts_as_upstream(tmp_path: Path) -> None:
     assert [p.name for p in sorted(output.glob("*.nii.gz"))] == [p.name for p in expected]
     for theirs in expected:
         assert np.array_equal(segmentation(output / theirs.name), segmentation(theirs))
-
-
-def test_the_readme_lines_segment_a_folder_locally_and_plan_one_gpu_job_per_shard_on_slurm(
-    model_zip: Path, scans: Path, tmp_path: Path
-) -> None:
-    """README "Segmenting new scans", as printed, from a checkout holding model.zip and
-    new_scans/ (two of the scans): the local line segments them; the SLURM line's dry run plans
-    one shard job asking for one GPU in the profile's partition."""
-    checkout = mirror_checkout(tmp_path / "checkout")
-    shutil.copy(model_zip, checkout / "model.zip")
-    (checkout / "new_scans").mkdir()
-    for image in sorted(scans.glob("*_0000.nii.gz"))[:2]:
-        shutil.copy(image, checkout / "new_scans")
-    env = user_shell(tmp_path / "home")
-    run(PREDICT_NEW_SCANS, checkout, env)
-    written = sorted(p.name for p in (checkout / "segmentations").glob("*.nii.gz"))
-    assert written == [p.name.replace("_0000", "") for p in sorted(scans.glob("*"))[:2]]
-    pytest.importorskip("snakemake_executor_plugin_slurm")
-    (checkout / "new_scans" / written[0].replace(".nii.gz", "_0000.nii.gz")).unlink()
-    (checkout / "segmentations" / written[1]).unlink()
-    shutil.copy(sorted(scans.glob("*"))[2], checkout / "new_scans")
-    dry = run(with_flags(PREDICT_NEW_SCANS_SLURM, "-n"), checkout, env)
-    output = dry.stdout + dry.stderr
-    blocks = [b for b in re.split(r"\n(?=(?:localrule|rule) )", output)
-              if b.startswith("rule predict_shard:")]  # fmt: skip
-    assert len(blocks) == 1, output[-3000:]  # the two missing cases, in one shard of 50
-    assert re.search(r"resources: .*gpu=1", blocks[0]) and "slurm_partition=" in blocks[0]
