@@ -8,7 +8,7 @@ import os
 import re
 import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
@@ -128,16 +128,25 @@ def merge_folder(source: str | os.PathLike, target: str | os.PathLike) -> None:
 _TEMPORARY = re.compile(r"^\.(?P<name>.+)\.[A-Za-z0-9_]{8}(?P<suffix>(\.[A-Za-z0-9]+){1,2})$")
 
 
-def remove_atomic_temporaries(folder: str | os.PathLike) -> list[Path]:
+def remove_atomic_temporaries(
+    folder: str | os.PathLike, targets: Collection[str] | None = None
+) -> list[Path]:
     """Delete the temporaries of ``atomic_path`` writers that were killed before their rename.
 
-    Only for a folder whose writers have all stopped (one job owns it): a live writer's temporary
-    would be deleted under it. Subfolders are left alone.
+    Only for a folder whose writers have all stopped (one job owns it), or with ``targets``, the
+    file names whose temporaries go (the files one job owns in a folder it shares): a live
+    writer's temporary would be deleted under it. Subfolders are left alone.
     """
     folder = Path(folder)
     if not folder.is_dir():
         return []
-    stale = [p for p in folder.iterdir() if _TEMPORARY.match(p.name) and p.is_file()]
+    stale = [
+        p
+        for p in folder.iterdir()
+        if (match := _TEMPORARY.match(p.name))
+        and (targets is None or match["name"] in targets)
+        and p.is_file()
+    ]
     for path in stale:
         remove_file(path, inside=[folder])
     return stale

@@ -66,8 +66,12 @@ def settings_of(predict: Mapping[str, Any]) -> dict[str, Any]:
     return {name: predict.get(name, default) for name, default in DEFAULTS.items()}
 
 
-def plan_run(predict: Mapping[str, Any], work_dir: Path) -> ScanRun:
-    """Resolve the model, decide what is missing, write the spec and the shards' case lists."""
+def plan_run(predict: Mapping[str, Any], work_dir: Path, *, write: bool = True) -> ScanRun:
+    """Resolve the model, decide what is missing, write the spec and the shards' case lists.
+
+    ``write``: False in a job's own Snakemake (a cluster job reads the workflow again while some
+    cases are done): the main process wrote the files its job reads, and nothing else is
+    needed."""
     settings = settings_of(predict)
     if not 0 < float(settings["step_size"]) <= 1:
         msg = f"predict.step_size must be in (0, 1], got {settings['step_size']}"
@@ -99,7 +103,8 @@ def plan_run(predict: Mapping[str, Any], work_dir: Path) -> ScanRun:
     # one folder per model, settings, input and output (two runs of one model apart)
     place = json.dumps([key, spec["input"], spec["output"]])
     folder = run_dir(work_dir, hashlib.sha256(place.encode()).hexdigest())
-    _write_if_changed(folder / SPEC_JSON, spec)
+    if write:
+        _write_if_changed(folder / SPEC_JSON, spec)
     cases = case_identifiers(source, dataset_json.file_ending)
     if not cases:
         msg = f"predict.input: {source} holds no images named CASE_0000{dataset_json.file_ending}"
@@ -111,11 +116,12 @@ def plan_run(predict: Mapping[str, Any], work_dir: Path) -> ScanRun:
         chunk = missing[start : start + size]
         name = hashlib.sha256("\n".join(chunk).encode()).hexdigest()[:12]
         shards[name] = chunk
-        _write_if_changed(shard_cases_file(folder, name), chunk)
-    return ScanRun(key, folder, spec, shards, _summary_name(folder, list(shards)))
+        if write:
+            _write_if_changed(shard_cases_file(folder, name), chunk)
+    return ScanRun(key, folder, spec, shards, _summary_name(folder, list(shards), write))
 
 
-def _summary_name(folder: Path, shards: list[str]) -> str:
+def _summary_name(folder: Path, shards: list[str], write: bool) -> str:
     """The summary job of these shards, named by them (a list kept for the job's own Snakemake).
 
     Snakemake reruns a job whose set of inputs changed since it ran, so one summary job whose
@@ -129,7 +135,8 @@ def _summary_name(folder: Path, shards: list[str]) -> str:
         if done:
             return done[-1].name.removesuffix(".done")
     name = hashlib.sha256("\n".join(shards).encode()).hexdigest()[:12]
-    _write_if_changed(folder / SUMMARIES_FOLDER / f"{name}.shards.json", shards)
+    if write:
+        _write_if_changed(folder / SUMMARIES_FOLDER / f"{name}.shards.json", shards)
     return name
 
 

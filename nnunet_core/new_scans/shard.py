@@ -24,7 +24,12 @@ from typing import Any
 from nnunet_core.dataset.discovery import RawCase, case_channel_files
 from nnunet_core.dataset.verify_case import check_test_case
 from nnunet_core.errors import NnunetCoreError
-from nnunet_core.io.atomic import atomic_path, read_json, write_json
+from nnunet_core.io.atomic import (
+    atomic_path,
+    read_json,
+    remove_atomic_temporaries,
+    write_json,
+)
 from nnunet_core.io.dataset_json import DatasetJson, load_dataset_json
 from nnunet_core.io.plans import Plans
 from nnunet_core.io.prediction_output import mark_prediction_folder
@@ -178,6 +183,29 @@ def finish_case(
     failure_record_path(output, identifier).unlink(missing_ok=True)
 
 
+def _staged(staging: Path, case: str, ending: str) -> list[Path]:
+    """A case's files in the run's staging folders (each member's, a previous stage's, the
+    ensemble's)."""
+    if not staging.is_dir():
+        return []
+    names = (f"{case}{ending}", f"{case}.npz", f"{case}.json")
+    return [f for folder in staging.iterdir() if folder.is_dir() for n in names
+            if (f := folder / n).is_file()]  # fmt: skip
+
+
+def clean_before(cases: list[RawCase], output: Path, staging: Path, ending: str) -> None:
+    """What a killed attempt left for these cases: the temporaries of its writes into the output
+    folder (only these cases': other shards write there too), and staged predictions older than
+    the case's images (an image replaced since is predicted again, not finished from them)."""
+    names = [f"{c.identifier}{s}" for c in cases for s in (ending, ".npz", ".json")]
+    remove_atomic_temporaries(output, names)
+    for case in cases:
+        newest = max(p.stat().st_mtime for p in case.images)
+        for path in _staged(staging, case.identifier, ending):
+            if path.stat().st_mtime < newest:
+                path.unlink(missing_ok=True)
+
+
 def run_shard(run_dir: Path, shard: str) -> int:
     job_start = time.perf_counter()
     spec = read_json(run_dir / SPEC_JSON)
@@ -192,12 +220,14 @@ def run_shard(run_dir: Path, shard: str) -> int:
     plans = Plans.load(first / PLANS_JSON)
     ndim = 3 if _is_3d(first) else 2
     good, geometry = checked_cases(todo, spec, dataset_json, plans, ndim)
+    staging, ending = run_dir / STAGING_FOLDER, dataset_json.file_ending
+    clean_before(good, output, staging, ending)
     failed = len(todo) - len(good)
     timings: dict[str, float] = {}
     if good:
         from nnunet_core.new_scans.training_volumes import training_volume_ranges
 
-        folders = predict_members(spec, good, run_dir / STAGING_FOLDER, timings)
+        folders = predict_members(spec, good, staging, timings)
         model_dirs = [Path(m["model_dir"]) for m in spec["members"]]
         ranges = training_volume_ranges(model_dirs, dataset_json.label_spec)
         for case in good:
@@ -209,6 +239,8 @@ def run_shard(run_dir: Path, shard: str) -> int:
             }
             try:
                 finish_case(case, folders, spec, dataset_json, extra)
+                for path in _staged(staging, case.identifier, ending):  # written: not needed
+                    path.unlink(missing_ok=True)
             except NnunetCoreError as exc:
                 fail(output, case.identifier, key, str(exc))
                 failed += 1

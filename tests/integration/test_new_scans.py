@@ -135,7 +135,7 @@ def test_shards_write_what_predict_writes_and_rerun_only_what_is_missing(
     blocks = [b for b in re.split(r"\n(?=(?:localrule|rule) )", preview)
               if b.startswith("rule predict_shard:")]  # fmt: skip
     assert len(blocks) == 1, preview[-3000:]
-    assert re.search(r"resources: .*gpu=1", blocks[0]) and "slurm_partition=" in blocks[0]
+    assert re.search(r"resources: .*gpu=1", blocks[0]) and "slurm_partition=gpu" in blocks[0]
 
 
 def test_an_upstream_model_folder_predicts_as_upstream(tmp_path: Path) -> None:

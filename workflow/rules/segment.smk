@@ -33,7 +33,8 @@ validate(config, schema="../schemas/config.schema.yaml")
 WORK_DIR = Path(config["work_dir"])
 check_work_dir_placement(WORK_DIR, config["predict"]["input"])
 work_lock.lock_when_started(workflow, WORK_DIR)
-SCANS = plan_run(config["predict"], WORK_DIR)
+# (a job's own Snakemake reads the files the main process wrote, and writes none)
+SCANS = plan_run(config["predict"], WORK_DIR, write=workflow.is_main_process)
 # `nnunet-core status` lists the shards under "new_scans" (case i/N and ETA from their logs).
 LOGS = logs_dir(WORK_DIR) / NEW_SCANS_FOLDER
 _DRY_RUN = workflow.output_settings.dryrun

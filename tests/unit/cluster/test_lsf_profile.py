@@ -156,7 +156,7 @@ def test_profile_keys_are_commented() -> None:
     assert profile["executor"] == "lsf"
     # the rules build their GPU and signal options from the config: a profile value would
     # replace them, with a GPU count that does not follow training.gpus_per_job
-    for rule in ("train", "predict"):
+    for rule in ("train", "predict", "predict_shard"):
         assert "lsf_extra" not in profile["set-resources"][rule]
 
 
@@ -210,4 +210,4 @@ def test_set_resources_name_rules_of_the_workflow() -> None:
     for smk in (REPO / "workflow" / "rules").glob("*.smk"):
         rules |= set(re.findall(r"^\s*(?:rule|checkpoint) (\w+):", smk.read_text(), re.M))
     profile = yaml.safe_load(PROFILE.read_text())
-    assert set(profile["set-resources"]) == {"train", "predict"} <= rules
+    assert set(profile["set-resources"]) == {"train", "predict", "predict_shard"} <= rules
