@@ -39,6 +39,7 @@ RUNS_FOLDER = "runs"
 SPEC_JSON = "spec.json"
 STAGING_FOLDER = "staging"
 SHARDS_FOLDER = "shards"
+SHARD_NO_RETRY = ".no_retry.json"  # a shard whose failure no retry fixes
 SUMMARIES_FOLDER = "summaries"
 
 

@@ -24,6 +24,7 @@ from nnunet_core.io.atomic import read_json, write_json
 from nnunet_core.io.dataset_json import load_dataset_json
 from nnunet_core.io.prediction_output import check_output_folder
 from nnunet_core.layout.new_scans import (
+    SHARD_NO_RETRY,
     SHARDS_FOLDER,
     SPEC_JSON,
     SUMMARIES_FOLDER,
@@ -105,6 +106,9 @@ def plan_run(predict: Mapping[str, Any], work_dir: Path, *, write: bool = True) 
     folder = run_dir(work_dir, hashlib.sha256(place.encode()).hexdigest())
     if write:
         _write_if_changed(folder / SPEC_JSON, spec)
+        # a new run tries again what an earlier one marked as not worth a retry
+        for marker in (folder / SHARDS_FOLDER).glob(f"*{SHARD_NO_RETRY}"):
+            marker.unlink(missing_ok=True)
     cases = case_identifiers(source, dataset_json.file_ending)
     if not cases:
         msg = f"predict.input: {source} holds no images named CASE_0000{dataset_json.file_ending}"
@@ -183,6 +187,11 @@ def shard_cases_file(folder: Path, shard: str) -> Path:
 
 def shard_marker(folder: Path, shard: str) -> Path:
     return folder / SHARDS_FOLDER / f"{shard}.done.json"
+
+
+def no_retry_marker(folder: Path, shard: str) -> Path:
+    """Left by a shard attempt whose failure no retry fixes (the model, its code)."""
+    return folder / SHARDS_FOLDER / f"{shard}{SHARD_NO_RETRY}"
 
 
 def shard_cases(folder: Path, shard: str) -> list[str]:

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from nnunet_core.cluster.no_retry import marks, read_marker, write_marker
 from nnunet_core.dataset.discovery import RawCase, case_channel_files
 from nnunet_core.dataset.verify_case import check_test_case
 from nnunet_core.errors import NnunetCoreError
@@ -43,7 +44,7 @@ from nnunet_core.layout.new_scans import (
 )
 from nnunet_core.layout.raw import DATASET_JSON
 from nnunet_core.layout.results import PLANS_JSON
-from nnunet_core.new_scans.plan import is_done, shard_cases, shard_marker
+from nnunet_core.new_scans.plan import is_done, no_retry_marker, shard_cases, shard_marker
 
 PREFIX = "nnunet-core predict"
 
@@ -282,10 +283,19 @@ def main(argv: list[str] | None = None) -> int:
 
         device = read_json(args.run_dir / SPEC_JSON)["settings"]["device"]
         take_slots_for(device, 1, args.gpu_lock_dir, folds_per_gpu=1)
+    # a retry (a cluster's resubmission) of an attempt that failed in a way no retry helps
+    marker = no_retry_marker(args.run_dir, args.shard)
+    earlier = read_marker(marker)
+    if earlier is not None:
+        print(f"{earlier.line} (an earlier attempt; not tried again)", file=sys.stderr)
+        return earlier.exit_status
     try:
         return run_shard(args.run_dir, args.shard)
     except NnunetCoreError as exc:
-        print(f"{PREFIX}: error: {exc}", file=sys.stderr)
+        line = f"{PREFIX}: error: {exc}"
+        print(line, file=sys.stderr)
+        if marks(exc.exit_code):  # the model or its code: the next run of the workflow tries again
+            write_marker(marker, exc.exit_code, line)
         return exc.exit_code
 
 

@@ -104,6 +104,8 @@ rule predict_shard:
         "{wildcards.shard:q} {params.slots} > {log:q} 2>&1"
 
 
+# Not retried (also where a profile sets retries): it fails only for cases that failed, which a
+# retry would list again.
 rule summarize_new_scans:
     input:
         spec=SCANS.spec_file,
@@ -115,6 +117,7 @@ rule summarize_new_scans:
         summary_marker(SCANS.folder, "{summary}"),
     log:
         LOGS / "summary_{summary}.log",
+    retries: 0
     params:
         python=sys.executable,
         run_dir=SCANS.folder,

@@ -181,3 +181,25 @@ def test_carried_code_runs_with_consent_or_when_the_model_is_the_users_own(tmp_p
     original.write_text("class MyTrainer: changed = True\n")
     with pytest.raises(ConfigurationError):
         code_consent(model, tmp_path / "work", consent=False)
+
+
+def test_a_shard_that_no_retry_can_fix_ends_its_retries_at_once(tmp_path, capsys) -> None:
+    """A broken checkpoint fails the shard job with its one line and a marker; the retry a
+    cluster profile would submit ends at once with the same status; a new run tries again."""
+    from nnunet_core.new_scans import shard as shard_job
+
+    folder = model_folder(tmp_path / "results", folds=(0,))  # placeholder bytes: no checkpoint
+    images = tmp_path / "in"
+    shutil.copytree(TEST_DATA / "upstream_model" / "imagesTs", images)
+    predict = {"model": str(folder), "input": str(images), "output": str(tmp_path / "out")}
+    run = plan_run(predict, tmp_path / "work")
+    (shard,) = run.shards
+    first = shard_job.main([str(run.folder), shard])
+    assert first == 2, capsys.readouterr()
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "checkpoint_final.pth" in line
+    again = shard_job.main([str(run.folder), shard])
+    assert again == first
+    assert capsys.readouterr().err.strip() == f"{line} (an earlier attempt; not tried again)"
+    plan_run(predict, tmp_path / "work")  # the next run of the workflow
+    assert not list((run.folder / "shards").glob("*.no_retry.json"))
