@@ -1,6 +1,7 @@
 # nnU-Net v2 method, raw dataset to evaluated test predictions and a report.
 # Config and the choice of run only: one dataset and one seed is workflow/rules/run.smk; several
-# datasets or seeds is workflow/rules/paper.smk, one run.smk module per (dataset, seed).
+# datasets or seeds is workflow/rules/paper.smk, one run.smk module per (dataset, seed); `predict:`
+# (new scans, a trained model, no training) is workflow/rules/segment.smk.
 from pathlib import Path
 
 from nnunet_core.workflow.config import (
