@@ -14,6 +14,7 @@ each case is either predicted or recorded as failed; ``summary`` reports both.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import shutil
 import sys
@@ -121,8 +122,8 @@ def predict_members(
                 trust_model_code=True,
                 consent_how=spec["consent"],
             )
-            predict_cases(lowres, cases, before, PredictionSettings(**{
-                **vars(predictor), "save_probabilities": False}))  # fmt: skip
+            segmentations_only = dataclasses.replace(predictor, save_probabilities=False)
+            predict_cases(lowres, cases, before, segmentations_only)
             todo = with_previous_stage(cases, before, model.dataset_json.file_ending)
         predict_cases(model, todo, folder, predictor, timings)
         folders.append(folder)
