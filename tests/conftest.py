@@ -34,7 +34,7 @@ import torch
 from filelock import FileLock
 
 from nnunet_core.dataset.synthesize import SynthOptions, dataset_name_part, synthesize_dataset
-from tests.helpers.training import DATASET, prepare_tiny_training, roots_env
+from tests.helpers.training import DATASET, prepare_tiny_training, roots_env, train_shared_fold
 from tests.helpers.workflow import prepared_config, snakemake
 
 pytest_plugins = ["tests.helpers.cpu_log"]
@@ -132,6 +132,21 @@ def tiny_training_template(tmp_path_factory: pytest.TempPathFactory, make_raw_da
         tmp_path_factory,
         "tiny_training",
         lambda folder: prepare_tiny_training(folder, make_raw_dataset),
+    )
+
+
+@pytest.fixture(scope="session")
+def trained_tiny_fold(
+    tmp_path_factory: pytest.TempPathFactory, tiny_training_template: Path
+) -> Path:
+    """The tiny dataset's roots with nnUNetTrainer's fold 0 trained (``train_shared_fold``), once
+    per test run (``built_once``): test_training, test_upstream_exchange, test_fine_tuning_cli and
+    test_new_scans each trained a fold 0 of their own; they copy this one into their ``env``
+    (``copy_shared_model``)."""
+    return built_once(
+        tmp_path_factory,
+        "trained_tiny_fold",
+        lambda folder: train_shared_fold(folder, tiny_training_template),
     )
 
 

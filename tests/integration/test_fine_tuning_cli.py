@@ -7,8 +7,8 @@ The DDP case trains a user's trainer named by file path (the FocalDice example c
 repository; same network, another loss): each rank loads it from its file and the model folder
 records it, so one DDP run checks fine-tuning and user trainers under DDP together.
 
-The tiny preprocessed dataset is conftest's ``env``; P is nnUNetTrainer's fold 0 trained for one
-epoch.
+The tiny preprocessed dataset is conftest's ``env``; P is nnUNetTrainer's fold 0, conftest's
+shared ``trained_tiny_fold`` copied into it.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from nnunet_core.model import checkpoint as ckpt
-from tests.helpers.training import CONFIG, MODEL, check, check_stopped, cli
+from tests.helpers.training import CONFIG, MODEL, check, check_stopped, cli, copy_shared_model
 from tests.helpers.user_trainers import by_path, copy_examples, example_file, recorded_from_file
 
 pytestmark = pytest.mark.slow
@@ -45,10 +45,10 @@ def log_of(folder: Path) -> str:
 
 
 @pytest.fixture(scope="module")
-def pretrained(env) -> Path:
-    """Fold 0 trained for one epoch: the weights the other folds start from."""
-    check(cli(env, "train", "900", CONFIG, "0", *SHORT, "--epochs", "1"))
-    return fold_folder(env, 0) / ckpt.FINAL
+def pretrained(env, trained_tiny_fold: Path) -> Path:
+    """nnUNetTrainer's fold 0 (conftest's shared fold, copied into this module's ``env``): the
+    weights the other folds start from."""
+    return copy_shared_model(trained_tiny_fold, env) / ckpt.FINAL
 
 
 @pytest.fixture(scope="module")

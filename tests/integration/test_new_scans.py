@@ -32,13 +32,12 @@ from tests.helpers.readme_commands import (
     user_shell,
     with_flags,
 )
-from tests.helpers.training import CONFIG, DATASET, MODEL, check, cli
+from tests.helpers.training import CONFIG, DATASET, MODEL, check, cli, copy_shared_model
 from tests.helpers.workflow import predict_workflow
 
 pytestmark = pytest.mark.slow
 UPSTREAM = TEST_DATA / "upstream_model"
 
-SHORT = ["-device", "cpu", "--iterations", "2", "--val-iterations", "1", "--num-workers", "0"]
 PP = {
     "postprocessing_fns": ["remove_all_but_largest_component_from_segmentation"],
     "postprocessing_kwargs": [{"labels_or_regions": [1, 2]}],
@@ -50,9 +49,8 @@ def segmentation(path: Path) -> np.ndarray:
 
 
 @pytest.fixture(scope="module")
-def model_zip(env, tmp_path_factory) -> Path:
-    check(cli(env, "train", "900", CONFIG, "0", *SHORT, "--epochs", "1"))
-    model_dir = Path(env["nnUNet_results"]) / DATASET / MODEL
+def model_zip(env, trained_tiny_fold, tmp_path_factory) -> Path:
+    model_dir = copy_shared_model(trained_tiny_fold, env).parent  # conftest's fold 0, in env
     crossval = model_dir / "crossval_results_folds_0"
     crossval.mkdir()
     (crossval / "postprocessing.json").write_text(json.dumps(PP))

@@ -1,7 +1,8 @@
 """Training a fold for real: the CLI in subprocesses on a tiny preprocessed synthetic dataset.
 
-The dataset is built once per module with the real commands (synthesize via the conftest fixture,
-fingerprint, plan with a tiny ``3d_tiny`` configuration, preprocess, splits). Each test checks
+The dataset is built once per test run with the real commands (synthesize via the conftest
+fixture, fingerprint, plan with a tiny ``3d_tiny`` configuration, preprocess, splits) and copied
+per module (conftest's ``env``); so is the trained fold 0 (``trained_tiny_fold``). Each test checks
 something a user relies on: the network learns, checkpoints load with ``weights_only=True``,
 ``--val`` reproduces the summary (a killed run continuing with ``--c`` where it stopped:
 test_stop_resume.py), and broken inputs give one-line errors.
@@ -15,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import time
 from pathlib import Path
 
 import numpy as np
@@ -25,15 +25,23 @@ import torch
 from nnunet_core.layout.roots import Roots
 from nnunet_core.model import checkpoint as ckpt
 from nnunet_core.training.trainer import STOPPED, Trainer, TrainerSettings
-from tests.helpers.training import CONFIG, DATASET, MODEL, check, cli
+from tests.helpers.training import (
+    CONFIG,
+    DATASET,
+    LEARNING_SCHEDULE,
+    MODEL,
+    TRAIN_STDOUT,
+    check,
+    cli,
+    copy_shared_model,
+)
 
 pytestmark = pytest.mark.slow
 
-# 25 iterations x 8 epochs (200 steps of batch 2) reach organ Dice ~0.75-0.85 on this data.
-SCHEDULE = ["--epochs", "8", "--iterations", "25", "--val-iterations", "5"]
-# The organ (label 1) fills 2-4 % of a case: predicting it everywhere scores Dice ~0.06 and
-# all-background scores 0. 0.5 is far above both and below what the schedule reaches; the
-# lesion (label 2, a few voxels) is not learned in 200 steps and is not asserted.
+# LEARNING_SCHEDULE (8 x 25) reaches organ Dice ~0.75-0.85 on this data. The organ (label 1)
+# fills 2-4 % of a case: predicting it everywhere scores Dice ~0.06 and all-background scores 0.
+# 0.5 is far above both and below what the schedule reaches; the lesion (label 2, a few voxels)
+# is not learned in 200 steps and is not asserted.
 ORGAN_DICE_THRESHOLD = 0.5
 
 
@@ -42,14 +50,12 @@ def fold_folder(env: dict[str, str], fold: int | str) -> Path:
 
 
 @pytest.fixture(scope="module")
-def trained(env: dict[str, str]) -> Path:
-    """Fold 0 trained through ``python -m nnunet_core.train`` (the torchrun entry point)."""
-    start = time.time()
-    args = ["900", CONFIG, "0", "-device", "cpu", "--npz", "--num-workers", "1", *SCHEDULE]
-    result = check(cli(env, *args, module="nnunet_core.train"))
-    print(f"tiny training + validation took {time.time() - start:.1f} s")
-    assert "Mean Validation Dice" in result.stdout
-    return fold_folder(env, 0)
+def trained(env: dict[str, str], trained_tiny_fold: Path) -> Path:
+    """Fold 0 trained through ``python -m nnunet_core.train`` (the torchrun entry point) with
+    ``LEARNING_SCHEDULE``, ``--npz`` and one data worker: conftest's shared fold (trained once per
+    test run for four modules), copied into this module's ``env``."""
+    assert "Mean Validation Dice" in (trained_tiny_fold / TRAIN_STDOUT).read_text()
+    return copy_shared_model(trained_tiny_fold, env)
 
 
 def test_tiny_training_lowers_the_loss_and_segments_the_organ(trained: Path) -> None:
@@ -99,13 +105,25 @@ def test_checkpoints_load_with_weights_only(trained: Path) -> None:
     assert torch.load(trained / ckpt.BEST, weights_only=True)["current_epoch"] <= 8
 
 
+def _by_file_name(summary: dict) -> dict:
+    """``summary`` with each case's two paths cut to their file names."""
+    for case in summary["metric_per_case"]:
+        for key in ("prediction_file", "reference_file"):
+            case[key] = Path(case[key]).name
+    return summary
+
+
 def test_val_reproduces_the_summary(trained: Path, env) -> None:
     summary_path = trained / "validation" / "summary.json"
     before = json.loads(summary_path.read_text())
     for path in (trained / "validation").iterdir():
         path.unlink()
     check(cli(env, "train", "900", CONFIG, "0", "-device", "cpu", "--val", "--npz"))
-    assert json.loads(summary_path.read_text()) == before
+    after = json.loads(summary_path.read_text())
+    # the copied summary names the shared fold's folders; --val names this env's files
+    folders = {Path(case["prediction_file"]).parent for case in after["metric_per_case"]}
+    assert folders == {trained / "validation"}
+    assert _by_file_name(after) == _by_file_name(before)
     assert (trained / ckpt.FINAL).is_file() and not (trained / ckpt.LATEST).exists()
 
 
@@ -120,7 +138,7 @@ def test_corrupted_checkpoint_stops_continue_with_one_line(env) -> None:
     folder = fold_folder(env, 4)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / ckpt.LATEST).write_bytes(b"\x00" * 100)
-    result = cli(env, "train", "900", CONFIG, "4", "-device", "cpu", "--c", *SCHEDULE)
+    result = cli(env, "train", "900", CONFIG, "4", "-device", "cpu", "--c", *LEARNING_SCHEDULE)
     assert result.returncode == 1
     lines = result.stderr.strip().splitlines()
     assert lines[-1].startswith("nnunet-core train: error: ")

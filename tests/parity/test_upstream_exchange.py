@@ -24,7 +24,7 @@ import SimpleITK as sitk
 
 from tests.helpers.paths import TEST_DATA
 from tests.helpers.peer import HAS_PEER, upstream
-from tests.helpers.training import CONFIG, DATASET, MODEL, check, cli
+from tests.helpers.training import CONFIG, DATASET, MODEL, check, cli, copy_shared_model
 
 pytestmark = pytest.mark.slow
 
@@ -108,10 +108,10 @@ def test_an_upstream_results_tree_predicts_by_dataset_and_trainer(upstream_resul
 
 # ------------------------------------------------------------------- upstream predicts ours
 @pytest.fixture(scope="module")
-def our_model(env) -> dict[str, str]:
-    """Fold 0 of the tiny dataset trained by us long enough to segment (8 x 10 iterations)."""
-    args = [DATASET, CONFIG, "0", "--epochs", "8", "--iterations", "10", "--val-iterations", "2"]
-    check(cli(env, "train", *args, "--num-workers", "0", "-device", "cpu"))
+def our_model(env, trained_tiny_fold: Path) -> dict[str, str]:
+    """Fold 0 of the tiny dataset trained by us long enough to segment: conftest's shared fold
+    (8 x 25 iterations), copied into this module's ``env``."""
+    copy_shared_model(trained_tiny_fold, env)
     return env
 
 
