@@ -1,5 +1,6 @@
-"""workflow.work_dir_checks at the level of the function check_config calls; the real Snakemake
-runs (decoy trees, no job) are in tests/integration/test_work_dir_overlap.py."""
+"""workflow.work_dir_checks at the level of the function check_config calls, every overlap case
+of issue 51 among them (tests/helpers/work_dir_overlaps.py's decoy trees); the real Snakemake runs
+of a few of them (no job) are in tests/integration/test_work_dir_overlap.py."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pytest
 
 from nnunet_core.errors import ConfigurationError
 from nnunet_core.workflow.work_dir_checks import WRITTEN_FOLDERS, check_work_dir_placement
+from tests.helpers.work_dir_overlaps import OVERLAPS, checksums
 
 
 def _dataset(folder: Path) -> Path:
@@ -25,6 +27,17 @@ def _refused(work: Path | str, raw: object, *words: str) -> str:
     for word in words:
         assert word in line, line
     return line
+
+
+@pytest.mark.parametrize("case", list(OVERLAPS), ids=list(OVERLAPS))
+def test_each_overlap_is_refused_in_one_line_naming_both_paths(tmp_path: Path, case: str) -> None:
+    build, words, names_raw = OVERLAPS[case]
+    tree = tmp_path / "tree"
+    work, raw = build(tree)
+    before = checksums(tree)
+    line = _refused(str(work), str(raw), words, *([str(raw)] if names_raw else []))
+    assert line.startswith("config ")
+    assert checksums(tree) == before  # the check only reads
 
 
 def test_a_folder_above_the_home_folder_is_refused(tmp_path: Path, monkeypatch) -> None:
