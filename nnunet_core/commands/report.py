@@ -47,6 +47,12 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--seed", type=int, default=0, help="the training seed, as the results table names it"
     )
+    parser.add_argument(
+        "--no-print-figures",
+        dest="print_figures",
+        action="store_false",
+        help="PNG figures only, without each one's PDF and SVG for print (most of the time)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -65,6 +71,7 @@ def run(args: argparse.Namespace) -> int:
             if args.snakemake_records
             else None
         ),
+        print_figures=args.print_figures,
     )
     for path in written:
         print(f"wrote {path}")

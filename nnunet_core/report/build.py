@@ -142,7 +142,9 @@ def report_markdown(
 
 
 def _with_print_links(lines: list[str]) -> list[str]:
-    """After each figure, links to its PDF and SVG (for print)."""
+    """After each figure, links to its PDF and SVG (for print), where they are written."""
+    if not figures.printing():
+        return lines
     out = []
     for line in lines:
         out.append(line)
@@ -235,14 +237,17 @@ def build_report(
     seed: int = 0,
     test_set_note: str | None = None,
     job_records: tuple[Path, list[Path]] | None = None,
+    print_figures: bool = True,
 ) -> list[Path]:
     """Collect ``results/DatasetXXX_Name`` and write its report (default ``<it>/report``);
     ``seed`` is the training seed the results table names, ``test_set_note`` why there is no
     test summary (the report's notes say it); ``job_records``: Snakemake's metadata folder and
-    this run's log folders (run times of every job)."""
+    this run's log folders (run times of every job); ``print_figures``: each figure's PDF and
+    SVG too (an earlier report's are removed when off)."""
     results_dataset_dir = Path(results_dataset_dir)
     target = Path(output_dir) if output_dir is not None else results_dataset_dir / REPORT_DIR
     data = collect(results_dataset_dir, test_summary, snakemake_logs, test_set_note, job_records)
     summary = Path(test_summary) if test_summary is not None else None
     run = Run(data.dataset, seed, results_dataset_dir, summary)
-    return write_report(data, target, run)
+    with figures.print_figures(print_figures):
+        return write_report(data, target, run)

@@ -1,8 +1,9 @@
 """The report's figures: drawn with matplotlib's Agg canvas (no display, no pyplot state).
 
 Each function takes the DataFrames of ``collect`` and writes one PNG, plus a PDF and an SVG of
-the same drawing for print, each atomically, so a killed report never leaves a torn image that
-``snakemake --report`` would embed.
+the same drawing for print (unless ``print_figures(False)``: they are most of a report's time),
+each atomically, so a killed report never leaves a torn image that ``snakemake --report`` would
+embed.
 """
 
 from __future__ import annotations
@@ -10,6 +11,9 @@ from __future__ import annotations
 import math
 import os
 import textwrap
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 
 import numpy as np
@@ -38,11 +42,26 @@ def _figure(width: float, height: float) -> Figure:
 SVG_IDS = {"svg.hashsalt": "nnunet-core"}  # fixed element ids instead of random ones
 # print formats beside each PNG; no dates inside, so the same figure gives the same bytes
 PRINT_FORMATS = {"pdf": {"CreationDate": None}, "svg": {"Date": None}}
+_PRINTING: ContextVar[bool] = ContextVar("print_figures", default=True)
+
+
+@contextmanager
+def print_figures(enabled: bool) -> Iterator[None]:
+    """Whether the figures drawn inside also get their PDF and SVG."""
+    token = _PRINTING.set(enabled)
+    try:
+        yield
+    finally:
+        _PRINTING.reset(token)
+
+
+def printing() -> bool:
+    return _PRINTING.get()
 
 
 def print_versions(png: Path) -> list[Path]:
-    """The PDF and SVG written beside a figure's PNG."""
-    return [png.with_suffix(f".{kind}") for kind in PRINT_FORMATS]
+    """The PDF and SVG written beside a figure's PNG (none when print versions are off)."""
+    return [png.with_suffix(f".{kind}") for kind in PRINT_FORMATS] if printing() else []
 
 
 def _save(figure: Figure, target: str | os.PathLike) -> Path:
@@ -50,6 +69,8 @@ def _save(figure: Figure, target: str | os.PathLike) -> Path:
     target = Path(target)
     with atomic_path(target, suffix=".png") as tmp:
         figure.savefig(tmp, format="png")
+    if not printing():
+        return target
     # the print versions keep the PNG's layout: constrained layout, solved again for each
     # format, was a third of a report's time
     figure.set_layout_engine("none")

@@ -117,11 +117,12 @@ def _get(config: dict, dotted: str):
 def test_demo_scenario_is_config_demo_on_the_smaller_dataset() -> None:
     """After the schema's defaults, the demo scenario is config/demo.yaml but for the sizes and
     the lesion (the demo's larger one is learned in its 3 x 10 iterations; the tests keep the
-    default data, which every test and benchmark shares)."""
+    default data, which every test and benchmark shares) and the report's print versions."""
     demo = _defaults(yaml.safe_load((REPO / "config" / "demo.yaml").read_text()))
     demo["dataset"]["synthetic"].update(
         num_training=6, num_test=2, shape=[12, 32, 32], lesion_scale=1.0
     )
+    demo["report"]["print_figures"] = False
     assert scenario_config("demo") == demo
 
 

@@ -49,7 +49,11 @@ pytestmark = pytest.mark.slow
 MEMBERS = ["nnUNetTrainer__nnUNetPlans__2d", "nnUNetTrainer__nnUNetPlans__3d_fullres"]
 # What Snakemake prints for an exception raised by an input function, or any other traceback.
 EXCEPTION_TEXT = ("Exception", "Traceback", "ConfigurationError", "Error:")
-SURFACE = {"evaluation": {"surface_metrics": True, "nsd_tolerance_mm": {"1": 2, "2": 1.5}}}
+# surface metrics, and the report's print versions (the other tests' runs draw PNGs only)
+SURFACE = {
+    "evaluation": {"surface_metrics": True, "nsd_tolerance_mm": {"1": 2, "2": 1.5}},
+    "report": {"print_figures": True},
+}
 # The fault campaign's moments (benchmarks/faults): one SIGKILL in each of five stages, chained.
 FAULT_SEED = 14
 FAULT_STAGES = ["preprocess", TRAINING, NPZ_EXPORT, "selection", PREDICTION_WRITING]

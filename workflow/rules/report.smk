@@ -56,7 +56,8 @@ rule report:
             caption="../report/methods.rst",
             category="Paper",
         ),
-        cv_dice_pdf=REPORT / "cv_dice.pdf",
+        # each figure's print versions (PDF, SVG) unless report.print_figures is false
+        cv_dice_pdf=REPORT / "cv_dice.pdf" if config["report"]["print_figures"] else [],
         page=REPORT_PAGE,
         test_dice=test_dice_figure(),
     log:
@@ -67,6 +68,7 @@ rule report:
         test_summary=test_summary_flag,
         test_set_note=test_set_note_flag,
         seed=config["seed"],
+        print_figures="" if config["report"]["print_figures"] else "--no-print-figures",
         # every job's run time: Snakemake's records of the jobs whose logs are this run's
         records=shlex.join(
             ["--snakemake-records", ".snakemake/metadata", "--job-logs"]
@@ -76,7 +78,8 @@ rule report:
         JOB
     shell:
         "nnunet-core report -d {params.dataset:q} {params.test_summary} {params.test_set_note} "
-        "--seed {params.seed:q} {params.records} {params.roots} > {log:q} 2>&1"
+        "--seed {params.seed:q} {params.print_figures} {params.records} {params.roots} "
+        "> {log:q} 2>&1"
 
 
 # A reader's rerun: `snakemake reproduce` packs the config (defaults filled in), plans, splits,
