@@ -1,9 +1,10 @@
 """Trainer variants and the printed inference instructions, on tiny real trainings.
 
-One tiny preprocessed dataset (5 training cases, 1 test case, a ``3d_tiny`` configuration) is
-built with the real commands in a working directory whose roots are *relative* (``raw``,
-``preprocessed``, ``results``), as the workflow runs them. Fold 0 is trained twice with a few
-iterations: ``nnUNetTrainer_2epochs_NoMirroring``, ``nnUNetTrainer_1epoch`` and
+conftest's tiny preprocessed dataset (6 training cases, a ``3d_tiny`` configuration, built once
+per test run with the real commands) is copied, with one test image added, into a working
+directory whose roots are *relative* (``raw``, ``preprocessed``, ``results``), as the workflow
+runs them. Fold 0 is trained three times with a few iterations:
+``nnUNetTrainer_2epochs_NoMirroring``, ``nnUNetTrainer_1epoch`` and
 ``nnUNetTrainerNoDeepSupervision`` (``--epochs 1``). The checks: the schedule, the mirroring and
 the deep supervision of each name reach the checkpoint, the loader and ``predict``;
 ``find-best-config`` writes instructions whose commands run as printed from that directory
@@ -16,6 +17,7 @@ import dataclasses
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -24,6 +26,7 @@ import numpy as np
 import pytest
 import torch
 
+from nnunet_core import cli
 from nnunet_core.layout.roots import Roots
 from nnunet_core.model.upstream_names import our_state_dict
 
@@ -60,22 +63,30 @@ def run(cwd: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProce
 
 
 @pytest.fixture(scope="module")
-def workdir(tmp_path_factory: pytest.TempPathFactory, make_raw_dataset) -> Path:
-    """A working directory with relative roots, a tiny configuration and both trainings."""
+def workdir(
+    tmp_path_factory: pytest.TempPathFactory, tiny_training_template: Path, make_raw_dataset
+) -> Path:
+    """A working directory with relative roots: conftest's tiny ``3d_tiny`` dataset (copied),
+    one test image, and the trainings."""
     root = tmp_path_factory.mktemp("variants")
-    make_raw_dataset(root / "raw" / DATASET, num_training=5, num_test=1)
-    env = {**bare_env(), **dict(zip(ROOT_ENV, ("raw", "preprocessed", "results"), strict=True))}
-    run(root, env, "fingerprint", "-d", "900", "-np", "1")
-    run(root, env, "plan", "-d", "900")
+    shutil.copytree(tiny_training_template, root, dirs_exist_ok=True)
+    extra = tmp_path_factory.mktemp("test_image") / DATASET
+    (test_image,) = (make_raw_dataset(extra, num_training=1, num_test=1) / "imagesTs").iterdir()
+    (root / "raw" / DATASET / "imagesTs").mkdir(exist_ok=True)
+    shutil.copy(test_image, root / "raw" / DATASET / "imagesTs")
+    # the narrow network these checks need ([4] per stage, not the template's 4..32): a plan
+    # with the real command, in this process (the 3d_tiny data stays valid: same patch and
+    # spacing)
     plans = json.loads((root / "preprocessed" / DATASET / "nnUNetPlans.json").read_text())
     n_stages = plans["configurations"]["3d_fullres"]["architecture"]["arch_kwargs"]["n_stages"]
     tiny = {
         "inherits_from": "3d_fullres",
         "architecture": {"arch_kwargs": {"features_per_stage": [4] * n_stages}},
     }
-    run(root, env, "plan", "-d", "900", "--overrides", json.dumps({CONFIG: tiny}))
-    run(root, env, "preprocess", "-d", "900", "-c", CONFIG, "-np", "1", "--no-pbar")
-    run(root, env, "splits", "-d", "900")
+    roots = ["--raw", str(root / "raw"), "--preprocessed", str(root / "preprocessed")]
+    overrides = ["--overrides", json.dumps({CONFIG: tiny})]
+    assert cli.main(["plan", "-d", "900", *roots, *overrides]) == 0
+    env = {**bare_env(), **dict(zip(ROOT_ENV, ("raw", "preprocessed", "results"), strict=True))}
     train = ["train", "900", CONFIG, "0", "-device", "cpu", *SCHEDULE]
     run(root, env, *train, "-tr", NO_DS, "--epochs", "1")
     for trainer in (NO_MIRROR, ONE_EPOCH):
