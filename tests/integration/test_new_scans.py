@@ -1,6 +1,6 @@
 """Segmenting new scans with the workflow (config ``predict:``), real Snakemake throughout.
 
-A model is trained by the CLI (conftest's tiny dataset, one short epoch), given a
+A model trained by the CLI (conftest's shared 3d_tiny fold 0, 8 x 25 iterations) is given a
 postprocessing step and exported to a zip; the workflow segments 7 new scans with it in shards of
 3. What it writes must be what ``nnunet-core predict`` and ``apply-postprocessing`` write with
 the same model, postprocessing and settings; a rerun has nothing to do; a deleted output is
