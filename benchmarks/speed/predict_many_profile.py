@@ -3,12 +3,13 @@
 ``python -m benchmarks.speed.predict_many_profile RUN_DIR SHARD EVENTS`` runs
 ``nnunet_core.new_scans.shard`` on a planned shard exactly as the workflow's job does, with the
 functions of each step wrapped (``STEPS``): every call appends one line ``step, process, start,
-end, case`` to EVENTS. The wrappers are installed before the predictor forks its workers (and
-under the function's own module name too, which is how a task reaches a worker), so the
-preprocessing and export workers time their calls too. ``summarize`` turns the lines into
-seconds per step: where the job's own process spends its time (``main``; nested steps are listed
-under their parent) and what the workers do beside it (``workers``, seconds of work, not wall).
-A step's wrapper costs a few microseconds; the run is a separate run from the timed one.
+end, case, the process's RSS in MB at the end`` to EVENTS. The wrappers are installed before the
+predictor forks its workers (and under the function's own module name too, which is how a task
+reaches a worker), so the preprocessing and export workers time their calls too. ``summarize``
+turns the lines into seconds per step: where the job's own process spends its time (``main``;
+nested steps are listed under their parent) and what the workers do beside it (``workers``,
+seconds of work, not wall). A wrapper costs a few microseconds; the run is a separate run from
+the timed one.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ import time
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
+
+PAGE = os.sysconf("SC_PAGE_SIZE")
 
 # (module, attribute, step name, nested in): the shard's steps in the order a case meets them
 STEPS = (
@@ -84,7 +87,9 @@ def _wrap(function, step: str, events: int):
             name = step
             if function.__name__ == "_result" and len(args) > 2:
                 name = f"wait for {args[2]}"  # preprocessing or export
-            line = json.dumps([name, os.getpid(), start, time.time(), _case_of(args, kwargs)])
+            rss = int(Path("/proc/self/statm").read_text().split()[1]) * PAGE / 2**20
+            case = _case_of(args, kwargs)
+            line = json.dumps([name, os.getpid(), start, time.time(), case, round(rss)])
             os.write(events, (line + "\n").encode())
 
     return timed
@@ -124,30 +129,35 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def summarize(events_file: Path, main_pid: int | None = None) -> dict[str, Any]:
-    """Seconds per step: ``main`` (the job's process), ``workers`` (the forked ones)."""
+    """Seconds per step: ``main`` (the job's process), ``workers`` (the forked ones), with the
+    largest RSS (MB) a step's process had when one of its calls returned (``rss_mb``)."""
     rows = [json.loads(line) for line in events_file.read_text().splitlines() if line.strip()]
     if main_pid is None:
-        main_pid = next(pid for name, pid, *_ in rows if name == "imports")
+        main_pid = next(row[1] for row in rows if row[0] == "imports")
     nested = {step: parent for _, _, step, parent in STEPS}
-    whole = next((end - start for name, _, start, end, _ in rows if name == "shard job (all)"), 0)
-    main: dict[str, list[float]] = defaultdict(list)
-    workers: dict[str, list[float]] = defaultdict(list)
+    whole = next((row[3] - row[2] for row in rows if row[0] == "shard job (all)"), 0)
+    main: dict[str, list[tuple[float, int]]] = defaultdict(list)
+    workers: dict[str, list[tuple[float, int]]] = defaultdict(list)
     per_case: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
-    for name, pid, start, end, case in rows:
+    for name, pid, start, end, case, *rss in rows:
         if name == "shard job (all)":
             continue
-        (main if pid == main_pid else workers)[name].append(end - start)
+        (main if pid == main_pid else workers)[name].append((end - start, (rss or [0])[0]))
         if case:
             per_case[case][name] += end - start
 
-    def table(source: dict[str, list[float]]) -> dict[str, dict[str, float]]:
+    def table(source: dict[str, list[tuple[float, int]]]) -> dict[str, dict[str, float]]:
+        ordered = sorted(source.items(), key=lambda kv: -sum(t for t, _ in kv[1]))
         return {
-            name: {"s": round(sum(times), 2), "calls": len(times)}
-            for name, times in sorted(source.items(), key=lambda kv: -sum(kv[1]))
+            name: {
+                "s": round(sum(t for t, _ in calls), 2),
+                "calls": len(calls),
+                "rss_mb": max(r for _, r in calls),
+            }
+            for name, calls in ordered
         }
 
-    top = sum(sum(t) for n, t in main.items() if not nested.get(n) and n != "imports")
-    top += sum(main.get("imports", []))
+    top = sum(t for n, calls in main.items() if not nested.get(n) for t, _ in calls)
     return {
         "shard_job_s": round(whole, 2),
         "main": table(main),

@@ -91,11 +91,14 @@ def _label(process: psutil.Process) -> str:
     except psutil.Error:
         return "?"
     python = len(command) > 2 and "python" in Path(command[0]).name
-    if python and command[1] == "-m":
-        return command[2]
-    if python and command[1] == "-c":
-        return "spawned worker" if "spawn_main" in command[2] else command[2].strip()[:40]
-    return Path(command[1] if python else command[0]).name
+    for index, flag in enumerate(command[1:-1] if python else [], 1):
+        if flag == "-m":  # after the interpreter's own flags (-B, -s)
+            return command[index + 1]
+        if flag == "-c":
+            return "spawned worker" if "spawn_main" in command[index + 1] else "-c"
+        if not flag.startswith("-"):
+            return Path(flag).name
+    return Path(command[0]).name
 
 
 def measure(command: list[str], env: dict[str, str], cwd: Path) -> Measured:

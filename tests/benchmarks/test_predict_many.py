@@ -78,8 +78,9 @@ def test_agreement_is_the_fraction_of_equal_voxels(tmp_path: Path) -> None:
 def test_summary_splits_the_job_process_from_its_workers(tmp_path: Path) -> None:
     rows = [
         ["imports", 10, 0.0, 1.0, ""],
-        ["network: sliding window", 10, 2.0, 5.0, "c1"],
-        ["preprocess: read, crop, normalize, resample", 11, 1.0, 2.5, "c1"],
+        ["network: sliding window", 10, 2.0, 5.0, "c1", 900],
+        ["network: sliding window", 10, 5.0, 5.0, "c2", 800],
+        ["preprocess: read, crop, normalize, resample", 11, 1.0, 2.5, "c1", 300],
         ["finish: per case after all predictions", 10, 5.0, 6.0, "c1"],
         ["QC png: read image + output, draw", 10, 5.2, 5.8, "c1"],
         ["shard job (all)", 10, 0.0, 7.0, ""],
@@ -88,7 +89,7 @@ def test_summary_splits_the_job_process_from_its_workers(tmp_path: Path) -> None
     events.write_text("".join(json.dumps(r) + "\n" for r in rows))
     summary = profile.summarize(events)
     assert summary["shard_job_s"] == 7.0
-    assert summary["main"]["network: sliding window"] == {"s": 3.0, "calls": 1}
+    assert summary["main"]["network: sliding window"] == {"s": 3.0, "calls": 2, "rss_mb": 900}
     assert list(summary["workers"]) == ["preprocess: read, crop, normalize, resample"]
     assert summary["main_unaccounted_s"] == 2.0  # 7 - (1 + 3 + 1); the png is inside finish
     assert summary["per_case_s"]["c1"]["QC png: read image + output, draw"] == 0.6
@@ -101,3 +102,24 @@ def test_a_call_is_about_its_case() -> None:
     assert profile._case_of((Case(),), {}) == "ct_001"
     assert profile._case_of((object(), "ct_002", "export"), {}) == "ct_002"
     assert profile._case_of((Path("in/ct_003_0000.nii.gz"), Path("qc/ct_003.png")), {}) == "ct_003"
+
+
+def test_a_process_is_named_by_what_it_runs() -> None:
+    class Process:
+        def __init__(self, command: list[str], parent: Process | None = None) -> None:
+            self.command, self.up = command, parent
+
+        def cmdline(self) -> list[str]:
+            return self.command
+
+        def parent(self) -> Process | None:
+            return self.up
+
+    shell = Process(["/bin/bash", "-c", "x"])
+    job = Process(["/v/bin/python3", "-m", "nnunet_core.new_scans.shard", "r", "s"], shell)
+    spawn = ["/v/bin/python3", "-B", "-s", "-c", "from multiprocessing.spawn import spawn_main"]
+    assert sides._label(job) == "nnunet_core.new_scans.shard"
+    assert sides._label(Process(job.command, job)) == "forked worker"
+    assert sides._label(Process(spawn, shell)) == "spawned worker"
+    script = ["/v/bin/python3", "/v/bin/nnUNetv2_predict_from_modelfolder", "-m", "model"]
+    assert sides._label(Process(script, shell)) == "nnUNetv2_predict_from_modelfolder"
