@@ -229,7 +229,10 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     }  # fmt: skip
     setup_s = time.perf_counter() - started
     log(f"{cases} case(s), folds {inputs.folds}, mirroring {args.mirroring}; setup {setup_s:.0f} s")
-    ours_imports = sides.imports_mb(sys.executable, sides.OURS_IMPORTS, sides.clean_env())
+    folds = settings["folds"]
+    ours_imports = sides.ready_mb(
+        sys.executable, sides.OURS_READY, inputs.ours_model, folds, sides.clean_env()
+    )
     load = {"ours": os.getloadavg()[0]}
     ours, ours_output = run_ours(inputs, settings, work)
     record_sides = {"ours": _side(ours, ours_imports, cases)}
@@ -242,8 +245,10 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     upstream = agreement = None
     if args.peer is not None:
         env = sides.upstream_env(args.peer, work)
-        peer_imports = sides.imports_mb(str(args.peer / "bin" / "python"), sides.UPSTREAM_IMPORTS,
-                                        env)  # fmt: skip
+        peer_python = str(args.peer / "bin" / "python")
+        peer_imports = sides.ready_mb(
+            peer_python, sides.UPSTREAM_READY, inputs.upstream_model, folds, env
+        )
         load["upstream"] = os.getloadavg()[0]
         upstream, upstream_output = run_upstream(inputs, settings, args.peer, work)
         record_sides["upstream"] = _side(upstream, peer_imports, cases)

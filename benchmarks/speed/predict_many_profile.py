@@ -77,6 +77,10 @@ def _case_of(args: tuple, kwargs: dict) -> str:
     return paths[-1].name.split(".")[0] if paths else ""  # the output (segmentation, png)
 
 
+def _rss_mb() -> int:
+    return round(int(Path("/proc/self/statm").read_text().split()[1]) * PAGE / 2**20)
+
+
 def _wrap(function, step: str, events: int):
     @functools.wraps(function)
     def timed(*args: Any, **kwargs: Any) -> Any:
@@ -87,9 +91,8 @@ def _wrap(function, step: str, events: int):
             name = step
             if function.__name__ == "_result" and len(args) > 2:
                 name = f"wait for {args[2]}"  # preprocessing or export
-            rss = int(Path("/proc/self/statm").read_text().split()[1]) * PAGE / 2**20
             case = _case_of(args, kwargs)
-            line = json.dumps([name, os.getpid(), start, time.time(), case, round(rss)])
+            line = json.dumps([name, os.getpid(), start, time.time(), case, _rss_mb()])
             os.write(events, (line + "\n").encode())
 
     return timed
@@ -117,14 +120,15 @@ def main(argv: list[str] | None = None) -> int:
     run_dir, shard_id, events_file = (argv or sys.argv[1:])[:3]
     started = time.time()
     install(Path(events_file))  # imports torch and the predictor, as the shard does lazily
-    imported = time.time()
+    imported, imported_mb = time.time(), _rss_mb()
     from nnunet_core.new_scans import shard
 
     code = shard.main([run_dir, shard_id])
     with open(events_file, "a") as handle:
         for name, start in (("imports", started), ("shard job (all)", started)):
             end = imported if name == "imports" else time.time()
-            handle.write(json.dumps([name, os.getpid(), start, end, ""]) + "\n")
+            rss = imported_mb if name == "imports" else _rss_mb()
+            handle.write(json.dumps([name, os.getpid(), start, end, "", rss]) + "\n")
     return code
 
 

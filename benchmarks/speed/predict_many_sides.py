@@ -11,8 +11,8 @@ Memory: the summed RSS of the command's whole process tree (every worker, spawne
 sampled with psutil every ``INTERVAL_S``; RSS counts a page shared by forked workers once per
 process, so the sum is an upper bound there. The summed PSS (shared pages split between their
 processes) is sampled every ``PSS_EVERY``-th sample (reading smaps costs more). "After imports":
-one process of each side with its prediction modules imported (``OURS_IMPORTS``,
-``UPSTREAM_IMPORTS``), its RSS; ``peak_above_imports_mb`` = peak total - that.
+the RSS of one process of each side with everything its job imports and the model loaded
+(``OURS_READY``, ``UPSTREAM_READY``); ``peak_above_imports_mb`` = peak total - that.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from pathlib import Path
 import psutil
 
 from benchmarks.common.peer_env import peer_environment
+from nnunet_core.layout.results import CHECKPOINT_FINAL
 
 REPO = Path(__file__).resolve().parents[2]
 INTERVAL_S = 0.2
@@ -38,13 +39,25 @@ RSS_LINE = (
     "\nimport os\n"
     "print(int(open('/proc/self/statm').read().split()[1]) * os.sysconf('SC_PAGE_SIZE'))"
 )
-# what a shard job has imported when it starts predicting (torch, the predictor, the model loader)
-OURS_IMPORTS = (
-    "import torch\nimport nnunet_core.new_scans.shard\nimport nnunet_core.inference.predictor\n"
-    "import nnunet_core.inference.model_folder"
+# A side ready for its first case: one process with everything its job imports, the model
+# loaded (argv: model folder, folds "0,1", checkpoint name). Ours: the shard job's modules,
+# those finish_case imports lazily included; upstream: its predictor initialised from the model
+# folder as nnUNetv2_predict_from_modelfolder does (which imports its trainer modules).
+FOLDS = "folds = [int(f) if f.isdigit() else f for f in sys.argv[2].split(',')]\n"
+OURS_READY = (
+    "import sys\nimport torch\nimport nnunet_core.new_scans.shard\n"
+    "import nnunet_core.inference.predictor\nimport nnunet_core.evaluation.postprocessing\n"
+    "import nnunet_core.new_scans.montage\nimport nnunet_core.new_scans.quality\n"
+    "import nnunet_core.new_scans.training_volumes\n"
+    "from nnunet_core.inference.model_folder import load_trained_model\n"
+    + FOLDS
+    + "model = load_trained_model(sys.argv[1], folds, sys.argv[3])"
 )
-# what nnUNetv2_predict_from_modelfolder has imported when it starts predicting
-UPSTREAM_IMPORTS = "import torch\nimport nnunetv2.inference.predict_from_raw_data"
+UPSTREAM_READY = (
+    "import sys\nimport torch\nfrom nnunetv2.inference.predict_from_raw_data import "
+    "nnUNetPredictor\n" + FOLDS + "predictor = nnUNetPredictor(device=torch.device('cpu'))\n"
+    "predictor.initialize_from_trained_model_folder(sys.argv[1], tuple(folds), sys.argv[3])"
+)
 
 
 @dataclass
@@ -159,12 +172,13 @@ def measure(command: list[str], env: dict[str, str], cwd: Path) -> Measured:
     return result
 
 
-def imports_mb(python: str, imports: str, env: dict[str, str]) -> float:
-    """RSS (MB) of one ``python`` process after ``imports``."""
-    done = subprocess.run([python, "-c", imports + RSS_LINE], env=env, capture_output=True,
+def ready_mb(python: str, code: str, model: Path, folds: list[str], env: dict[str, str]) -> float:
+    """RSS (MB) of one ``python`` process after ``code`` (``OURS_READY``, ``UPSTREAM_READY``)."""
+    argv = [str(model), ",".join(folds), CHECKPOINT_FINAL]
+    done = subprocess.run([python, "-c", code + RSS_LINE, *argv], env=env, capture_output=True,
                           text=True)  # fmt: skip
     if done.returncode != 0:
-        sys.exit(f"{python}: {imports!r} failed:\n{done.stderr[-2000:]}")
+        sys.exit(f"{python}: getting ready failed:\n{done.stderr[-2000:]}")
     return int(done.stdout.split()[-1]) / MB
 
 
