@@ -85,6 +85,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action=argparse.BooleanOptionalAction,
         help="test-time mirroring on both sides (default: on, off with --quick)",
     )
+    parser.add_argument(
+        "--feature-divisor",
+        type=int,
+        default=32,
+        help="synthetic model: the planned features per stage divided by this (default 32; "
+        "at 32 the top stages have 2-4 channels, where torch convolves one tile with its slow "
+        "3-D kernel and two with oneDNN; at 4 both take oneDNN, as with the planned network)",
+    )
     parser.add_argument("--step-size", type=float, default=0.5)
     parser.add_argument("--cores", type=int, default=2, help="Snakemake --cores for ours")
     parser.add_argument("--no-profile", action="store_true", help="skip the profiled shard run")
@@ -101,6 +109,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error(f"--peer {args.peer}: no bin/nnUNetv2_predict (not an upstream venv)")
     if (args.dataset is None) != (args.model is None):
         parser.error("--dataset and --model go together")
+    if args.feature_divisor < 1:
+        parser.error(f"--feature-divisor must be at least 1, got {args.feature_divisor}")
     if args.cases is not None and args.cases < 1:
         parser.error(f"--cases must be at least 1, got {args.cases}")
     sizes = QUICK if args.quick else FULL
@@ -221,7 +231,9 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     if args.dataset is not None:
         inputs = user_inputs(args.dataset, args.model, args.cases, work, args.peer)
     else:
-        inputs = synthetic_inputs(work, args.cases, args.slices, args.peer, log)
+        inputs = synthetic_inputs(
+            work, args.cases, args.slices, args.feature_divisor, args.peer, log
+        )
     cases = len(inputs.cases)
     settings = {
         "cases_per_job": max(cases, 1), "mirroring": args.mirroring,
@@ -277,7 +289,12 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         "date": time.strftime("%Y-%m-%d"),
         "command": shlex.join(["python", "-m", "benchmarks.speed.predict_many", *sys.argv[1:]]),
         "dataset": inputs.description,
-        "settings": {**settings, "quick": args.quick, "peer": str(args.peer or "")},
+        "settings": {
+            **settings,
+            "quick": args.quick,
+            "peer": str(args.peer or ""),
+            "feature_divisor": None if args.dataset else args.feature_divisor,
+        },  # fmt: skip
         "stages": {f"predict_{cases}_cases": stage},
         "sides": record_sides,
         "agreement": agreement,

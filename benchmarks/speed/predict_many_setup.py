@@ -1,8 +1,8 @@
 """What ``benchmarks.speed.predict_many`` needs before anything is timed: the cases and the model.
 
 Synthetic: ``nnunet-core synthesize --preset ct`` writes the new scans (its test cases) and two
-training cases; our planner plans 3d_fullres on those (``realscale_setup``: features per stage
-divided by ``FEATURE_DIVISOR``, the planned network is too slow for a CPU at real size) and our
+training cases; our planner plans 3d_fullres on those, with the features per stage divided by
+``--feature-divisor`` (32: the planned network is too slow for a CPU at real size) and our
 trainer writes fold 0's ``checkpoint_final.pth`` with its random initial weights (prediction costs
 the same as with trained ones: same network, same tiles). The model travels as users share it:
 our ``export-model-to-zip``, then each side installs the zip with its own installer (ours
@@ -31,6 +31,7 @@ from benchmarks.speed.realscale_setup import (
 )
 from nnunet_core.dataset.discovery import case_identifiers
 from nnunet_core.io.dataset_json import load_dataset_json
+from nnunet_core.layout.preprocessed import plans_file
 from nnunet_core.layout.raw import DATASET_JSON, IMAGES_TS, channel_file_pattern
 from nnunet_core.layout.results import fold_dirs_in, fold_of_folder, is_model_folder_name
 
@@ -73,16 +74,25 @@ def synthesize(work: Path, cases: int, slices: int | None, log) -> Path:
     return target
 
 
-def synthetic_zip(raw_dataset: Path, work: Path, log) -> Path:
+def shrink_network(preprocessed: Path, divisor: int) -> None:
+    """The planned plans with 3d_fullres' features per stage divided by ``divisor`` (>= 2)."""
+    write_plans(preprocessed, False)  # the plans as planned
+    plans = json.loads(plans_file(preprocessed).read_text())
+    kwargs = plans["configurations"][CONFIGURATION]["architecture"]["arch_kwargs"]
+    kwargs["features_per_stage"] = [max(2, f // divisor) for f in kwargs["features_per_stage"]]
+    plans_file(preprocessed).write_text(json.dumps(plans, indent=1))
+
+
+def synthetic_zip(raw_dataset: Path, work: Path, divisor: int, log) -> Path:
     """Plan on the training cases, write fold 0 with our trainer, export the zip (once)."""
-    archive = work / "model" / "model.zip"
+    archive = work / "model.zip"
     if archive.is_file():
         log(f"reusing the model {archive}")
         return archive
-    sides = link_dataset(raw_dataset, work / "model", TRAINING_CASES, None)
+    sides = link_dataset(raw_dataset, work, TRAINING_CASES, None)
     preprocess_both(sides, log)  # ours only (no peer): the trainer reads the preprocessed cases
     preprocessed = sides.root("ours", "pre") / sides.dataset
-    write_plans(preprocessed, True)
+    shrink_network(preprocessed, divisor)
     write_splits(preprocessed, sides.cases, 1)
     log("writing fold 0 of the model (our trainer, its initial weights)")
     roots = sides.our_roots()
@@ -142,16 +152,19 @@ def link_cases(source: Path, target: Path, ending: str, count: int | None) -> tu
     return tuple(cases)
 
 
-def synthetic_inputs(work: Path, cases: int, slices: int | None, peer: Path | None, log) -> Inputs:
+def synthetic_inputs(
+    work: Path, cases: int, slices: int | None, divisor: int, peer: Path | None, log
+) -> Inputs:
     raw = synthesize(work, cases, slices, log)
-    ours, upstream = install_both(synthetic_zip(raw, work, log), work, peer)
+    model_work = work / f"model_features_div{divisor}"
+    ours, upstream = install_both(synthetic_zip(raw, model_work, divisor, log), model_work, peer)
     ending = load_dataset_json(raw / DATASET_JSON).file_ending
     chosen = link_cases(raw / IMAGES_TS, work / "input", ending, cases)
     size = f"{slices} slices" if slices else "80-120 slices"
     description = (
         f"synthetic CT-like ({len(chosen)} cases of 512x512, {size}, 0.7x0.7x2.5 mm, int16 HU); "
         f"3d_fullres planned by ours on {TRAINING_CASES} training cases of the same size, "
-        "features per stage / 32, fold 0 with our trainer's initial weights"
+        f"features per stage / {divisor}, fold 0 with our trainer's initial weights"
     )
     return Inputs(work / "input", chosen, ending, ours, upstream, ("0",), description)
 

@@ -27,6 +27,9 @@ def test_quick_and_full_sizes_and_flag_checks(tmp_path: Path) -> None:
     assert (full.cases, full.slices, full.mirroring) == (3, None, FULL["mirroring"])
     assert parse_args(["--quick", "--mirroring"]).mirroring is True
     assert "predict_many_quick_" in parse_args(["--quick"]).output.name
+    assert parse_args([]).feature_divisor == 32
+    with pytest.raises(SystemExit):
+        parse_args(["--feature-divisor", "0"])
     with pytest.raises(SystemExit):
         parse_args(["--dataset", str(tmp_path)])  # without --model
     with pytest.raises(SystemExit):
