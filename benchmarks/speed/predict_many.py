@@ -140,6 +140,8 @@ def _side(measured: sides.Measured, imports_mb: float, cases: int) -> dict[str, 
         "processes_at_peak": measured.processes_at_peak,
         "max_processes": measured.max_processes,
         "cpu_s": round(measured.cpu_s, 1),
+        "samples_lost": len(measured.sampling_errors),
+        "sampling_errors": sorted(set(measured.sampling_errors))[:5],
         "load_before": None,
     }
 

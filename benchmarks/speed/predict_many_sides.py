@@ -71,6 +71,7 @@ class Measured:
     max_processes: int = 0
     cpu_s: float = 0.0  # user + system of the tree's finished processes
     lifetimes: dict[int, list] = field(default_factory=dict)  # pid: [what, first, last seen]
+    sampling_errors: list[str] = field(default_factory=list)  # samples lost, and why
     output_tail: str = ""
 
     def seconds_of(self, what: str) -> float | None:
@@ -103,6 +104,8 @@ def _label(process: psutil.Process) -> str:
             return "forked worker"
     except psutil.Error:
         return "?"
+    if not command:  # a process between fork and exec, or a zombie
+        return "?"
     python = len(command) > 2 and "python" in Path(command[0]).name
     for index, flag in enumerate(command[1:-1] if python else [], 1):
         if flag == "-m":  # after the interpreter's own flags (-B, -s)
@@ -125,36 +128,42 @@ def measure(command: list[str], env: dict[str, str], cwd: Path) -> Measured:
     labels: dict[int, str] = {}
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
 
+    def sample_once(count: int) -> None:
+        tree, rss, now = _tree(root), {}, time.time()
+        for member in tree:
+            try:
+                rss[member] = member.memory_info().rss
+                if member.pid not in result.lifetimes:
+                    labels[member.pid] = _label(member)
+                    first = member.create_time()
+                    result.lifetimes[member.pid] = [labels[member.pid], first, now]
+                result.lifetimes[member.pid][2] = now
+            except psutil.Error:
+                pass
+        total = sum(rss.values()) / MB
+        result.max_processes = max(result.max_processes, len(rss))
+        if total > result.peak_rss_mb:
+            result.peak_rss_mb = total
+            result.processes_at_peak = [
+                f"{labels.get(p.pid, '?')} ({p.pid}): {v / MB:.0f}"
+                for p, v in sorted(rss.items(), key=lambda kv: -kv[1])
+            ]
+        if count % PSS_EVERY == 0:
+            pss = 0
+            for member in tree:
+                try:
+                    pss += member.memory_full_info().pss
+                except (psutil.Error, AttributeError):
+                    pass
+            result.peak_pss_mb = max(result.peak_pss_mb, pss / MB)
+
     def sample() -> None:
         count = 0
         while not done.is_set():
-            tree, rss, now = _tree(root), {}, time.time()
-            for member in tree:
-                try:
-                    rss[member] = member.memory_info().rss
-                    if member.pid not in result.lifetimes:
-                        labels[member.pid] = _label(member)
-                        first = member.create_time()
-                        result.lifetimes[member.pid] = [labels[member.pid], first, now]
-                    result.lifetimes[member.pid][2] = now
-                except psutil.Error:
-                    pass
-            total = sum(rss.values()) / MB
-            result.max_processes = max(result.max_processes, len(rss))
-            if total > result.peak_rss_mb:
-                result.peak_rss_mb = total
-                result.processes_at_peak = [
-                    f"{labels.get(p.pid, '?')} ({p.pid}): {v / MB:.0f}"
-                    for p, v in sorted(rss.items(), key=lambda kv: -kv[1])
-                ]
-            if count % PSS_EVERY == 0:
-                pss = 0
-                for member in tree:
-                    try:
-                        pss += member.memory_full_info().pss
-                    except (psutil.Error, AttributeError):
-                        pass
-                result.peak_pss_mb = max(result.peak_pss_mb, pss / MB)
+            try:
+                sample_once(count)
+            except Exception as exc:  # a lost sample is counted, never the end of sampling
+                result.sampling_errors.append(repr(exc)[:200])
             count += 1
             done.wait(INTERVAL_S)
 

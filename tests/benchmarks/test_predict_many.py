@@ -126,3 +126,20 @@ def test_a_process_is_named_by_what_it_runs() -> None:
     assert sides._label(Process(spawn, shell)) == "spawned worker"
     script = ["/v/bin/python3", "/v/bin/nnUNetv2_predict_from_modelfolder", "-m", "model"]
     assert sides._label(Process(script, shell)) == "nnUNetv2_predict_from_modelfolder"
+
+
+def test_a_failing_sample_is_counted_and_sampling_goes_on(tmp_path: Path, monkeypatch) -> None:
+    calls = []
+    label = sides._label
+
+    def flaky(process) -> str:
+        calls.append(process.pid)
+        if len(calls) == 1:
+            raise IndexError("list index out of range")  # an empty command line, once
+        return label(process)
+
+    monkeypatch.setattr(sides, "_label", flaky)
+    code = "x = bytearray(30 * 2**20)\nimport time\ntime.sleep(0.7)"
+    measured = sides.measure([sys.executable, "-c", code], sides.clean_env(), tmp_path)
+    assert measured.sampling_errors == ["IndexError('list index out of range')"]
+    assert measured.peak_rss_mb >= 30 and len(measured.lifetimes) == 1
