@@ -29,10 +29,8 @@ from nnunet_core.layout.raw import DATASET_JSON
 from nnunet_core.layout.results import (
     PLANS_JSON,
     TrainedModel,
+    available_folds,
     fold_dir,
-    fold_dirs_in,
-    fold_of_folder,
-    parse_fold,
 )
 from nnunet_core.model import build_network
 from nnunet_core.model import checkpoint as ckpt
@@ -89,16 +87,6 @@ def train_command(model_dir: Path, fold: Fold) -> str:
     if record is not None:
         model = dataclasses.replace(model, trainer=str(record.get("trainer", model.trainer)))
     return model.train_command(model_dir.parent.name, fold)
-
-
-def available_folds(model_dir: Path, checkpoint_name: str = ckpt.FINAL) -> list[Fold]:
-    """Folds with ``checkpoint_name``, numerically sorted; ``fold_all`` is left out (upstream)."""
-    folds = [
-        parse_fold(fold_of_folder(p))
-        for p in fold_dirs_in(model_dir)
-        if fold_of_folder(p).isdigit() and (p / checkpoint_name).is_file()
-    ]
-    return sorted(folds, key=int)
 
 
 def model_file(model_dir: Path, name: str) -> Path:

@@ -181,6 +181,16 @@ def fold_of_folder(folder: Path) -> str:
     return folder.name[len(_FOLD_PREFIX) :]
 
 
+def available_folds(model_dir: Path, checkpoint_name: str = CHECKPOINT_FINAL) -> list[int | str]:
+    """Folds with ``checkpoint_name``, numerically sorted; ``fold_all`` is left out (upstream)."""
+    folds = [
+        parse_fold(fold_of_folder(p))
+        for p in fold_dirs_in(model_dir)
+        if fold_of_folder(p).isdigit() and (p / checkpoint_name).is_file()
+    ]
+    return sorted(folds, key=int)
+
+
 def validation_dir(fold_folder: Path) -> Path:
     """A fold's validation predictions and their ``summary.json``."""
     return fold_folder / VALIDATION_FOLDER

@@ -15,7 +15,7 @@ from __future__ import annotations
 import fcntl
 import os
 import shutil
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,6 +31,7 @@ from nnunet_core.layout.results import (
     DEFAULT_TRAINER,
     PLANS_JSON,
     POSTPROCESSING_JSON,
+    available_folds,
     crossval_dir,
     fold_dir,
     inference_information_file,
@@ -125,22 +126,24 @@ def _from_folder(path: Path, folds: Sequence[Fold] | None) -> ScanModel:
         return _single(path, folds)
     if inference_information_file(path).is_file():
         return _selected(path, folds)
-    models = sorted(p for p in path.iterdir() if p.is_dir() and is_model_folder_name(p.name))
-    if len(models) == 1:
-        return _single(models[0], folds)
-    if models:
-        names = ", ".join(p.name for p in models)
-        msg = f"{KEY}: {path} holds several models ({names}) and no selection; name one folder"
-        raise ConfigurationError(msg)
-    datasets = sorted(p for p in path.iterdir() if p.is_dir() and DATASET_NAME_RE.match(p.name))
-    if len(datasets) == 1:
-        return _from_folder(datasets[0], folds)
-    if datasets:
-        names = ", ".join(p.name for p in datasets)
-        msg = f"{KEY}: {path} holds several datasets ({names}); name one of them"
-        raise ConfigurationError(msg)
+    model = _only_child(path, is_model_folder_name, "models", " and no selection; name one")
+    if model is not None:
+        return _single(model, folds)
+    dataset = _only_child(path, DATASET_NAME_RE.match, "datasets", "; name one of them")
+    if dataset is not None:
+        return _from_folder(dataset, folds)
     msg = f"{KEY}: {path} is no model folder (no {PLANS_JSON}), results folder or model zip"
     raise ConfigurationError(msg)
+
+
+def _only_child(path: Path, named: Callable[[str], object], kind: str, hint: str) -> Path | None:
+    """The one subfolder of ``path`` whose name ``named`` accepts; None when there is none, a
+    one-line error naming them when there are several."""
+    found = sorted(p for p in path.iterdir() if p.is_dir() and named(p.name))
+    if len(found) > 1:
+        msg = f"{KEY}: {path} holds several {kind} ({', '.join(p.name for p in found)}){hint}"
+        raise ConfigurationError(msg)
+    return found[0] if found else None
 
 
 def _trained_folds(model_dir: Path, folds: Sequence[Fold] | None) -> tuple[Fold, ...]:
@@ -152,13 +155,9 @@ def _trained_folds(model_dir: Path, folds: Sequence[Fold] | None) -> tuple[Fold,
             msg = f"{KEY}: {model_dir} has no {CHECKPOINT_FINAL} for fold(s) {missing}"
             raise ConfigurationError(msg)
         return wanted
-    found = sorted(
-        (parse_fold(p.name.removeprefix("fold_")) for p in model_dir.glob("fold_*")
-         if (p / CHECKPOINT_FINAL).is_file()),
-        key=lambda f: (isinstance(f, str), str(f).zfill(6)),
-    )  # fmt: skip
+    found = available_folds(model_dir)
     if not found:
-        msg = f"{KEY}: {model_dir} has no trained fold (fold_*/{CHECKPOINT_FINAL})"
+        msg = f"{KEY}: {model_dir} has no trained fold (fold_<k>/{CHECKPOINT_FINAL})"
         raise ConfigurationError(msg)
     return tuple(found)
 
