@@ -44,7 +44,7 @@ from nnunet_core.layout.new_scans import (
     qc_png_path,
 )
 from nnunet_core.layout.raw import DATASET_JSON
-from nnunet_core.layout.results import PLANS_JSON
+from nnunet_core.layout.results import PLANS_JSON, TrainedModel
 from nnunet_core.new_scans.plan import is_done, no_retry_marker, shard_cases, shard_marker
 
 PREFIX = "nnunet-core predict"
@@ -220,7 +220,8 @@ def run_shard(run_dir: Path, shard: str) -> int:
     output.mkdir(parents=True, exist_ok=True)
     mark_prediction_folder(output, "predict (workflow)")
     plans = Plans.load(first / PLANS_JSON)
-    ndim = 3 if _is_3d(first) else 2
+    configuration = TrainedModel.from_identifier(first.name).configuration
+    ndim = len(plans.configuration(configuration).patch_size)  # 3: a 2-D image does not fit
     good, geometry = checked_cases(todo, spec, dataset_json, plans, ndim)
     staging, ending = run_dir / STAGING_FOLDER, dataset_json.file_ending
     clean_before(good, output, staging, ending)
@@ -261,15 +262,6 @@ def run_shard(run_dir: Path, shard: str) -> int:
     print(f"shard {shard}: {len(todo) - failed} case(s) predicted, {failed} failed", flush=True)
     print(f"wrote {len(todo) - failed} prediction(s) to {output}", flush=True)
     return 0
-
-
-def _is_3d(model_dir: Path) -> bool:
-    """Whether the model folder's configuration takes 3-D patches."""
-    from nnunet_core.layout.results import TrainedModel
-
-    plans = Plans.load(model_dir / PLANS_JSON)
-    configuration = TrainedModel.from_identifier(model_dir.name).configuration
-    return len(plans.configuration(configuration).patch_size) == 3
 
 
 def main(argv: list[str] | None = None) -> int:
