@@ -35,13 +35,15 @@ from nnunet_core.layout.raw import DATASET_JSON
 from nnunet_core.new_scans.model_consent import code_consent
 from nnunet_core.new_scans.model_source import ScanModel, resolve_model
 
-# what changes the predicted voxels (the device does not: it is left out of the key)
-KEY_SETTINGS = ("use_mirroring", "step_size", "save_probabilities")
+# what changes the predicted voxels (the device does not: it is left out of the key; low_memory's
+# one tile per forward pass rounds a few voxels' sums differently from a batch of tiles)
+KEY_SETTINGS = ("use_mirroring", "step_size", "save_probabilities", "low_memory")
 DEFAULTS: dict[str, Any] = {
     "cases_per_job": 20,
     "use_mirroring": True,
     "step_size": 0.5,
     "save_probabilities": False,
+    "low_memory": False,
     "device": "auto",
     "trust_model_code": False,
     "folds": None,

@@ -4,8 +4,8 @@
 finds some done) are checked first: a case that cannot be read or does not fit the model fails
 alone, with one line naming it and the reason, recorded in the output folder for ``failed.tsv``.
 The others are predicted by each member model into the run's staging folder (reading and
-preprocessing the next cases, the network and the export of the previous ones overlap:
-``inference.predictor``), averaged when the model is an ensemble, postprocessed as selected and
+preprocessing the next cases, the network and, on a GPU, the export of the previous ones overlap:
+``prediction_settings``), averaged when the model is an ensemble, postprocessed as selected and
 written aside and renamed into the output folder; then the case's record (its key and figures)
 and its overlay PNG. A job killed half-way keeps every case it finished. The job succeeds when
 each case is either predicted or recorded as failed; ``summary`` reports both.
@@ -20,7 +20,7 @@ import shutil
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nnunet_core.cluster.no_retry import marks, read_marker, write_marker
 from nnunet_core.dataset.discovery import RawCase, case_channel_files
@@ -46,6 +46,9 @@ from nnunet_core.layout.new_scans import (
 from nnunet_core.layout.raw import DATASET_JSON
 from nnunet_core.layout.results import PLANS_JSON, TrainedModel
 from nnunet_core.new_scans.plan import is_done, no_retry_marker, shard_cases, shard_marker
+
+if TYPE_CHECKING:
+    from nnunet_core.inference.predictor import PredictionSettings
 
 PREFIX = "nnunet-core predict"
 
@@ -82,28 +85,43 @@ def checked_cases(
     return good, geometry
 
 
+def prediction_settings(settings: dict[str, Any], members: int) -> PredictionSettings:
+    """The predictor's settings for this shard's job.
+
+    Workers read and preprocess the next cases beside the network. On the CPU the export runs in
+    the job's process: the network already keeps every core busy, and an export worker beside it
+    only competes for them and holds 0.3-0.6 GB more. ``low_memory`` passes one tile per forward
+    pass, as upstream, instead of the plan's batch of tiles: about 0.7 GB less at the CT benchmark's
+    size, 15-25 % more network time on a CPU (benchmarks/results/speed/predict_many.md)."""
+    from nnunet_core.inference.predictor import PredictionSettings
+    from nnunet_core.runtime.devices import resolve_device
+
+    workers = max(0, min(2, (os.cpu_count() or 1) - 1))
+    device = resolve_device(settings["device"]).type
+    low_memory = bool(settings["low_memory"])
+    return PredictionSettings(
+        step_size=float(settings["step_size"]),
+        use_mirroring=bool(settings["use_mirroring"]),
+        save_probabilities=bool(settings["save_probabilities"]) or members > 1,
+        device=device,
+        num_processes_preprocessing=workers,
+        num_processes_export=0 if device == "cpu" or low_memory else workers,
+        batch_tiles=1 if low_memory else None,
+        overwrite=False,
+        progress=False,
+    )
+
+
 def predict_members(
     spec: dict[str, Any], cases: list[RawCase], staging: Path, timings: dict[str, float]
 ) -> list[Path]:
     """Each member's predictions into ``staging/member_<i>``; returns those folders."""
     from nnunet_core.inference.cascade import with_previous_stage
     from nnunet_core.inference.model_folder import load_trained_model
-    from nnunet_core.inference.predictor import PredictionSettings, predict_cases
-    from nnunet_core.runtime.devices import resolve_device
+    from nnunet_core.inference.predictor import predict_cases
 
-    settings = spec["settings"]
-    workers = max(0, min(2, (os.cpu_count() or 1) - 1))
     members = spec["members"]
-    predictor = PredictionSettings(
-        step_size=float(settings["step_size"]),
-        use_mirroring=bool(settings["use_mirroring"]),
-        save_probabilities=bool(settings["save_probabilities"]) or len(members) > 1,
-        device=resolve_device(settings["device"]).type,
-        num_processes_preprocessing=workers,
-        num_processes_export=workers,
-        overwrite=False,
-        progress=False,
-    )
+    predictor = prediction_settings(spec["settings"], len(members))
     folders = []
     for index, member in enumerate(members):
         folder = staging / f"member_{index}"

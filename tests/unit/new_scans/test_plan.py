@@ -156,6 +156,7 @@ def test_only_missing_cases_are_planned_and_the_key_follows_the_settings(tmp_pat
     assert plan_run({**predict, "device": "cpu"}, work).key == run.key  # the device is no key
     changed = plan_run({**predict, "step_size": 0.25}, work)
     assert changed.key != run.key and len(changed.shards) == 3  # every case again
+    assert plan_run({**predict, "low_memory": True}, work).key not in (run.key, changed.key)
     (folder / "fold_1" / "checkpoint_final.pth").write_bytes(b"retrained weights")
     assert plan_run(predict, work).key != run.key
 
