@@ -94,6 +94,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "3-D kernel and two with oneDNN; at 4 both take oneDNN, as with the planned network)",
     )
     parser.add_argument("--step-size", type=float, default=0.5)
+    parser.add_argument(
+        "--low-memory",
+        action="store_true",
+        help="ours with predict.low_memory (one tile per forward pass, as upstream)",
+    )
     parser.add_argument("--cores", type=int, default=2, help="Snakemake --cores for ours")
     parser.add_argument("--no-profile", action="store_true", help="skip the profiled shard run")
     parser.add_argument("--work", type=Path, help="keep cases and model here (default: temp)")
@@ -200,7 +205,8 @@ def profile_ours(inputs: Inputs, settings: dict, work: Path) -> dict[str, Any]:
         "model": str(inputs.ours_model), "input": str(inputs.images),
         "output": str(place / "segmentations"), "cases_per_job": settings["cases_per_job"],
         "use_mirroring": settings["mirroring"], "step_size": settings["step_size"],
-        "device": "cpu", "folds": [int(f) if f.isdigit() else f for f in settings["folds"]],
+        "low_memory": settings["low_memory"], "device": "cpu",
+        "folds": [int(f) if f.isdigit() else f for f in settings["folds"]],
     }  # fmt: skip
     env = sides.clean_env()
     plan_command = [sys.executable, "-c", PLAN, json.dumps(predict), str(place / "work")]
@@ -240,6 +246,7 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     settings = {
         "cases_per_job": max(cases, 1), "mirroring": args.mirroring,
         "step_size": args.step_size, "folds": list(inputs.folds), "cores": args.cores,
+        "low_memory": args.low_memory,
     }  # fmt: skip
     setup_s = time.perf_counter() - started
     log(f"{cases} case(s), folds {inputs.folds}, mirroring {args.mirroring}; setup {setup_s:.0f} s")

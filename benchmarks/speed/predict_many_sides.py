@@ -203,6 +203,7 @@ def our_command(
         "cases_per_job": settings["cases_per_job"],
         "use_mirroring": str(settings["mirroring"]).lower(),
         "step_size": settings["step_size"],
+        "low_memory": str(settings.get("low_memory", False)).lower(),
         "device": "cpu",
         "folds": folds,
     }
