@@ -92,7 +92,7 @@ def prediction_settings(settings: dict[str, Any], members: int) -> PredictionSet
     the job's process: the network already keeps every core busy, and an export worker beside it
     only competes for them and holds 0.3-0.6 GB more. ``low_memory`` passes one tile per forward
     pass, as upstream, instead of the plan's batch of tiles: about 0.7 GB less at the CT benchmark's
-    size, 15-25 % more network time on a CPU (benchmarks/results/speed/predict_many.md)."""
+    size, 10-25 % more network time on a CPU (benchmarks/results/speed/predict_many.md)."""
     from nnunet_core.inference.predictor import PredictionSettings
     from nnunet_core.runtime.devices import resolve_device
 
