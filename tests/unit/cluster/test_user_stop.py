@@ -20,6 +20,9 @@ def clean_handlers():
     saved = {n: signal.getsignal(n) for n in (signal.SIGINT, signal.SIGUSR1)}
     stop_signal.reset_stop_request()
     user_stop.reset()
+    # Ctrl-C's default, as in a terminal: a test run started in the background (`cmd &` from a
+    # script) inherits SIGINT ignored
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     yield
     for number, handler in saved.items():
         signal.signal(number, handler)

@@ -25,8 +25,11 @@ IGNORES_ALL = textwrap.dedent("""
     print("ready", flush=True)
     time.sleep(60)
 """)
+# Ctrl-C's default, set explicitly: a test run started in the background (`cmd &` from a script)
+# hands its children SIGINT ignored
 STOPS_ON_SIGINT = textwrap.dedent("""
-    import time
+    import signal, time
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     print("ready", flush=True)
     try:
         time.sleep(60)
