@@ -29,9 +29,9 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks.speed.pipeline_ours import OursRun, run_ours
-from benchmarks.speed.pipeline_stages import format_table, ratio_rows
-from benchmarks.speed.pipeline_upstream import Schedule, UpstreamRun, run_upstream
+from benchmarks.speed.pipeline.ours import OursRun, run_ours
+from benchmarks.speed.pipeline.stages import format_table, ratio_rows
+from benchmarks.speed.pipeline.upstream import Schedule, UpstreamRun, run_upstream
 
 DATASET_ID, DATASET_NAME = 900, "Synth"
 DATASET = f"Dataset{DATASET_ID:03d}_{DATASET_NAME}"

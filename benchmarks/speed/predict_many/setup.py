@@ -19,7 +19,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.speed.realscale_setup import (
+from benchmarks.speed.realscale.setup import (
     CONFIGURATION,
     DATASET_ID,
     OUR_CHECKPOINT,

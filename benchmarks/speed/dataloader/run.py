@@ -35,7 +35,7 @@ from pathlib import Path
 
 from benchmarks.common.our_loader import build_ours
 from benchmarks.common.peer_env import peer_environment
-from benchmarks.speed.dataloader_parts import (
+from benchmarks.speed.dataloader.parts import (
     PEER_TIMING,
     format_parts,
     our_parts,
@@ -51,7 +51,7 @@ import json, os, resource, sys, time
 dataset, config, batches, warmup = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 fold = sys.argv[5] if len(sys.argv) > 5 else '0'  # 'all': every case, no split file needed
 fold = fold if fold == 'all' else int(fold)
-timing = sys.argv[6] if len(sys.argv) > 6 else ''  # dataloader_parts.PEER_TIMING
+timing = sys.argv[6] if len(sys.argv) > 6 else ''  # parts.PEER_TIMING
 os.environ['nnUNet_n_proc_DA'] = '0'
 import torch
 if timing:
