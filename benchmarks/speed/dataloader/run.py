@@ -196,7 +196,9 @@ def result_line(configuration: str, ours: list[dict], peer: list[dict]) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.speed.dataloader", description=__doc__.split("\n")[0]
+    )
     parser.add_argument("--preprocessed", type=Path, help="our preprocessed dataset folder")
     parser.add_argument(
         "--raw", type=Path, help="its raw folder (needed for --peer with --preprocessed)"

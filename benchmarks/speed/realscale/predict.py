@@ -281,7 +281,9 @@ def main() -> None:
     these stages alone (the harness ``benchmarks.speed.realscale`` runs them with the others)."""
     import argparse
 
-    parser = argparse.ArgumentParser(description=main.__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.speed.realscale.predict", description=main.__doc__.split("\n")[0]
+    )
     parser.add_argument("raw_dataset", type=Path)
     parser.add_argument("work", type=Path)
     parser.add_argument("--peer", type=Path)
