@@ -10,7 +10,7 @@ import subprocess
 import pytest
 
 from benchmarks.common.our_loader import build_ours
-from benchmarks.speed import dataloader as bench
+from benchmarks.speed.dataloader import run as bench
 from benchmarks.speed.dataloader.parts import PEER_TIMING, our_parts, profile_batches
 from tests.helpers.peer import HAS_PEER, PEER_BIN
 
