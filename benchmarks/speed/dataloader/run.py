@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 
 from benchmarks.common.our_loader import build_ours
-from benchmarks.common.peer_env import peer_environment
+from benchmarks.common.peer.env import peer_environment
 from benchmarks.speed.dataloader.parts import (
     PEER_TIMING,
     format_parts,

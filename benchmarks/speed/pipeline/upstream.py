@@ -15,7 +15,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.common.peer_trainer import install_trainer_source, trainer_source
+from benchmarks.common.peer.trainer import install_trainer_source, trainer_source
 from benchmarks.speed.pipeline.monitor import RunResult, TreeSampler, run_parallel
 from benchmarks.speed.pipeline.stages import StageFigures, fold_log_phases, upstream_stage
 

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import psutil
 
-from benchmarks.common.peer_env import peer_environment
+from benchmarks.common.peer.env import peer_environment
 from nnunet_core.layout.results import CHECKPOINT_FINAL
 
 REPO = Path(__file__).resolve().parents[3]

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common.our_loader import build_ours
-from benchmarks.common.peer_env import peer_environment
+from benchmarks.common.peer.env import peer_environment
 from benchmarks.speed.dataloader.run import PEER_SCRIPT, time_ours
 from benchmarks.speed.preprocess import DATASET
 from benchmarks.speed.realscale.record import stage_entry
