@@ -9,7 +9,7 @@
 # section has its own, smaller budget (benchmarks/gpu/context.py), and the JSON is rewritten
 # after each section, so a cut run still leaves what it measured.
 # Sections (budget on the GPU, s): train 45, loader 30, folds 80, predict 15, compile 70, ddp 15
-# on the reference plans' sizes; then the real-size ones (benchmarks/gpu/realscale_*.py), whose
+# on the reference plans' sizes; then the real-size ones (benchmarks/gpu/realscale/), whose
 # data the script makes on the machine (no network) with plans shipped in
 # tests/data/plans/gpu_realscale/ (our planner's, from our fingerprint of the same synthetic
 # volumes): real_data 30 (an MR-like set of 2 x 256^3 at 1 mm stored preprocessed, 3d_fullres

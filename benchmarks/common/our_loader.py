@@ -1,7 +1,7 @@
 """Our training loader for one configuration of a preprocessed dataset, wired as the trainer wires
 it (patch sampling, training transforms, deep-supervision targets).
 
-The loader speed benchmark (speed/dataloader.py) and the GPU check's loader section (gpu/) both
+The loader speed benchmark (speed/dataloader/) and the GPU check's loader section (gpu/) both
 time it.
 """
 

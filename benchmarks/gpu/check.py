@@ -9,7 +9,7 @@ one broken section never hides the others. Rows are (section, what, value, unit,
 is printed and written as JSON after every section, so a run killed by the total budget still
 leaves what it measured. Sizes come from the reference plans (tests/data/plans/synth3d_peer900);
 ``--dry-run`` shrinks them to three stages of eight features so that the CPU finishes in seconds.
-The real-size sections (``realscale_sections.py``) plan their own data, made on the machine.
+The real-size sections (``realscale/sections.py``) plan their own data, made on the machine.
 """
 
 from __future__ import annotations

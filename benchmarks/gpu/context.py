@@ -37,7 +37,7 @@ class Row:
 
 @dataclass(frozen=True)
 class RealScale:
-    """Sizes of the real-size sections (``realscale_sections.py``): an MR-like set of
+    """Sizes of the real-size sections (``realscale/sections.py``): an MR-like set of
     ``mr_cases`` volumes of ``mr_shape`` at ``mr_spacing`` (planned: patch about 128^3, batch 2)
     and one CT-like case of ``ct_shape`` at ``ct_spacing`` to predict; numpy order (z, y, x)."""
 

@@ -77,7 +77,7 @@ class Memory:
 def fallback_case(ctx: Context) -> tuple[torch.nn.Module, torch.Tensor, Any, int]:
     """The MR plans' 3d_fullres network (random weights) on the device and a case of the MR set's
     size (the dry run's: tiny)."""
-    from benchmarks.gpu.realscale_data import CONFIGURATION, shipped
+    from benchmarks.gpu.realscale.data import CONFIGURATION, shipped
     from nnunet_core.io.plans import Plans
     from nnunet_core.model import build_network
 

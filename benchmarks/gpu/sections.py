@@ -3,7 +3,7 @@
 Each section returns rows; a sub-measurement that fails becomes a row with its error (``guarded``),
 so one broken configuration never hides the other's figures. The folds-sharing-a-GPU section lives
 in ``folds.py``, upstream's train step in ``upstream.py``, the real-size sections in
-``realscale_sections.py``, issue 50's GPU paths (run last) in ``gpu_paths.py``.
+``realscale/sections.py``, issue 50's GPU paths (run last) in ``gpu_paths.py``.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from benchmarks.gpu.context import CONFIGURATIONS, Context, Row, guarded
 from benchmarks.gpu.folds import folds_section
 from benchmarks.gpu.gpu_paths import PATH_SECTIONS
 from benchmarks.gpu.new_scans import NEW_SCANS_SECTIONS
-from benchmarks.gpu.realscale_sections import REAL_SECTIONS
+from benchmarks.gpu.realscale.sections import REAL_SECTIONS
 from benchmarks.gpu.upstream import upstream_step_rows
 from nnunet_core.io.plans import Plans
 from nnunet_core.model import build_network, count_parameters

@@ -16,8 +16,8 @@ final validations write ``predicted_next_stage/3d_cascade_fullres``), then the f
 ``3d_cascade_fullres`` folds, which read those files. Ours: ``nnunet-core train D C F --epochs E
 --iterations I --val-iterations V --seed R``; upstream: ``nnUNetv2_train D C F -tr
 nnUNetTrainer_Cascade{E}x{I}v{V}`` (nnUNetTrainer with only the schedule changed, written into the
-peer venv by ``peer_trainer.py``), whose seeds the OS draws per process. Runs alternate (ours 0,
-upstream 0, ours 1, ...) so that machine load hits both alike.
+peer venv by ``common/peer/trainer.py``), whose seeds the OS draws per process. Runs alternate
+(ours 0, upstream 0, ours 1, ...) so that machine load hits both alike.
 
 Quality: each fold's final validation ``summary.json`` (Dice per class over that fold's validation
 cases, same metric code on each side) pooled as the cross-validation mean per class, for both
@@ -40,7 +40,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common.peer_trainer import install_trainer_source, trainer_source
+from benchmarks.common.peer.trainer import install_trainer_source, trainer_source
 from benchmarks.quality.quality_stats import describe_presence, presence_split
 from benchmarks.quality.sides import ours_cli, run, side_env, snapshot_code
 

@@ -41,7 +41,7 @@ from typing import Any
 
 from scipy import stats
 
-from benchmarks.common.peer_trainer import install_trainer_source, trainer_source
+from benchmarks.common.peer.trainer import install_trainer_source, trainer_source
 from benchmarks.quality.cascade_quality import (
     NUMBER,
     add_schedule_arguments,

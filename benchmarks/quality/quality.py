@@ -49,7 +49,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common.peer_trainer import install_trainer_source, trainer_source
+from benchmarks.common.peer.trainer import install_trainer_source, trainer_source
 from benchmarks.quality.quality_stats import (
     format_table,
     learned_epochs,

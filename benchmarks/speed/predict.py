@@ -33,7 +33,7 @@ import numpy as np
 import SimpleITK as sitk
 import torch
 
-from benchmarks.common.peer_env import peer_environment
+from benchmarks.common.peer.env import peer_environment
 from nnunet_core.dataset.discovery import RawCase
 from nnunet_core.dataset.shapes import make_phantom
 from nnunet_core.dataset.synthesize import channel_names

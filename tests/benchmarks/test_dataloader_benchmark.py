@@ -1,4 +1,4 @@
-"""benchmarks/speed/dataloader.py's parts: where our loader's time goes (a cProfile of real
+"""benchmarks/speed/dataloader/'s parts: where our loader's time goes (a cProfile of real
 batches), upstream's per-transform timing, and the split that lets upstream load fewer than five
 cases."""
 
@@ -10,8 +10,8 @@ import subprocess
 import pytest
 
 from benchmarks.common.our_loader import build_ours
-from benchmarks.speed import dataloader as bench
-from benchmarks.speed.dataloader_parts import PEER_TIMING, our_parts, profile_batches
+from benchmarks.speed.dataloader import run as bench
+from benchmarks.speed.dataloader.parts import PEER_TIMING, our_parts, profile_batches
 from tests.helpers.peer import HAS_PEER, PEER_BIN
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.gpu.context import make_profile
-from benchmarks.gpu.realscale_data import DATASETS, PLANS_DIR, PLANS_FILE
+from benchmarks.gpu.realscale.data import DATASETS, PLANS_DIR, PLANS_FILE
 from benchmarks.gpu.sections import SECTIONS
 from nnunet_core.layout.preprocessed import FINGERPRINT_JSON
 from nnunet_core.layout.raw import DATASET_JSON

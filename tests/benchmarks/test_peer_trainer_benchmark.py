@@ -1,4 +1,4 @@
-"""benchmarks/common/peer_trainer.py: the upstream trainer classes the benchmarks write into the
+"""benchmarks/common/peer/trainer.py: the upstream trainer classes the benchmarks write into the
 peer venv, including the swaps of issue 12 (upstream's trainer with our training transforms, or with
 our whole loaders). The swaps run in the peer venv (upstream's loader workers unpickle the transform
 class), so the tests that build them there skip without that venv."""
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.common import peer_trainer as pt
+from benchmarks.common.peer import trainer as pt
 from tests.helpers.peer import HAS_PEER, PEER_BIN
 
 REPO = Path(__file__).resolve().parents[2]

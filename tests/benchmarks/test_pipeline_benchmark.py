@@ -1,4 +1,4 @@
-"""The pure parts of benchmarks/speed/pipeline.py: stage names, interval unions, the ratio table,
+"""The pure parts of benchmarks/speed/pipeline/: stage names, interval unions, the ratio table,
 fold log phases, and the /proc monitor on a real two-process tree (seconds, no training)."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.speed.monitor import MB, TreeSampler, run_parallel
-from benchmarks.speed.pipeline_stages import (
+from benchmarks.speed.pipeline.monitor import MB, TreeSampler, run_parallel
+from benchmarks.speed.pipeline.stages import (
     fold_log_phases,
     format_table,
     ours_stage,
@@ -19,7 +19,7 @@ from benchmarks.speed.pipeline_stages import (
     union_seconds,
     upstream_stage,
 )
-from benchmarks.speed.pipeline_upstream import Schedule, install_trainer
+from benchmarks.speed.pipeline.upstream import Schedule, install_trainer
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
 

@@ -12,9 +12,8 @@ import numpy as np
 import pytest
 import SimpleITK as sitk
 
-from benchmarks.speed import predict_many_profile as profile
-from benchmarks.speed import predict_many_sides as sides
-from benchmarks.speed.predict_many import FULL, QUICK, parse_args
+from benchmarks.speed.predict_many import profile, sides
+from benchmarks.speed.predict_many.run import FULL, QUICK, parse_args
 
 SETTINGS = {"cases_per_job": 10, "mirroring": False, "step_size": 0.5, "folds": ["0", "1"],
             "cores": 2}  # fmt: skip

@@ -1,4 +1,4 @@
-"""benchmarks/speed/realscale.py end to end at toy sizes: README's command (plus the hidden
+"""benchmarks/speed/realscale/ end to end at toy sizes: README's command (plus the hidden
 ``--tiny`` sizes and ``--skip-predict``) beside upstream's peer venv, and ``--dataset`` on a user's
 raw dataset without a peer. Real processes, real preprocessing and loaders on both sides."""
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.speed.realscale_predict import run_prediction_stages
+from benchmarks.speed.realscale.predict import run_prediction_stages
 from nnunet_core.dataset.synthesize import SynthOptions, synthesize_dataset
 
 pytestmark = pytest.mark.slow

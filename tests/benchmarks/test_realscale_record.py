@@ -1,4 +1,4 @@
-"""The pure parts of benchmarks/speed/realscale.py: the record's shape and ratios, the workers
+"""The pure parts of benchmarks/speed/realscale/: the record's shape and ratios, the workers
 needed per GPU step, the table, and the argument errors a user sees (seconds, nothing measured)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.speed.realscale_record import (
+from benchmarks.speed.realscale.record import (
     absent_stage,
     format_table,
     make_record,
@@ -34,7 +34,7 @@ def test_ratio_is_ours_over_upstream_and_null_without_upstream():
     }
     alone = stage_entry(2.0, None, 500.0, None, note="no peer")
     assert alone["ratio"] is None and alone["upstream_s"] is None and alone["note"] == "no peer"
-    missing = absent_stage("realscale_predict is not in this checkout")
+    missing = absent_stage("benchmarks.speed.realscale.predict is not in this checkout")
     assert set(missing) == REQUIRED | {"note"}
     assert all(missing[k] is None for k in REQUIRED) and missing["note"].startswith("absent: ")
 

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-from benchmarks.security import probes_code, probes_config, probes_files, probes_paths, probes_zips
 from benchmarks.security.probe import Probe
+from benchmarks.security.probes import code, config, files, paths, zips
 
 
 def all_probes() -> list[Probe]:
     found = [
-        *probes_config.probes(),
-        *probes_paths.probes(),
-        *probes_zips.probes(),
-        *probes_code.probes(),
-        *probes_files.probes(),
+        *config.probes(),
+        *paths.probes(),
+        *zips.probes(),
+        *code.probes(),
+        *files.probes(),
     ]
     names = [p.name for p in found]
     duplicates = sorted({n for n in names if names.count(n) > 1})

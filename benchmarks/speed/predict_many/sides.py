@@ -28,10 +28,10 @@ from pathlib import Path
 
 import psutil
 
-from benchmarks.common.peer_env import peer_environment
+from benchmarks.common.peer.env import peer_environment
 from nnunet_core.layout.results import CHECKPOINT_FINAL
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 INTERVAL_S = 0.2
 PSS_EVERY = 5
 MB = 2**20

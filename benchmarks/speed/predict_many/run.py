@@ -9,8 +9,8 @@ worker) and that peak above one process of the side with its prediction modules 
 how many voxels of the two sides' segmentations are equal (and, on the first cases, how many
 when ours sums the tiles as upstream does: ``--fp16_accumulation``). Then (unless
 ``--no-profile``) a second run of our shard job with a timer around each step
-(``predict_many_profile``): where the seconds go. Cases and model: ``predict_many_setup``; how
-each side runs and is measured: ``predict_many_sides``. ``ratio`` is ours / upstream (lower is
+(``profile``): where the seconds go. Cases and model: ``setup``; how
+each side runs and is measured: ``sides``. ``ratio`` is ours / upstream (lower is
 better).
 
     python -m benchmarks.speed.predict_many --quick --peer
@@ -31,23 +31,22 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.speed import predict_many_profile as profile
-from benchmarks.speed import predict_many_sides as sides
-from benchmarks.speed.predict_many_setup import (
+from benchmarks.speed.predict_many import profile, sides
+from benchmarks.speed.predict_many.setup import (
     Inputs,
     git_head,
     link_cases,
     synthetic_inputs,
     user_inputs,
 )
-from benchmarks.speed.realscale_record import (
+from benchmarks.speed.realscale.record import (
     commit_description,
     machine_description,
     stage_entry,
     write_record,
 )
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 DEFAULT_PEER = Path.home() / ".cache" / "nnunet-peer" / "venv"
 FULL = {"cases": 10, "slices": None, "mirroring": True}
 CHECKED_CASES = 2  # cases of the float16-sums check

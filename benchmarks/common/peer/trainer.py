@@ -2,7 +2,7 @@
 
 Upstream finds a trainer by class name inside ``nnunetv2.training.nnUNetTrainer``, so a schedule
 that no shipped trainer has (our ``--epochs/--iterations/--val-iterations``) becomes a small
-subclass file there. The speed benchmark (``speed/pipeline.py``) and the quality ones
+subclass file there. The speed benchmark (``speed/pipeline/``) and the quality ones
 (``quality/``) use it.
 """
 

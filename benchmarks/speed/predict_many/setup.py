@@ -19,7 +19,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.speed.realscale_setup import (
+from benchmarks.speed.realscale.setup import (
     CONFIGURATION,
     DATASET_ID,
     OUR_CHECKPOINT,
@@ -119,7 +119,7 @@ def install_both(archive: Path, work: Path, peer: Path | None) -> tuple[Path, Pa
         run(_our_cli("install-pretrained-model-from-zip", str(archive), "--results", str(ours)))
     upstream = None
     if peer is not None:
-        from benchmarks.common.peer_env import peer_environment
+        from benchmarks.common.peer.env import peer_environment
 
         root = work / "installed" / "upstream"
         if not root.is_dir():

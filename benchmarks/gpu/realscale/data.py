@@ -4,7 +4,7 @@
 The plans are shipped (``tests/data/plans/gpu_realscale/{mr,ct}/``): our planner's, from our
 fingerprint of synthetic real-size volumes, written once by
 
-    python -m benchmarks.gpu.realscale_data --write-plans
+    python -m benchmarks.gpu.realscale.data --write-plans
 
 since the GPU machine has no image library (SimpleITK does not fit the 64 MiB the device tool
 carries, ``gpu_wheels.sh``) and our planner reads images. Two phantoms of 256^3 at 1 mm (the body

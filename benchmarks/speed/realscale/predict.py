@@ -16,7 +16,7 @@ without a peer). Each side runs in its own process, so a peak is that side's alo
   ... --val --npz`` on the fold's real-size validation cases, from the same weights.
 
 The planned network is too slow for this CPU at real size, so both model folders hold the same
-smaller one (``realscale_setup.FEATURE_DIVISOR``); the notes say so.
+smaller one (``setup.FEATURE_DIVISOR``); the notes say so.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.speed.preprocess import timed
-from benchmarks.speed.realscale_setup import (
+from benchmarks.speed.realscale.setup import (
     CONFIGURATION,
     DATASET_ID,
     FEATURE_DIVISOR,
@@ -277,11 +277,13 @@ def run_prediction_stages(
 
 
 def main() -> None:
-    """``python -m benchmarks.speed.realscale_predict RAW_DATASET WORK [--peer VENV] [--quick]``:
+    """``python -m benchmarks.speed.realscale.predict RAW_DATASET WORK [--peer VENV] [--quick]``:
     these stages alone (the harness ``benchmarks.speed.realscale`` runs them with the others)."""
     import argparse
 
-    parser = argparse.ArgumentParser(description=main.__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.speed.realscale.predict", description=main.__doc__.split("\n")[0]
+    )
     parser.add_argument("raw_dataset", type=Path)
     parser.add_argument("work", type=Path)
     parser.add_argument("--peer", type=Path)

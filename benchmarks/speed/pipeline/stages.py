@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
 
-from benchmarks.speed.monitor import JobRecord
+from benchmarks.speed.pipeline.monitor import JobRecord
 
 STAGES = (
     "plan_preprocess",

@@ -1,7 +1,7 @@
 """The GPU check's real-size sections (issue 34, item 5): data, step, GPU busy, one case predicted.
 
 - ``real_data``: the MR-like 256^3 set (drawn and stored preprocessed) and one CT-like 512x512xN
-  raw case, with the shipped plans (``realscale_data.py``); its rows are the seconds each took.
+  raw case, with the shipped plans (``data.py``); its rows are the seconds each took.
 - ``real_step``: our trainer's ``train_step`` (AMP: autocast + GradScaler on CUDA) at the planned
   3d_fullres patch and batch of the MR set (112x160x128, 2), peak GPU memory; upstream's beside it.
 - ``real_busy``: our real training loader (the fold's patch sampling and augmentation, in 4, 8 and
@@ -27,7 +27,7 @@ import torch
 
 from benchmarks.common.random_training import make_trainer, time_ours
 from benchmarks.gpu.context import Context, Row, cpu_count, guarded
-from benchmarks.gpu.realscale_data import (
+from benchmarks.gpu.realscale.data import (
     CONFIGURATION,
     ct_case,
     describe,
@@ -35,7 +35,7 @@ from benchmarks.gpu.realscale_data import (
     mr_dataset,
     shipped,
 )
-from benchmarks.gpu.realscale_upstream import (
+from benchmarks.gpu.realscale.upstream import (
     SKIP_REASON,
     upstream_busy,
     upstream_predict,

@@ -17,7 +17,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.common.peer_env import peer_environment
+from benchmarks.common.peer.env import peer_environment
 from nnunet_core.layout.preprocessed import FINGERPRINT_JSON, SPLITS_JSON, plans_file
 from nnunet_core.layout.raw import DATASET_JSON
 from nnunet_core.layout.results import (

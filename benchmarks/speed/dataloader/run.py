@@ -34,8 +34,8 @@ import time
 from pathlib import Path
 
 from benchmarks.common.our_loader import build_ours
-from benchmarks.common.peer_env import peer_environment
-from benchmarks.speed.dataloader_parts import (
+from benchmarks.common.peer.env import peer_environment
+from benchmarks.speed.dataloader.parts import (
     PEER_TIMING,
     format_parts,
     our_parts,
@@ -51,7 +51,7 @@ import json, os, resource, sys, time
 dataset, config, batches, warmup = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 fold = sys.argv[5] if len(sys.argv) > 5 else '0'  # 'all': every case, no split file needed
 fold = fold if fold == 'all' else int(fold)
-timing = sys.argv[6] if len(sys.argv) > 6 else ''  # dataloader_parts.PEER_TIMING
+timing = sys.argv[6] if len(sys.argv) > 6 else ''  # parts.PEER_TIMING
 os.environ['nnUNet_n_proc_DA'] = '0'
 import torch
 if timing:
@@ -196,7 +196,9 @@ def result_line(configuration: str, ours: list[dict], peer: list[dict]) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.speed.dataloader", description=__doc__.split("\n")[0]
+    )
     parser.add_argument("--preprocessed", type=Path, help="our preprocessed dataset folder")
     parser.add_argument(
         "--raw", type=Path, help="its raw folder (needed for --peer with --preprocessed)"

@@ -1,6 +1,6 @@
 """Where a shard job's seconds go: the workflow's shard run with a timer around each step.
 
-``python -m benchmarks.speed.predict_many_profile RUN_DIR SHARD EVENTS`` runs
+``python -m benchmarks.speed.predict_many.profile RUN_DIR SHARD EVENTS`` runs
 ``nnunet_core.new_scans.shard`` on a planned shard exactly as the workflow's job does, with the
 functions of each step wrapped (``STEPS``): every call appends one line ``step, process, start,
 end, case, the process's RSS in MB at the end`` to EVENTS. The wrappers are installed before the

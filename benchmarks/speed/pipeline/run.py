@@ -29,16 +29,18 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks.speed.pipeline_ours import OursRun, run_ours
-from benchmarks.speed.pipeline_stages import format_table, ratio_rows
-from benchmarks.speed.pipeline_upstream import Schedule, UpstreamRun, run_upstream
+from benchmarks.speed.pipeline.ours import OursRun, run_ours
+from benchmarks.speed.pipeline.stages import format_table, ratio_rows
+from benchmarks.speed.pipeline.upstream import Schedule, UpstreamRun, run_upstream
 
 DATASET_ID, DATASET_NAME = 900, "Synth"
 DATASET = f"Dataset{DATASET_ID:03d}_{DATASET_NAME}"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.speed.pipeline", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("--peer", type=Path, required=True, help="upstream nnU-Net's venv")
     parser.add_argument("--configurations", nargs="+", default=["2d", "3d_fullres"])
     parser.add_argument("--folds", nargs="+", type=int, default=[0, 1, 2, 3, 4])

@@ -17,17 +17,17 @@ from pathlib import Path
 
 import yaml
 
-from benchmarks.speed.monitor import MB, TreeSampler, run_parallel
-from benchmarks.speed.pipeline_stages import (
+from benchmarks.speed.pipeline.monitor import MB, TreeSampler, run_parallel
+from benchmarks.speed.pipeline.stages import (
     StageFigures,
     fold_log_phases,
     ours_stage,
     stages_from_jobs,
     union_seconds,
 )
-from benchmarks.speed.pipeline_upstream import Schedule
+from benchmarks.speed.pipeline.upstream import Schedule
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 TRAIN_ARGS = re.compile(r"nnunet-core train (\S+) (\S+) (\S+)")
 
 

@@ -6,10 +6,10 @@ Data: an isotropic MR-like set (256^3 at 1 mm) for ``preprocess`` and ``loader_3
 ``loader_3d_lowres``, ``loader_2d``; a CT-like set (512x512xN at 0.7x0.7x2.5 mm, where upstream's
 augmentation runs as dummy 2-D) for ``preprocess_aniso``, ``loader_3d_fullres_aniso`` and the
 prediction stages (``predict_export``, ``predict_case``, ``validation_fold``, from
-realscale_predict). ``--dataset`` benchmarks a user's raw dataset instead (its planned
+predict.py). ``--dataset`` benchmarks a user's raw dataset instead (its planned
 configurations name the loader stages). Stage figures: ``preprocess`` is fingerprint + plan +
 preprocess as command lines (wall, peak RSS of the process tree); ``loader_*`` are seconds per
-batch of one augmentation worker (best of the runs; see realscale_loader). ``ratio`` is always
+batch of one augmentation worker (best of the runs; see loader.py). ``ratio`` is always
 ours_s / upstream_s (lower is better).
 
     python -m benchmarks.speed.realscale --peer ~/.cache/nnunet-peer/venv --out r.json
@@ -35,14 +35,14 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.speed import preprocess as pp
-from benchmarks.speed.realscale_data import (
+from benchmarks.speed.realscale.data import (
     DataSet,
     loader_configurations,
     synthetic_sets,
     user_set,
 )
-from benchmarks.speed.realscale_loader import loader_stage
-from benchmarks.speed.realscale_record import (
+from benchmarks.speed.realscale.loader import loader_stage
+from benchmarks.speed.realscale.record import (
     absent_stage,
     commit_description,
     format_table,
@@ -52,10 +52,10 @@ from benchmarks.speed.realscale_record import (
     write_record,
 )
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 CONFIGURATIONS = ["2d", "3d_fullres", "3d_lowres"]
 PREDICT_STAGES = ("predict_export", "predict_case", "validation_fold")
-PREDICT_MODULE = "benchmarks.speed.realscale_predict"
+PREDICT_MODULE = "benchmarks.speed.realscale.predict"
 
 
 @dataclass(frozen=True)
@@ -165,7 +165,7 @@ def loader_stages(data: DataSet, peer: Path | None, sizes: Sizes, names: list[st
 
 
 def prediction_stages(raw: Path, work: Path, peer: Path | None, quick: bool) -> dict:
-    """The prediction stages from realscale_predict, or each absent with the reason."""
+    """The prediction stages from predict.py, or each absent with the reason."""
     if importlib.util.find_spec(PREDICT_MODULE) is None:
         return {
             n: absent_stage(f"{PREDICT_MODULE} is not in this checkout") for n in PREDICT_STAGES

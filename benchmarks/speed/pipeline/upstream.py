@@ -15,9 +15,9 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.common.peer_trainer import install_trainer_source, trainer_source
-from benchmarks.speed.monitor import RunResult, TreeSampler, run_parallel
-from benchmarks.speed.pipeline_stages import StageFigures, fold_log_phases, upstream_stage
+from benchmarks.common.peer.trainer import install_trainer_source, trainer_source
+from benchmarks.speed.pipeline.monitor import RunResult, TreeSampler, run_parallel
+from benchmarks.speed.pipeline.stages import StageFigures, fold_log_phases, upstream_stage
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,7 @@ def install_trainer(peer: Path, schedule: Schedule) -> Path:
         schedule.epochs,
         schedule.iterations,
         schedule.val_iterations,
-        writer="benchmarks/speed/pipeline.py",
+        writer="benchmarks/speed/pipeline/",
     )
     return install_trainer_source(peer, schedule.trainer_name, source)
 

@@ -1,7 +1,7 @@
 """The real-scale loader stages: seconds per batch of ONE augmentation worker, ours and upstream's.
 
-Each run is a fresh process per side (ours: ``python -m benchmarks.speed.realscale_loader``,
-upstream's: speed/dataloader.py's trainer script with ``nnUNet_n_proc_DA=0``), alternating ours,
+Each run is a fresh process per side (ours: ``python -m benchmarks.speed.realscale.loader``,
+upstream's: speed/dataloader/run.py's trainer script with ``nnUNet_n_proc_DA=0``), alternating ours,
 upstream, ours, ... because the machine is noisy. Both load the whole training set (upstream with
 fold ``all``), use the plans' patch and batch size and the full training augmentation, one
 numeric thread, and report their own peak RSS. The best (fastest) run counts; start-up and
@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common.our_loader import build_ours
-from benchmarks.common.peer_env import peer_environment
-from benchmarks.speed.dataloader import PEER_SCRIPT, time_ours
+from benchmarks.common.peer.env import peer_environment
+from benchmarks.speed.dataloader.run import PEER_SCRIPT, time_ours
 from benchmarks.speed.preprocess import DATASET
-from benchmarks.speed.realscale_record import stage_entry
+from benchmarks.speed.realscale.record import stage_entry
 
 # One worker is one core's worth of compute, on both sides.
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
@@ -51,7 +51,7 @@ def run_json(command: list[str], env: dict[str, str]) -> dict[str, Any]:
 
 def ours_command(dataset_folder: Path, configuration: str, batches: int, warmup: int, run: int):
     return [
-        sys.executable, "-m", "benchmarks.speed.realscale_loader", str(dataset_folder),
+        sys.executable, "-m", "benchmarks.speed.realscale.loader", str(dataset_folder),
         configuration, str(batches), str(warmup), str(run),
     ]  # fmt: skip
 
