@@ -21,7 +21,7 @@ from collections.abc import Mapping
 
 from nnunet_core.cluster.job_environment import Clock, CommandRunner, JobEnvironment
 from nnunet_core.cluster.local import LocalEnvironment
-from nnunet_core.cluster.lsf_environment import LsfEnvironment
+from nnunet_core.cluster.lsf import LsfEnvironment
 from nnunet_core.cluster.mpi import MpiEnvironment
 from nnunet_core.cluster.slurm import SlurmEnvironment
 from nnunet_core.cluster.torchrun import TorchrunEnvironment

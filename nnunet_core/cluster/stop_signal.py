@@ -76,11 +76,6 @@ def signal_number(env: Mapping[str, str] | None = None) -> int | None:
     return getattr(signal, label(env), None)
 
 
-def slurm_option(lead_seconds: int, env: Mapping[str, str] | None = None) -> str:
-    """sbatch's option for the warning ``lead_seconds`` before the walltime, to every step."""
-    return f"--signal={configured_name(env)}@{int(lead_seconds)}"
-
-
 def export_setting() -> str:
     """Check the setting and put it into this process's environment, which every job inherits."""
     name = configured_name()

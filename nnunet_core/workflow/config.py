@@ -15,6 +15,7 @@ from typing import Any
 import jsonschema
 import yaml
 
+from nnunet_core.cluster import slurm
 from nnunet_core.errors import ConfigurationError
 from nnunet_core.extension.trainer_syntax import check_trainer_source
 from nnunet_core.io.atomic import unwritable_reason
@@ -215,12 +216,7 @@ def check_config(config: dict[str, Any], execution: Execution | None = None) -> 
     )
     nodes = training.get("nodes", 1)
     if nodes > 1 and execution is not None and execution.jobs_run_here:
-        msg = (
-            f"config training.nodes: {nodes} needs the SLURM executor (--profile profiles/slurm),"
-            " whose jobs span several nodes; this run executes every job on this machine: set "
-            "training.nodes: 1 (and training.gpus_per_job for several GPUs here)"
-        )
-        raise ConfigurationError(msg)
+        raise ConfigurationError(slurm.multi_node_refusal(nodes))
     planning = config.get("planning", {})
     overrides = planning.get("overrides", {})
     for name, override in overrides.items():

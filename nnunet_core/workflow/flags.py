@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from nnunet_core.cluster import gpu_slots, launch, retry
+from nnunet_core.cluster import gpu_slots, local, retry, slurm
 from nnunet_core.layout.roots import Roots
 from nnunet_core.runtime.cpus import MAX_DEFAULT_WORKERS
 from nnunet_core.training import fold_settings
@@ -178,16 +178,16 @@ def training_launcher(
     threads: int,
     rendezvous_id: str,
 ) -> str:
-    """The command that starts a fold (nnunet_core.cluster.launch): ``nnunet-core train``, with
-    ``-num_gpus N`` on one node with several GPUs (``job_gpus``, the job's ``gpu`` resource), or
-    srun + torchrun over ``training.nodes`` nodes (rendezvous ``rendezvous_id``)."""
+    """The command that starts a fold: ``nnunet-core train``, with ``-num_gpus N`` on one node
+    with several GPUs (``job_gpus``, the job's ``gpu`` resource; ``cluster.local``), or srun +
+    torchrun over ``training.nodes`` nodes (rendezvous ``rendezvous_id``; ``cluster.slurm``)."""
     nodes = int(training["nodes"])
     if nodes <= 1:
-        return launch.single_node_command(int(job_gpus))
-    return launch.multi_node_command(
+        return local.single_node_command(int(job_gpus))
+    return slurm.multi_node_command(
         nodes,
         gpus_per_job,
-        launch.cpus_per_node(gpus_per_job, cpus_per_gpu, threads),
+        slurm.cpus_per_node(gpus_per_job, cpus_per_gpu, threads),
         rdzv_id=rendezvous_id,
         rdzv_endpoint=training.get("rdzv_endpoint"),
     )
@@ -222,11 +222,6 @@ def fold_cpus_per_gpu(training: Mapping[str, Any], environ: Mapping[str, str] = 
     (half as many) are not counted: they idle while training runs, and the training workers
     idle while validation runs."""
     return fold_data_workers(training, environ) + 1
-
-
-def rendezvous_id(dataset: str, configuration: str, fold: str) -> str:
-    """A multi-node fold's torchrun rendezvous id: unique per (dataset, configuration, fold)."""
-    return f"{dataset}_{configuration}_{fold}"
 
 
 def gpu_slot_notices(

@@ -5,7 +5,7 @@ import sys
 from nnunet_core.workflow import devices as workflow_devices
 from nnunet_core.workflow import flags
 from nnunet_core.workflow import fold_reuse
-from nnunet_core.cluster import gpu_slots, launch, lsf
+from nnunet_core.cluster import gpu_slots, lsf, slurm, torchrun
 from nnunet_core.layout.results import NO_RETRY_MARKER
 from nnunet_core.training.trainer_lookup import consent_flag_for_trainer
 from nnunet_core.runtime.cpus import default_num_workers
@@ -140,7 +140,7 @@ def training_launcher(wildcards, resources, threads):
         job_gpus=resources.gpu,
         cpus_per_gpu=resources.get("cpus_per_gpu"),
         threads=threads,
-        rendezvous_id=flags.rendezvous_id(
+        rendezvous_id=torchrun.rendezvous_id(
             DATASET, wildcards.configuration, wildcards.fold
         ),
     )
@@ -194,7 +194,7 @@ def training_job_resources():
     """`gpu`, and for training.nodes > 1 the SLURM job shape (nodes, tasks, gres, mpi); on GPUs
     `cpus_per_gpu`: each rank's augmentation workers plus one (a profile may override it).
     """
-    resources = launch.job_resources(int(config["training"]["nodes"]), GPUS_PER_JOB)
+    resources = slurm.job_resources(int(config["training"]["nodes"]), GPUS_PER_JOB)
     if GPUS_PER_JOB > 0:
         resources["cpus_per_gpu"] = flags.fold_cpus_per_gpu(config["training"])
     return resources
@@ -207,12 +207,11 @@ def lsf_options(resumable, gpus):
     job, once Snakemake has chosen the executor (unknown while the Snakefile is parsed): none but
     under LSF.
     """
-    signal_name = stop_signal.configured_name() if resumable else None
+    of_the_executor = lsf.rule_bsub_extra(gpus, resumable=resumable)
 
     def for_the_executor(wildcards):
         plugin = workflow.executor_plugin
-        name = plugin.name if plugin is not None else None
-        return lsf.bsub_extra_for_executor(name, gpus, signal_name)
+        return of_the_executor(plugin.name if plugin is not None else None)
 
     return for_the_executor
 

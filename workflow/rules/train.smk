@@ -92,7 +92,7 @@ rule train:
         settings=fold_settings_trigger(),
         pretrained=pretrained_weights_flag(),
         launcher=training_launcher,
-        guard=launch.multi_node_guard(config["training"]["nodes"]),
+        guard=slurm.multi_node_guard(config["training"]["nodes"]),
         sharing=folds_per_gpu_variable(),
     message:
         JOB_WITH_WILDCARDS

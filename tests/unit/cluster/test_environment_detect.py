@@ -15,7 +15,7 @@ from nnunet_core.cluster.environment import (
     scheduler_of,
 )
 from nnunet_core.cluster.local import LocalEnvironment
-from nnunet_core.cluster.lsf_environment import LsfEnvironment
+from nnunet_core.cluster.lsf import LsfEnvironment
 from nnunet_core.cluster.slurm import SlurmEnvironment
 from nnunet_core.cluster.torchrun import TorchrunEnvironment
 

@@ -13,7 +13,7 @@ import json
 from types import SimpleNamespace
 
 from nnunet_core.cluster.environment import job_end_time
-from nnunet_core.cluster.lsf_environment import LsfEnvironment, lsf_end_time_from_bjobs
+from nnunet_core.cluster.lsf import LsfEnvironment, lsf_end_time_from_bjobs
 from nnunet_core.training.stop_conditions import StopConditions
 from tests.helpers.paths import TEST_DATA
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from nnunet_core.cluster import lsf
+from nnunet_core.cluster import lsf, stop_signal
 
 
 @pytest.mark.parametrize("gpus", [1, 2, 4, 8])
@@ -41,3 +41,14 @@ def test_other_executors_get_no_lsf_resource(executor) -> None:
 def test_the_lsf_executor_gets_the_options() -> None:
     assert lsf.bsub_extra_for_executor("lsf", 2, "USR1") == "-gpu num=2 -wa USR1 -wt 10"
     assert lsf.bsub_extra_for_executor("lsf", 1) == "-gpu num=1"
+
+
+def test_a_rules_bsub_extra_follows_the_executor_and_the_configured_signal(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv(stop_signal.ENV_VAR, "USR2")
+    train = lsf.rule_bsub_extra(2, resumable=True)
+    monkeypatch.setenv(stop_signal.ENV_VAR, "USR1")  # read when the rule is built, not later
+    assert train("lsf") == "-gpu num=2 -wa USR2 -wt 10"
+    assert train("slurm") is None and train(None) is None
+    assert lsf.rule_bsub_extra(1, resumable=False)("lsf") == "-gpu num=1"

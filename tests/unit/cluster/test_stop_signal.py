@@ -35,8 +35,6 @@ def test_the_setting_defaults_to_usr1_and_takes_usr2_in_both_spellings() -> None
     assert stop_signal.label({}) == "SIGUSR1"
     assert stop_signal.configured_name({stop_signal.ENV_VAR: "USR2"}) == "USR2"
     assert stop_signal.configured_name({stop_signal.ENV_VAR: "SIGUSR2"}) == "USR2"
-    assert stop_signal.slurm_option(600, {stop_signal.ENV_VAR: "USR2"}) == "--signal=USR2@600"
-    assert stop_signal.slurm_option(600, {}) == "--signal=USR1@600"
 
 
 def test_an_unknown_setting_is_a_one_line_error_naming_the_variable() -> None:

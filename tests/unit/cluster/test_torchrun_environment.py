@@ -1,10 +1,11 @@
-"""A process torchrun started: the signs that count, its rank variables, and its end time (the
-one of the batch job it runs in)."""
+"""A process torchrun started: the signs that count, its rank variables, its end time (the
+one of the batch job it runs in), and the agent command a node runs."""
 
 from __future__ import annotations
 
 import pytest
 
+from nnunet_core.cluster import torchrun
 from nnunet_core.cluster.job_environment import JobEnvironment
 from nnunet_core.cluster.slurm import SlurmEnvironment
 from nnunet_core.cluster.torchrun import TorchrunEnvironment
@@ -59,3 +60,18 @@ def test_end_time_and_job_are_the_schedulers() -> None:
     alone = TorchrunEnvironment(env, scheduler=JobEnvironment(env))
     assert alone.end_time() is None and alone.job_id() is None
     assert TorchrunEnvironment(env).end_time() is None  # no scheduler given: none known
+
+
+def test_the_device_flag_is_read_in_both_spellings() -> None:
+    assert torchrun.device_flag(["-tr", "X", "-device", "cpu"]) == "cpu"
+    assert torchrun.device_flag(["--device=cuda"]) == "cuda"
+    assert torchrun.device_flag(["-device"]) is None  # no value follows
+    assert torchrun.device_flag([]) is None
+
+
+def test_an_agent_command_runs_the_launch_module_for_the_trainer() -> None:
+    command = torchrun.agent_command(2, 0, "host:1", torchrun.rendezvous_id("D", "2d", "all"))
+    assert command == (
+        "python -m nnunet_core.training.torchrun_launch --nnodes 2 --nproc_per_node 1 "
+        "--rdzv_backend c10d --rdzv_endpoint host:1 --rdzv_id D_2d_all -m nnunet_core.train"
+    )

@@ -22,7 +22,7 @@ import pytest
 from snakemake import parser as snakemake_parser
 
 from nnunet_core.cli import build_parser
-from nnunet_core.cluster import launch
+from nnunet_core.cluster import slurm
 from nnunet_core.layout.roots import Roots
 from nnunet_core.training.trainer_lookup import consent_flag_for_trainer
 from nnunet_core.workflow import flags, runs
@@ -49,7 +49,7 @@ PRE_QUOTED = {
     "test_set_note_flag": "report_test_set_note_flag",
     "previous_stage_flag": "previous_stage_flag",
     "chosen_configurations_argument": "chosen_configurations_argument",
-    "launch.multi_node_guard": "multi_node_guard",
+    "slurm.multi_node_guard": "multi_node_guard",
     "paper_table_flags": "paper_table_flags",
     "methods_table_flags": "methods_table_flags",
     "reproduce_run_flags": "reproduce_run_flags",
@@ -340,7 +340,7 @@ BUILDER_CASES: dict[str, Case] = {
 # Builders whose words hold no value of a user's: integers of the schema, or a fixed flag.
 FIXED_WORDS: dict[str, Callable[[], str]] = {
     "folds_per_gpu_variable": lambda: flags.folds_per_gpu_variable(3),
-    "multi_node_guard": lambda: launch.multi_node_guard(2),
+    "multi_node_guard": lambda: slurm.multi_node_guard(2),
     "consent_flag_for_trainer": lambda: consent_flag_for_trainer(f"{HOSTILE[3]}/t.py:Mine"),
 }
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from nnunet_core.cluster import torchrun
 from nnunet_core.cluster.gpu_slots import FOLDS_PER_GPU_ENV
 from nnunet_core.layout.roots import Roots
 from nnunet_core.layout.work import staging_folder_of
@@ -141,7 +142,7 @@ def test_one_node_launcher(gpus: int, expected: str) -> None:
 
 def test_several_nodes_launch_torchrun_with_the_folds_rendezvous() -> None:
     training = training_config(nodes=2, rdzv_endpoint="head:29400")["training"]
-    rendezvous = flags.rendezvous_id("Dataset004_Hippocampus", "3d_fullres", "0")
+    rendezvous = torchrun.rendezvous_id("Dataset004_Hippocampus", "3d_fullres", "0")
     command = flags.training_launcher(
         training, 4, job_gpus=0, cpus_per_gpu=8, threads=2, rendezvous_id=rendezvous
     )
