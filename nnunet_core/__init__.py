@@ -1,8 +1,9 @@
 """nnunet_core: nnU-Net v2's self-configuring segmentation method, driven by Snakemake.
 
 The public API is what this module exports: ``from nnunet_core import Trainer`` is the stable
-base class of a fold's training. It is loaded on first use, so that ``import nnunet_core`` (and
-every light command such as ``nnunet-core verify``) does not pay for importing torch.
+base class of a fold's training, and the other names are the types its hooks take and return
+(docs/bring-your-own-method.md). They are loaded on first use, so that ``import nnunet_core``
+(and every light command such as ``nnunet-core verify``) does not pay for importing torch.
 """
 
 from __future__ import annotations
@@ -10,13 +11,33 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
-__all__ = ["Trainer", "__version__"]
+__all__ = [
+    "Configuration",
+    "FoldSetup",
+    "Trainer",
+    "TrainerSettings",
+    "TrainerVariant",
+    "TrainingTransforms",
+    "__version__",
+]
 
 if TYPE_CHECKING:
-    from nnunet_core.training.trainer import Trainer
+    from nnunet_core.io.plans_configuration import Configuration
+    from nnunet_core.training.augmentation.pipeline import TrainingTransforms
+    from nnunet_core.training.fold.setup import FoldSetup
+    from nnunet_core.training.trainer.loop import Trainer
+    from nnunet_core.training.trainer.settings import TrainerSettings
+    from nnunet_core.training.trainer.variants import TrainerVariant
 
 # name -> module that defines it (loaded lazily by __getattr__)
-_PUBLIC = {"Trainer": "nnunet_core.training.trainer"}
+_PUBLIC = {
+    "Configuration": "nnunet_core.io.plans_configuration",
+    "FoldSetup": "nnunet_core.training.fold.setup",
+    "Trainer": "nnunet_core.training.trainer.loop",
+    "TrainerSettings": "nnunet_core.training.trainer.settings",
+    "TrainerVariant": "nnunet_core.training.trainer.variants",
+    "TrainingTransforms": "nnunet_core.training.augmentation.pipeline",
+}
 
 
 def __getattr__(name: str) -> Any:

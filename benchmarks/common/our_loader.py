@@ -17,8 +17,8 @@ def build_ours(dataset_folder: Path, configuration: str, plans_name: str = "nnUN
         configure_augmentation,
         training_transforms,
     )
-    from nnunet_core.training.case_store import CaseStore
-    from nnunet_core.training.data_loader import PatchLoader
+    from nnunet_core.training.data.case_store import CaseStore
+    from nnunet_core.training.data.patch_loader import PatchLoader
     from nnunet_core.training.deep_supervision import deep_supervision_scales
 
     conf = Plans.load(dataset_folder / f"{plans_name}.json").configuration(configuration)

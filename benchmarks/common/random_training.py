@@ -12,11 +12,11 @@ from pathlib import Path
 
 import torch
 
+from nnunet_core import Trainer, TrainerSettings
 from nnunet_core.io.dataset_json import parse_dataset_json
 from nnunet_core.io.plans import Plans
 from nnunet_core.training.deep_supervision import downsample_targets
-from nnunet_core.training.fold_setup import FoldSetup
-from nnunet_core.training.trainer import Trainer, TrainerSettings
+from nnunet_core.training.fold.setup import FoldSetup
 
 LABELS = {"background": 0, "organ": 1, "lesion": 2}
 

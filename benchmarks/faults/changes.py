@@ -5,7 +5,7 @@
 
 Beside the fault campaign (run.py): there a run is killed and must end as if it had not been;
 here a finished run is rerun after a change and must do exactly what the settings table
-(nnunet_core.training.fold_settings) says. One base run of the real workflow trains fold 0 of
+(nnunet_core.training.fold.settings_table) says. One base run of the real workflow trains fold 0 of
 3d_fullres on the demo scenario (1 epoch of 2 iterations, deterministic) to the target
 ``trained``. Each case copies that run folder (work_dir is relative, so Snakemake's records of
 the jobs travel with it), changes one thing (a config key, the content of a user trainer's file,

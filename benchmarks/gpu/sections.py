@@ -117,7 +117,7 @@ def write_dataset(ctx: Context) -> Path:
 def loader_batches_per_s(ctx: Context, configuration: str, folder: Path) -> tuple[float, list]:
     """Batches/s our training stream delivers with the profile's workers, after its prefetch."""
     from benchmarks.common.our_loader import build_ours
-    from nnunet_core.training.workers import BatchStream
+    from nnunet_core.training.data.workers import BatchStream
 
     make_batch = build_ours(folder, configuration)
     workers = ctx.profile.loader_workers

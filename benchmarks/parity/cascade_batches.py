@@ -184,9 +184,9 @@ def our_loaders(work: Path, results: Path, scratch: Path, seed: int, run: tuple[
     transform, and the label list."""
     import torch
 
+    from nnunet_core import Trainer, TrainerSettings
     from nnunet_core.layout.roots import Roots
-    from nnunet_core.training.fold_setup import prepare_fold
-    from nnunet_core.training.trainer import Trainer, TrainerSettings
+    from nnunet_core.training.fold.setup import prepare_fold
 
     roots = Roots.from_env(work / "raw", work / "ours" / "preprocessed", results)
     dataset, config, folds = run

@@ -98,10 +98,10 @@ def our_rows(work: Path, dataset: str, configuration: str, seeds: list[int], ima
     """Our trainer's initial network per seed."""
     import torch
 
+    from nnunet_core import Trainer, TrainerSettings
     from nnunet_core.layout.roots import Roots
     from nnunet_core.model import checkpoint
-    from nnunet_core.training.fold_setup import prepare_fold
-    from nnunet_core.training.trainer import Trainer, TrainerSettings
+    from nnunet_core.training.fold.setup import prepare_fold
 
     torch.set_num_threads(1)
     scratch = work / "init_stats" / "ours"

@@ -125,10 +125,10 @@ def write_our_initial_weights(args: argparse.Namespace, seed: int, path: Path) -
     """The network our trainer starts from with ``seed`` (upstream's parameter names)."""
     import torch
 
+    from nnunet_core import Trainer, TrainerSettings
     from nnunet_core.layout.roots import Roots
     from nnunet_core.model import checkpoint
-    from nnunet_core.training.fold_setup import prepare_fold
-    from nnunet_core.training.trainer import Trainer, TrainerSettings
+    from nnunet_core.training.fold.setup import prepare_fold
 
     roots = Roots(preprocessed=args.work / "ours" / "preprocessed", results=path.parent / "ours")
     setup = prepare_fold(roots, f"Dataset{NUMBER}_CascadeQuality", args.stage, args.fold,

@@ -82,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _pack(args: argparse.Namespace) -> int:
-    from nnunet_core.training.provenance import git_commit, package_versions
+    from nnunet_core.training.fold.provenance import git_commit, package_versions
     from nnunet_core.workflow import reproduce
 
     text = args.config_json

@@ -19,7 +19,7 @@ from nnunet_core.layout.roots import resolve_dataset_name
 from nnunet_core.runtime.devices import resolve_device
 
 if TYPE_CHECKING:  # torch and the trainer load only when a command runs (the CLI stays fast)
-    from nnunet_core.training.fold_run import FoldRequest
+    from nnunet_core.training.fold.run import FoldRequest
 
 __all__ = ["check_flags", "configure_parser", "fold_request", "run", "settings_from_args"]
 
@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
     check_flags(args)
     if getattr(args, "_topology", None) is None:  # once, before any DDP rank starts
         from nnunet_core.extension.trainer_syntax import check_trainer_source
-        from nnunet_core.training.trainer_lookup import check_trainer_name, resolve_trainer
+        from nnunet_core.training.trainer.lookup import check_trainer_name, resolve_trainer
 
         code = check_trainer_name(args.trainer)
         if code is not None:  # class and Trainer base read from the file, before its code runs
@@ -79,8 +79,8 @@ def run(args: argparse.Namespace) -> int:
     launched = launch(args)
     if launched is not None:
         return user_stop.exit_status(launched)
-    from nnunet_core.training.fold_run import run_fold
-    from nnunet_core.training.user_failures import classified
+    from nnunet_core.training.fold.failures import classified
+    from nnunet_core.training.fold.run import run_fold
 
     with classified(args.trainer):  # a user's hook that raised: exit 3; out of memory: 76
         return user_stop.exit_status(run_fold(fold_request(args)))
@@ -89,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
 def fold_request(args: argparse.Namespace) -> FoldRequest:
     """The parsed command line as the lifecycle's request (topology: the launcher's, if any)."""
     from nnunet_core.cluster.process_topology import SINGLE_PROCESS
-    from nnunet_core.training.fold_run import FoldFlags, FoldRequest
+    from nnunet_core.training.fold.run import FoldFlags, FoldRequest
 
     topology = getattr(args, "_topology", None) or SINGLE_PROCESS
     roots = roots_from_args(args)

@@ -12,7 +12,7 @@ from nnunet_core.commands.common import add_root_flags
 from nnunet_core.errors import ConfigurationError
 from nnunet_core.layout.preprocessed import DEFAULT_PLANS_NAME, SPLITS_JSON
 from nnunet_core.layout.results import CHECKPOINT_BEST, DEFAULT_TRAINER, parse_fold
-from nnunet_core.training.fold_settings import flag_help, setting
+from nnunet_core.training.fold.settings_table import flag_help, setting
 from nnunet_core.training.limits import (
     MAX_EPOCHS,
     MAX_GPUS,
@@ -21,15 +21,15 @@ from nnunet_core.training.limits import (
     MAX_STOP_MARGIN,
     MAX_WORKERS,
 )
-from nnunet_core.training.trainer_lookup import check_trainer_name
-from nnunet_core.training.trainer_variants import (
+from nnunet_core.training.trainer.lookup import check_trainer_name
+from nnunet_core.training.trainer.variants import (
     DEFAULT_EPOCHS,
     known_trainer_names,
     parse_trainer_name,
 )
 
 if TYPE_CHECKING:
-    from nnunet_core.training.trainer import TrainerSettings
+    from nnunet_core.training.trainer.settings import TrainerSettings
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
@@ -99,8 +99,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def add_setting_flag(parser: argparse.ArgumentParser, key: str) -> None:
-    """A value flag of the settings table (training.fold_settings): its name, type, default and
-    help are the table's, so the parser, the workflow's schema and TrainerSettings agree."""
+    """A value flag of the settings table (training.fold.settings_table): its name, type, default
+    and help are the table's, so the parser, the workflow's schema and TrainerSettings agree."""
     row = setting(key)
     parser.add_argument(
         row.flag, type=row.value_type, default=row.parser_default, help=flag_help(key)
@@ -144,7 +144,7 @@ def check_flags(args: argparse.Namespace) -> None:
 
 
 def settings_from_args(args: argparse.Namespace, is_main: bool = True) -> TrainerSettings:
-    from nnunet_core.training.trainer import TrainerSettings
+    from nnunet_core.training.trainer.settings import TrainerSettings
 
     try:
         user_code = check_trainer_name(args.trainer)  # a user's trainer: nnUNetTrainer's epochs

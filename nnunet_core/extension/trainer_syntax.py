@@ -12,7 +12,7 @@ the workflow's config check and ``nnunet-core train`` read the file's syntax tre
 
 What cannot be decided without running code is accepted, never refused: a base imported from
 another package, a base computed by a call, a class name that the file also assigns or imports.
-The import in the job still checks those (``trainer_lookup.resolve_trainer``).
+The import in the job still checks those (``trainer.lookup.resolve_trainer``).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 The kernel drops the lock when its file is closed, which happens when the holding process ends
 in any way (SIGKILL included): a crashed holder never blocks the next one, no lock file has to be
-cleaned up by hand. The fold lock (``training.fold_lock``), the work_dir lock
+cleaned up by hand. The fold lock (``training.fold.lock``), the work_dir lock
 (``workflow.work_lock``) and the GPU slots (``cluster.gpu_slots``) all take their locks here.
 
 A holder may write who it is into the file (``write_holder``) so that a process refused the lock

@@ -53,7 +53,7 @@ VALIDATION_FOLDER = "validation"
 # and a copy of its source file, which ``predict`` loads to rebuild the network.
 TRAINER_JSON = "trainer.json"
 TRAINER_SOURCE_FOLDER = "trainer_source"
-# In a fold folder: held by the one process training that fold (training.fold_lock).
+# In a fold folder: held by the one process training that fold (training.fold.lock).
 FOLD_LOCK_NAME = ".training.lock"
 # In a fold folder on a cluster: the exit status and line of an attempt that a retry cannot help
 # (cluster.no_retry); the next attempt exits at once with it, a new run removes it.

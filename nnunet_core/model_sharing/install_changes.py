@@ -26,7 +26,7 @@ from nnunet_core.layout.results import (
     TrainedModel,
     is_model_folder_name,
 )
-from nnunet_core.training.trainer_lookup import is_builtin_trainer
+from nnunet_core.training.trainer.lookup import is_builtin_trainer
 
 
 def code_folder(name: str) -> tuple[str, ...] | None:

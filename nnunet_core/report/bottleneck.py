@@ -1,8 +1,8 @@
 """Did the folds wait for data? Per-epoch data wait against compute, and a warning per starved fold.
 
 The trainer records, per epoch, the seconds its training iterations were blocked waiting for the
-next batch and the seconds they computed (``training.epoch_timing``). A fold that waited more
-than ``WAIT_WARNING_SHARE`` of that time was limited by CPU augmentation, not by its GPU: the
+next batch and the seconds they computed (``training.trainer.epoch_timing``). A fold that waited
+more than ``WAIT_WARNING_SHARE`` of that time was limited by CPU augmentation, not by its GPU: the
 warning names the settings that give augmentation more workers or cores.
 """
 

@@ -26,7 +26,7 @@ from nnunet_core.report.summaries import read_json_file
 
 PROVENANCE = "provenance.json"
 BUILTIN_TRAINER = "nnUNetTrainer"
-# Config keys of the settings block (nnunet_core.training.fold_settings) this text reads.
+# Config keys of the settings block (nnunet_core.training.fold.settings_table) this text reads.
 EPOCHS_KEY = "training.epochs"
 ITERATIONS_KEY = "training.iterations_per_epoch"
 TRAINER_KEY = "training.trainer"

@@ -27,7 +27,7 @@ from nnunet_core.layout.results import CHECKPOINT_BEST, CHECKPOINT_FINAL, CHECKP
 
 TIMING_KEYS = ("data_wait_seconds", "compute_seconds", "peak_gpu_memory_mb")  # the trainer's
 CHECKPOINTS = (CHECKPOINT_FINAL, CHECKPOINT_LATEST, CHECKPOINT_BEST)
-EMA_DECAY = 0.9  # the trainer's (nnunet_core.training.progress.EMA_DECAY)
+EMA_DECAY = 0.9  # the trainer's (nnunet_core.training.trainer.progress.EMA_DECAY)
 CURVE_COLUMNS = [
     "epoch",
     "train_loss",

@@ -41,8 +41,8 @@ from nnunet_core.cluster import stop_signal
 from nnunet_core.cluster.environment import launched_externally
 from nnunet_core.cluster.process_topology import Topology, resolve_topology
 from nnunet_core.errors import ConfigurationError, NnunetCoreError
+from nnunet_core.training.data.patch_sampling import OVERSAMPLE_FOREGROUND_PERCENT, forced_mask
 from nnunet_core.training.gpu_ordinals import rank_ordinal
-from nnunet_core.training.sampling import OVERSAMPLE_FOREGROUND_PERCENT, forced_mask
 
 EXTERNAL = "external"
 SPAWN = "spawn"

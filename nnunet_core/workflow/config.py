@@ -24,7 +24,7 @@ from nnunet_core.layout.predictions import PREDICTIONS_FOLDER, RESERVED_FOLDERS
 from nnunet_core.layout.preprocessed import SPLITS_JSON
 from nnunet_core.layout.roots import Roots, dataset_folder_name, raw_dataset_dir
 from nnunet_core.layout.work import DEFAULT_WORK_DIR, WORK_LOGS, WORK_PREPROCESSED, WORK_RESULTS
-from nnunet_core.training.trainer_lookup import check_trainer_name
+from nnunet_core.training.trainer.lookup import check_trainer_name
 from nnunet_core.workflow.path_values import check_shell_paths
 from nnunet_core.workflow.pretrained import resolve_pretrained_weights
 from nnunet_core.workflow.runs import check_raw_dataset

@@ -22,7 +22,7 @@ from typing import Any
 from nnunet_core.cluster import gpu_slots, local, retry, slurm
 from nnunet_core.layout.roots import Roots
 from nnunet_core.runtime.cpus import MAX_DEFAULT_WORKERS
-from nnunet_core.training import fold_settings
+from nnunet_core.training.fold import settings_table
 from nnunet_core.workflow.pretrained import PretrainedWeights
 
 
@@ -136,8 +136,8 @@ def training_options(config: Mapping[str, Any], plans_name: str, device: str) ->
         option("-p", plans_name),
         option("-device", device),
     ]
-    flags += [  # flag names from the settings table (nnunet_core.training.fold_settings)
-        option(fold_settings.flag_of(key), fold_settings.config_value(config, key))
+    flags += [  # flag names from the settings table (nnunet_core.training.fold.settings_table)
+        option(settings_table.flag_of(key), settings_table.config_value(config, key))
         for key in TRAINING_VALUE_FLAGS
     ]
     if config.get("deterministic", False):

@@ -2,10 +2,10 @@
 
 A fold job's own lines go to its log, which nobody reads on the console; so the main Snakemake
 process compares each existing fold's recorded settings (its ``provenance.json``) with the run's,
-computed from the config through the same table (``training.fold_settings``) and hashed by the
-same functions (``training.fold_fingerprints``), and prints one line per fold that will start
+computed from the config through the same table (``training.fold.settings_table``) and hashed by the
+same functions (``training.fold.fingerprints``), and prints one line per fold that will start
 over. It moves nothing (a dry run prints the same): the train job sets the folder aside when it
-starts (``training.fold_changes``).
+starts (``training.fold.changes``).
 
 It also builds the train rule's rerun trigger: Snakemake reruns a job whose params changed, and
 the train rule's only declared output is the fold's validation summary, so a finished fold is
@@ -22,14 +22,14 @@ from typing import Any
 
 from nnunet_core.io.atomic import read_json
 from nnunet_core.layout.results import TrainedModel, fold_dir, model_dirs_of
-from nnunet_core.training import fold_changes
-from nnunet_core.training.fold_fingerprints import (
+from nnunet_core.training.fold import changes as fold_changes
+from nnunet_core.training.fold.fingerprints import (
     file_sha256,
     plans_sha256,
     splits_sha256,
     trainer_source_sha256,
 )
-from nnunet_core.training.fold_settings import INVALIDATING, config_value, rerun_trigger
+from nnunet_core.training.fold.settings_table import INVALIDATING, config_value, rerun_trigger
 from nnunet_core.workflow.pretrained import PretrainedWeights
 
 # the config's invalidating keys, as the train rule passes them (--epochs ..., -tr, --seed)

@@ -78,7 +78,7 @@ class PackedRun:
 
 def raw_checksums(raw_dataset: Path) -> dict[str, str]:
     """SHA-256 of every file of the raw dataset folder, by relative path."""
-    from nnunet_core.training.provenance import file_sha256
+    from nnunet_core.training.fold.provenance import file_sha256
 
     return {
         str(p.relative_to(raw_dataset)): file_sha256(p)

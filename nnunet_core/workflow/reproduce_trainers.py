@@ -24,7 +24,7 @@ from nnunet_core.extension.consent import TRUST_FLAG, CarriedCode, require_conse
 from nnunet_core.extension.trainer_code import trainer_class_name, trainer_source_path
 from nnunet_core.io.atomic import atomic_path
 from nnunet_core.layout.work import REPRODUCE_TRAINERS
-from nnunet_core.training.trainer_lookup import check_trainer_name
+from nnunet_core.training.trainer.lookup import check_trainer_name
 
 PACKED_PREFIX = f"{REPRODUCE_TRAINERS}/"
 

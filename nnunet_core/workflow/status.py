@@ -24,7 +24,7 @@ from nnunet_core.layout.results import FOLD_LOCK_NAME, fold_dir
 from nnunet_core.layout.work import PREDICT_LOG, TRAIN_LOG, WORK_LOGS, WORK_RESULTS
 from nnunet_core.workflow.fold_phase import reused_detail, validation_phase, writes_npz
 
-# provenance.json and its attempt states (nnunet_core.training.provenance, which loads torch).
+# provenance.json and its attempt states (nnunet_core.training.fold.provenance, which loads torch).
 PROVENANCE_NAME = "provenance.json"
 RUNNING, DONE, STOPPED, CONTINUING = "running", "done", "stopped", "continuing"
 FAILED, INTERRUPTED, NOT_RUNNING = "failed", "interrupted", "not running"

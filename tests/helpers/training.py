@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from nnunet_core.training.trainer import TrainerSettings
+    from nnunet_core import TrainerSettings
 
 DATASET = "Dataset900_Synth"
 CONFIG = "3d_tiny"
@@ -143,7 +143,7 @@ def run_fold_in_process(
 
     from nnunet_core.cluster.stop_signal import EXIT_STOPPED
     from nnunet_core.layout.roots import Roots
-    from nnunet_core.training.fold_run import FoldFlags, FoldRequest, run_fold
+    from nnunet_core.training.fold.run import FoldFlags, FoldRequest, run_fold
 
     env = roots_env_vars
     request = FoldRequest(

@@ -26,11 +26,11 @@ from pathlib import Path
 import pytest
 import torch
 
+from nnunet_core import TrainerSettings
 from nnunet_core.cli import main
 from nnunet_core.cluster import stop_signal
 from nnunet_core.layout.results import PREDICTED_NEXT_STAGE_FOLDER, trained_model_dir
 from nnunet_core.model import checkpoint as ckpt
-from nnunet_core.training.trainer import TrainerSettings
 from tests.helpers.training import check, cli, roots_env, run_fold_in_process
 
 pytestmark = pytest.mark.slow

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from nnunet_core.layout.results import CHECKPOINT_FINAL
-from nnunet_core.training.fold_changes import REPLACED_PREFIX
+from nnunet_core.training.fold.changes import REPLACED_PREFIX
 from tests.helpers.workflow import DATASET, copy_prepared, job_counts, prepared_config, snakemake
 
 pytestmark = [

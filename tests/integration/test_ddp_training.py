@@ -104,7 +104,7 @@ STEPS = 4
 
 
 def _setup(env: dict[str, str], output: Path):
-    from nnunet_core.training.fold_setup import prepare_fold
+    from nnunet_core.training.fold.setup import prepare_fold
 
     roots = Roots.from_env(env["nnUNet_raw"], env["nnUNet_preprocessed"], env["nnUNet_results"])
     setup = prepare_fold(roots, DATASET, CONFIG, 0, "nnUNetPlans", "nnUNetTrainer")
@@ -113,8 +113,8 @@ def _setup(env: dict[str, str], output: Path):
 
 def _train_steps(setup, topology) -> tuple[list[float], dict[str, torch.Tensor], list[list[bool]]]:
     """``STEPS`` training steps of epoch 0; global losses (weighted sum over ranks) and weights."""
+    from nnunet_core import Trainer, TrainerSettings
     from nnunet_core.training.distributed import sum_over_ranks
-    from nnunet_core.training.trainer import Trainer, TrainerSettings
 
     settings = TrainerSettings(
         num_epochs=10, num_workers=0, seed=3, is_main=topology.is_main, disable_checkpointing=True

@@ -1,7 +1,7 @@
 """The final validation under DDP: rank 0's cleanup of ``validation/`` never races another rank's
 export (issue 14: rank 0 deleted rank 1's temporary file, rank 1 died in ``atomic_path``).
 
-Two real gloo ranks (``distributed.spawn``) run ``fold_run.validate`` on the tiny dataset's fold 0
+Two real gloo ranks (``distributed.spawn``) run ``fold.run.validate`` on the tiny dataset's fold 0
 (two validation cases, one per rank). The race is forced, not left to chance:
 
 - rank 1 holds its export open once the temporary file is written, until rank 0's cleanup is done;
@@ -45,7 +45,7 @@ def _wait_for(markers: Path, *names: str) -> str:
 
 
 def _slow_cleanup_on_rank0(markers: Path) -> None:
-    from nnunet_core.training import validation
+    from nnunet_core.training.fold import validation
 
     original = validation.remove_stale_predictions
 
@@ -84,10 +84,10 @@ def _held_export_on_rank1(markers: Path, validation_folder: Path) -> None:
 
 
 def _validate_on_rank(setup, markers: str) -> None:
+    from nnunet_core import Trainer, TrainerSettings
     from nnunet_core.layout.results import VALIDATION_FOLDER
     from nnunet_core.training.distributed import process_group
-    from nnunet_core.training.fold_run import FoldFlags, validate, write_summary
-    from nnunet_core.training.trainer import Trainer, TrainerSettings
+    from nnunet_core.training.fold.run import FoldFlags, validate, write_summary
 
     torch.set_num_threads(1)
     with process_group(torch.device("cpu")) as (topology, device):
@@ -109,7 +109,7 @@ def test_rank0_cleanup_never_deletes_a_file_another_rank_is_writing(
 ) -> None:
     from nnunet_core.layout.results import SUMMARY_JSON, VALIDATION_FOLDER
     from nnunet_core.training.distributed import find_free_port, spawn
-    from nnunet_core.training.fold_setup import prepare_fold
+    from nnunet_core.training.fold.setup import prepare_fold
 
     roots = Roots.from_env(env["nnUNet_raw"], env["nnUNet_preprocessed"], env["nnUNet_results"])
     setup = prepare_fold(roots, DATASET, CONFIG, 0, "nnUNetPlans", "nnUNetTrainer")

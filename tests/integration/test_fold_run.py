@@ -1,4 +1,4 @@
-"""The fold lifecycle (``training.fold_run``) in process, with real components on tiny folds.
+"""The fold lifecycle (``training.fold.run``) in process, with real components on tiny folds.
 
 One fold is stopped by its deadline after epoch 0, continued with ``--c`` and finished; the
 tests then check what each step left behind: the order (resume before the provenance attempt,
@@ -18,15 +18,15 @@ from pathlib import Path
 import pytest
 import torch
 
+from nnunet_core import TrainerSettings
 from nnunet_core.cluster.process_topology import SINGLE_PROCESS, Topology
 from nnunet_core.cluster.stop_signal import EXIT_STOPPED
 from nnunet_core.errors import ConfigurationError
 from nnunet_core.layout.results import FOLD_LOCK_NAME as LOCK_NAME
 from nnunet_core.layout.roots import Roots
 from nnunet_core.model import checkpoint as ckpt
-from nnunet_core.training.fold_lock import FoldLock, FoldLockedError
-from nnunet_core.training.fold_run import FoldFlags, FoldRequest, run_fold, takes_lock
-from nnunet_core.training.trainer import TrainerSettings
+from nnunet_core.training.fold.lock import FoldLock, FoldLockedError
+from nnunet_core.training.fold.run import FoldFlags, FoldRequest, run_fold, takes_lock
 from tests.helpers.training import CONFIG, DATASET, MODEL
 
 pytestmark = pytest.mark.slow

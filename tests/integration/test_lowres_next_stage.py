@@ -18,9 +18,9 @@ import blosc2
 import numpy as np
 import pytest
 
+from nnunet_core import TrainerSettings
 from nnunet_core.cli import main
 from nnunet_core.layout.results import next_stage_file, trained_model_dir
-from nnunet_core.training.trainer import TrainerSettings
 from tests.helpers.training import roots_env, run_fold_in_process
 
 pytestmark = pytest.mark.slow

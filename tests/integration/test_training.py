@@ -147,7 +147,7 @@ def test_corrupted_checkpoint_stops_continue_with_one_line(env) -> None:
 
 
 def _setup(env: dict[str, str], fold: int | str, output: Path):
-    from nnunet_core.training.fold_setup import prepare_fold
+    from nnunet_core.training.fold.setup import prepare_fold
 
     roots = Roots.from_env(env["nnUNet_raw"], env["nnUNet_preprocessed"], env["nnUNet_results"])
     setup = prepare_fold(roots, DATASET, CONFIG, fold, "nnUNetPlans", "nnUNetTrainer")
@@ -246,7 +246,7 @@ def test_pretrained_weights_and_val_best(trained: Path, env, tmp_path: Path) -> 
     import shutil
 
     from nnunet_core.model.upstream_names import our_state_dict
-    from nnunet_core.training.fold_run import FoldFlags, validate, write_summary
+    from nnunet_core.training.fold.run import FoldFlags, validate, write_summary
 
     copy = tmp_path / "fold_0"
     shutil.copytree(trained, copy)

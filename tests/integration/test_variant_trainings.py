@@ -126,9 +126,9 @@ def test_the_names_set_the_epochs_and_the_stored_mirror_axes(workdir: Path) -> N
 
 
 def test_no_mirroring_reaches_the_loader_and_the_predictor(workdir: Path) -> None:
+    from nnunet_core import Trainer, TrainerSettings
     from nnunet_core.inference.model_folder import load_trained_model
-    from nnunet_core.training.fold_setup import prepare_fold
-    from nnunet_core.training.trainer import Trainer, TrainerSettings
+    from nnunet_core.training.fold.setup import prepare_fold
 
     roots = Roots.from_env(workdir / "raw", workdir / "preprocessed", workdir / "results")
     setup = prepare_fold(roots, DATASET, CONFIG, 0, "nnUNetPlans", NO_MIRROR)
@@ -222,8 +222,8 @@ def test_printed_instructions_run_as_printed(workdir: Path, monkeypatch) -> None
 def test_no_deep_supervision_trains_only_the_full_resolution_head(workdir: Path) -> None:
     """The lower heads get no gradient (their weights stay at the seeded start); the last one
     learns."""
-    from nnunet_core.training.fold_setup import prepare_fold
-    from nnunet_core.training.trainer import Trainer, TrainerSettings
+    from nnunet_core import Trainer, TrainerSettings
+    from nnunet_core.training.fold.setup import prepare_fold
 
     roots = Roots.from_env(workdir / "raw", workdir / "preprocessed", workdir / "results")
     setup = prepare_fold(roots, DATASET, CONFIG, 0, "nnUNetPlans", NO_DS)
@@ -252,9 +252,9 @@ def test_no_deep_supervision_trains_under_ddp(workdir: Path) -> None:
 
 
 def test_the_trainer_takes_its_augmentation_from_the_name(workdir: Path) -> None:
+    from nnunet_core import Trainer, TrainerSettings
     from nnunet_core.training.augmentation import configure_augmentation
-    from nnunet_core.training.fold_setup import prepare_fold
-    from nnunet_core.training.trainer import Trainer, TrainerSettings
+    from nnunet_core.training.fold.setup import prepare_fold
 
     name = "nnUNetTrainer_noDummy2DDA"
     roots = Roots.from_env(workdir / "raw", workdir / "preprocessed", workdir / "results")

@@ -23,7 +23,7 @@ from nnunet_core.io.dataset_json import LabelSpec, parse_dataset_json
 from nnunet_core.io.plans import Plans
 from nnunet_core.io.plans_configuration import Configuration
 from nnunet_core.layout.results import next_stage_file, previous_stage_dir, trained_model_dir
-from nnunet_core.training.next_stage import (
+from nnunet_core.training.fold.next_stage import (
     computed_next_stage_shape,
     export_next_stage,
     exports_next_stage,

@@ -7,7 +7,7 @@ from nnunet_core.workflow import flags
 from nnunet_core.workflow import fold_reuse
 from nnunet_core.cluster import gpu_slots, lsf, slurm, torchrun
 from nnunet_core.layout.results import NO_RETRY_MARKER
-from nnunet_core.training.trainer_lookup import consent_flag_for_trainer
+from nnunet_core.training.trainer.lookup import consent_flag_for_trainer
 from nnunet_core.runtime.cpus import default_num_workers
 from nnunet_core.workflow import threads as job_threads
 from nnunet_core.workflow.console import calm_console, job_message

@@ -3,7 +3,7 @@
 # outputs before a job and after a failure, and the fold's checkpoints must survive so that the
 # retry continues with --c. A failure after the last epoch (final validation, npz export, the
 # summary) keeps checkpoint_final.pth: the retry trains nothing, and its validation keeps the
-# cases exported after those weights (training.validation_resume).
+# cases exported after those weights (training.fold.validation_resume).
 # training.pretrained_weights (fine-tuning) is an input: `--c -pretrained_weights FILE` starts a
 # fold from it only while the fold has no checkpoint of its own.
 # A fold stopped before its end (the stop signal before the walltime, or its deadline) exits

@@ -98,8 +98,8 @@ _OUR_LOADER_METHOD = '''
         """nnunet-core's training and validation loaders instead of upstream's ({writer})."""
         from nnunetv2.training.dataloading.nnunet_dataset import infer_dataset_class
         from nnunet_core.training.augmentation import configure_augmentation, training_transforms
-        from nnunet_core.training.case_store import CaseStore
-        from nnunet_core.training.data_loader import PatchLoader, validation_loader
+        from nnunet_core.training.data.case_store import CaseStore
+        from nnunet_core.training.data.patch_loader import PatchLoader, validation_loader
         from nnunet_core.training.deep_supervision import deep_supervision_scales
 
         self.dataset_class = infer_dataset_class(self.preprocessed_dataset_folder)

@@ -141,10 +141,10 @@ def real_step_section(ctx: Context) -> list[Row]:
 # ------------------------------------------------------------------------------- busy
 def real_trainer(ctx: Context, data: dict[str, Any]) -> Any:
     """Our trainer of fold 'all' of the preprocessed MR set, as ``nnunet-core train`` builds it."""
+    from nnunet_core import Trainer, TrainerSettings
     from nnunet_core.layout.preprocessed import DEFAULT_PLANS_NAME
     from nnunet_core.layout.roots import Roots
-    from nnunet_core.training.fold_setup import prepare_fold
-    from nnunet_core.training.trainer import Trainer, TrainerSettings
+    from nnunet_core.training.fold.setup import prepare_fold
 
     roots = Roots(data["raw"], data["preprocessed"], ctx.work / "real" / "results")
     setup = prepare_fold(roots, data["name"], CONFIGURATION, "all", DEFAULT_PLANS_NAME,
@@ -157,8 +157,8 @@ def busy_of(trainer: Any, workers: int, seconds: float) -> dict[str, float]:
     """Our training stream of ``workers`` processes feeding ``trainer.train_step`` for
     ``seconds`` after the batches built before the clock are drained; wait vs compute as the
     epoch timer counts them (``train_step`` returns the loss, so every step is synchronised)."""
-    from nnunet_core.training.epoch_timing import EpochTimer
-    from nnunet_core.training.workers import BatchStream
+    from nnunet_core.training.data.workers import BatchStream
+    from nnunet_core.training.trainer.epoch_timing import EpochTimer
 
     train_loader, _ = trainer._loaders()  # the fold's training loader, as ``fit`` streams it
     trainer.model.train()

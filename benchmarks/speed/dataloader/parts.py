@@ -16,7 +16,7 @@ Where = tuple[str, str]  # (file name ending, function name)
 # part -> the function(s) whose cumulative time it is, ours; a pair of names covers the code
 # before this issue too (the whole initial patch read, then ``SpatialTransform.__call__``)
 OUR_PARTS: dict[str, Where | tuple[Where, Where]] = {
-    "locate (case, box)": ("data_loader.py", "locate"),
+    "locate (case, box)": ("patch_loader.py", "locate"),
     "read patch (blosc2)": ("blosc2_store.py", "read_patch"),
     "spatial transform": (("spatial.py", "apply"), ("spatial.py", "__call__")),
     "noise": ("intensity.py", "gaussian_noise"),
@@ -28,7 +28,7 @@ OUR_PARTS: dict[str, Where | tuple[Where, Where]] = {
     "deep-supervision targets": ("deep_supervision.py", "downsample_targets"),
 }
 PIPELINE = (("pipeline.py", "transform_region"), ("pipeline.py", "__call__"))
-BATCH = ("data_loader.py", "__call__")
+BATCH = ("patch_loader.py", "__call__")
 
 # Upstream's training script, timing each transform's own work; reading and collating are the
 # rest of the batch. The peer's python runs it (see dataloader.PEER_SCRIPT).

@@ -217,7 +217,7 @@ def main() -> None:
     parser.add_argument("--work", type=Path, help="keep generated data here (default: temp)")
     args = parser.parse_args()
 
-    from nnunet_core.training.workers import limit_threads
+    from nnunet_core.training.data.workers import limit_threads
 
     limit_threads()  # one worker's worth of compute
     with tempfile.TemporaryDirectory(prefix="bench_dataloader_") as tmp:

@@ -109,7 +109,7 @@ def measure_ours(
     """One run of our loader in this process: seconds per batch, batch shape, peak MB."""
     from nnunet_core.io.plans import Plans
     from nnunet_core.training.augmentation.pipeline import configure_augmentation
-    from nnunet_core.training.workers import limit_threads
+    from nnunet_core.training.data.workers import limit_threads
 
     limit_threads()
     make_batch = build_ours(dataset_folder, configuration)

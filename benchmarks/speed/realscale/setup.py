@@ -40,8 +40,8 @@ PLANNED = "nnUNetPlans.planned.json"  # the plans as planned, before the network
 OUR_CHECKPOINT = r"""
 import sys
 from nnunet_core.commands.train import configure_parser, fold_request
-from nnunet_core.training.fold_run import prepare_folder, resolve_fold
-from nnunet_core.training.trainer_lookup import resolve_trainer
+from nnunet_core.training.fold.run import prepare_folder, resolve_fold
+from nnunet_core.training.trainer.lookup import resolve_trainer
 import argparse
 parser = argparse.ArgumentParser()
 configure_parser(parser)

@@ -13,7 +13,11 @@ from collections.abc import Callable
 
 import numpy as np
 
-from nnunet_core.training.augmentation.sampling import GridSampler, ScalingSampler, TiledSampler
+from nnunet_core.training.augmentation.interpolation import (
+    GridSampler,
+    ScalingSampler,
+    TiledSampler,
+)
 
 Sampler = GridSampler | ScalingSampler | TiledSampler
 

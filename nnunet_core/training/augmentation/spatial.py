@@ -12,10 +12,10 @@ Under dummy 2D (anisotropic 3D patches) the transform runs in-plane, every slice
 Speed: the parameters are drawn first (``draw``) and give the box of the input the sampling can
 touch (``SpatialDraw.region``): the crop alone when nothing is drawn (two samples in three), the
 rotated/scaled patch's bounding box otherwise. The loader reads only that box from the case
-store, which is what a real-size initial patch (205^3 for a 128^3 patch) costs most. Image
-channels and the needed label indicators are then sampled together (``sampling``): a 3D rotation
-through torch's vectorized 2D kernel (``TiledSampler``), 3D scaling alone as separable 1D passes,
-2D and deformed grids with torch ``grid_sample``.
+store, which is what a real-size initial patch (205^3 for a 128^3 patch) costs most. Image channels
+and the needed label indicators are then sampled together (``interpolation``): a 3D rotation through
+torch's vectorized 2D kernel (``TiledSampler``), 3D scaling alone as separable 1D passes, 2D and
+deformed grids with torch ``grid_sample``.
 """
 
 from __future__ import annotations
@@ -27,8 +27,12 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import ndimage as ndi
 
+from nnunet_core.training.augmentation.interpolation import (
+    GridSampler,
+    ScalingSampler,
+    TiledSampler,
+)
 from nnunet_core.training.augmentation.labels import PAD_SEG, resample
-from nnunet_core.training.augmentation.sampling import GridSampler, ScalingSampler, TiledSampler
 
 Range = tuple[float, float]
 Box = tuple[tuple[int, ...], tuple[int, ...]]  # (lower corner, size) per spatial axis

@@ -17,7 +17,7 @@ import pytest
 
 from nnunet_core.cli import main
 from nnunet_core.errors import ConfigurationError
-from nnunet_core.training.fold_setup import RANDOM_SPLIT_ENV, fold_keys
+from nnunet_core.training.fold.setup import RANDOM_SPLIT_ENV, fold_keys
 
 DATASET = "Dataset900_Synth"
 CASES = [f"synth_{i:03d}" for i in range(6)]

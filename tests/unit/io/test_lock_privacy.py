@@ -20,7 +20,7 @@ from nnunet_core.cluster.gpu_slots import acquire_gpus, release_all
 from nnunet_core.errors import ConfigurationError
 from nnunet_core.io.locks import UnsafeLockError, open_lock_file, write_holder
 from nnunet_core.layout.work import work_lock_file
-from nnunet_core.training.fold_lock import FoldLock
+from nnunet_core.training.fold.lock import FoldLock
 from nnunet_core.workflow import work_lock
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX owners, modes and links")

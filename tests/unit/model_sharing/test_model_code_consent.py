@@ -23,7 +23,7 @@ from nnunet_core.extension.consent import (
     verified_code,
 )
 from nnunet_core.extension.trainer_record import load_recorded_class
-from nnunet_core.training.trainer_lookup import consent_flag_for_trainer
+from nnunet_core.training.trainer.lookup import consent_flag_for_trainer
 
 
 def model_with_code(folder: Path, marker: Path, *, recorded_sha: str | None = "auto") -> Path:

@@ -23,8 +23,8 @@ from nnunet_core.report.methods import methods_paragraph
 from nnunet_core.report.methods_comparison import MethodRun
 from nnunet_core.report.methods_output import write_methods_comparison
 from nnunet_core.report.paper_data import Run
-from nnunet_core.training import provenance
-from nnunet_core.training.trainer_settings import TrainerSettings
+from nnunet_core.training.fold import provenance
+from nnunet_core.training.trainer.settings import TrainerSettings
 from tests.helpers.fake_results import SPLITS
 from tests.helpers.paper import CONFIGS, seed_tree
 

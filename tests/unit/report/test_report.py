@@ -23,8 +23,8 @@ from nnunet_core.report import build_report
 from nnunet_core.report.collect import ReportInputError, collect
 from nnunet_core.report.runtimes import snakemake_log_rows
 from nnunet_core.report.tables import per_class_table, to_markdown, write_csv
-from nnunet_core.training import provenance
-from nnunet_core.training.progress import ProgressHistory, TrainingLog
+from nnunet_core.training.fold import provenance
+from nnunet_core.training.trainer.progress import ProgressHistory, TrainingLog
 from tests.helpers.fake_results import SPLITS, make_tree, one_hot
 from tests.helpers.paths import REPO
 

@@ -15,7 +15,11 @@ from nnunet_core.training.augmentation import (
     configure_augmentation,
     training_transforms,
 )
-from nnunet_core.training.augmentation.sampling import GridSampler, ScalingSampler, TiledSampler
+from nnunet_core.training.augmentation.interpolation import (
+    GridSampler,
+    ScalingSampler,
+    TiledSampler,
+)
 from nnunet_core.training.augmentation.spatial import _affine_matrix, _sampling_grid
 from tests.helpers.augmentation import (
     PATCH_2D,

@@ -23,17 +23,17 @@ from nnunet_core.training.augmentation.pipeline import (
     configure_augmentation,
     training_transforms,
 )
-from nnunet_core.training.case_store import CaseStore, parse_class_key
-from nnunet_core.training.data_loader import PatchLoader, SampleError, validation_loader
-from nnunet_core.training.deep_supervision import deep_supervision_scales
-from nnunet_core.training.sampling import (
+from nnunet_core.training.data.case_store import CaseStore, parse_class_key
+from nnunet_core.training.data.patch_loader import PatchLoader, SampleError, validation_loader
+from nnunet_core.training.data.patch_sampling import (
     box_bounds,
     choose_box,
     crop_and_pad,
     forced_mask,
     sample_rng,
 )
-from nnunet_core.training.workers import BatchStream, WorkerError
+from nnunet_core.training.data.workers import BatchStream, WorkerError
+from nnunet_core.training.deep_supervision import deep_supervision_scales
 
 DATASET = "Dataset901_Loader"
 

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from nnunet_core.errors import ConfigurationError
+from nnunet_core.training.data.patch_sampling import forced_mask
 from nnunet_core.training.distributed import (
     EXTERNAL,
     SINGLE,
@@ -20,7 +21,6 @@ from nnunet_core.training.distributed import (
     launch_mode,
     split_batch,
 )
-from nnunet_core.training.sampling import forced_mask
 
 TRIPLE = {"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1"}
 

@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from nnunet_core.report.history import history_from_logs
-from nnunet_core.training.epoch_timing import EpochTimer, EpochTiming
-from nnunet_core.training.progress import (
+from nnunet_core.training.trainer.epoch_timing import EpochTimer, EpochTiming
+from nnunet_core.training.trainer.progress import (
     KEYS,
     TIMING_KEYS,
     EpochEta,
@@ -18,7 +18,7 @@ from nnunet_core.training.progress import (
     TrainingLog,
     log_epoch_end,
 )
-from nnunet_core.training.progress_plot import plot_progress
+from nnunet_core.training.trainer.progress_plot import plot_progress
 
 
 def slow_batches(count: int, seconds: float):

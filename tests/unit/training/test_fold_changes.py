@@ -1,4 +1,4 @@
-"""What changed since a fold was trained (nnunet_core.training.fold_changes), the train job's
+"""What changed since a fold was trained (nnunet_core.training.fold.changes), the train job's
 start-over with its folder set aside, and the workflow's view of the same before any job
 (nnunet_core.workflow.fold_reuse). Real fold folders, real locks, real files."""
 
@@ -20,7 +20,7 @@ from nnunet_core.layout.results import (
     trained_model_dir,
 )
 from nnunet_core.layout.roots import Roots
-from nnunet_core.training.fold_changes import (
+from nnunet_core.training.fold.changes import (
     changes,
     describe,
     recorded_settings,
@@ -28,11 +28,11 @@ from nnunet_core.training.fold_changes import (
     settings_of_fold,
     start_over_if_changed,
 )
-from nnunet_core.training.fold_lock import FoldLock, FoldLockedError
-from nnunet_core.training.fold_run import FoldFlags, FoldRequest
-from nnunet_core.training.fold_settings import INVALIDATING, SETTINGS
-from nnunet_core.training.fold_setup import FoldSetup
-from nnunet_core.training.trainer_settings import TrainerSettings
+from nnunet_core.training.fold.lock import FoldLock, FoldLockedError
+from nnunet_core.training.fold.run import FoldFlags, FoldRequest
+from nnunet_core.training.fold.settings_table import INVALIDATING, SETTINGS
+from nnunet_core.training.fold.setup import FoldSetup
+from nnunet_core.training.trainer.settings import TrainerSettings
 from nnunet_core.workflow.fold_reuse import fold_restart_lines, train_rerun_trigger
 
 PLANS = {"plans_name": "nnUNetPlans", "configurations": {"3d_fullres": {"batch_size": 2}}}

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from nnunet_core.training.fold_lock import FoldLock, FoldLockedError
+from nnunet_core.training.fold.lock import FoldLock, FoldLockedError
 
 
 def test_fold_lock_refuses_a_second_holder_and_frees_on_release(tmp_path) -> None:
@@ -23,7 +23,7 @@ def test_fold_lock_refuses_a_second_holder_and_frees_on_release(tmp_path) -> Non
 
 def test_fold_lock_is_released_when_the_holder_is_killed(tmp_path) -> None:
     code = (
-        "import sys, time; from nnunet_core.training.fold_lock import FoldLock; "
+        "import sys, time; from nnunet_core.training.fold.lock import FoldLock; "
         f"lock = FoldLock({str(tmp_path)!r}); lock.acquire(); "
         "print('locked', flush=True); time.sleep(60)"
     )

@@ -1,4 +1,4 @@
-"""The settings table (nnunet_core.training.fold_settings) is the one source of every fold
+"""The settings table (nnunet_core.training.fold.settings_table) is the one source of every fold
 setting's name and default: the schema's training properties, config/config.yaml, the table in
 config/README.md, the train parser, TrainerSettings and the workflow's train flags agree with it,
 so a knob cannot have two names or two defaults again (issue 46: ``save_every`` was 10 in the
@@ -14,10 +14,10 @@ import pytest
 import yaml
 
 from nnunet_core.commands.train_args import configure_parser, settings_from_args
-from nnunet_core.training import fold_settings
-from nnunet_core.training.fold_settings import BY_KEY, INVALIDATING, SETTINGS, rerun_trigger
-from nnunet_core.training.trainer_settings import TrainerSettings
-from nnunet_core.training.trainer_variants import DEFAULT_EPOCHS
+from nnunet_core.training.fold import settings_table
+from nnunet_core.training.fold.settings_table import BY_KEY, INVALIDATING, SETTINGS, rerun_trigger
+from nnunet_core.training.trainer.settings import TrainerSettings
+from nnunet_core.training.trainer.variants import DEFAULT_EPOCHS
 from nnunet_core.workflow.flags import training_options
 from tests.helpers.paths import REPO
 
@@ -66,7 +66,7 @@ def test_config_yaml_states_the_table_defaults():
     stated = 0
     for row in CONFIG_ROWS:
         try:
-            value = fold_settings.config_value(config, row.key)
+            value = settings_table.config_value(config, row.key)
         except KeyError:
             continue  # config.yaml need not list every key (pretrained_weights is commented)
         assert value == row.default, row.key
@@ -145,7 +145,7 @@ def test_the_workflow_flags_reach_the_parser_as_the_config_says():
     settings = settings_from_args(args)
     for row in SETTINGS:
         if row.in_config and row.attribute and row.attribute != "optimizer":
-            assert getattr(settings, row.attribute) == fold_settings.config_value(config, row.key)
+            assert getattr(settings, row.attribute) == settings_table.config_value(config, row.key)
     assert args.deterministic and args.npz and args.stop_margin == 60
 
 

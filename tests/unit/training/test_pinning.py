@@ -1,6 +1,6 @@
-"""Pinned batches on CUDA only (``training.pinning``): the pin thread's order, bound, errors and
-close with a fake pin function (pinning needs CUDA, which this CPU build of torch lacks), and the
-trainer's streams: untouched on the CPU, pinned on a faked CUDA device."""
+"""Pinned batches on CUDA only (``training.data.pinning``): the pin thread's order, bound, errors
+and close with a fake pin function (pinning needs CUDA, which this CPU build of torch lacks), and
+the trainer's streams: untouched on the CPU, pinned on a faked CUDA device."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 import torch
 
-from nnunet_core.training import pinning
-from nnunet_core.training.pinning import PinnedBatches, pin_tree, pinned_on
-from nnunet_core.training.trainer import Trainer
-from nnunet_core.training.workers import BatchStream, WorkerError
+from nnunet_core import Trainer
+from nnunet_core.training.data import pinning
+from nnunet_core.training.data.pinning import PinnedBatches, pin_tree, pinned_on
+from nnunet_core.training.data.workers import BatchStream, WorkerError
 
 
 class FakePin:

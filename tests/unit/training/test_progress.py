@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from nnunet_core.errors import ConfigurationError
-from nnunet_core.training.progress import (
+from nnunet_core.training.trainer.progress import (
     EpochEta,
     ProgressHistory,
     TrainingLog,

@@ -8,9 +8,9 @@ from pathlib import Path
 import matplotlib
 import pytest
 
-from nnunet_core.training import progress_plot
-from nnunet_core.training.progress import ProgressHistory
-from nnunet_core.training.progress_plot import ProgressPlot, plot_progress
+from nnunet_core.training.trainer import progress_plot
+from nnunet_core.training.trainer.progress import ProgressHistory
+from nnunet_core.training.trainer.progress_plot import ProgressPlot, plot_progress
 
 
 def history_of(epochs: int) -> ProgressHistory:

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from nnunet_core import Trainer
 from nnunet_core.errors import ConfigurationError
-from nnunet_core.training.trainer import Trainer
-from nnunet_core.training.trainer_lookup import check_trainer_name, resolve_trainer
+from nnunet_core.training.trainer.lookup import check_trainer_name, resolve_trainer
 
 GOOD = "from nnunet_core import Trainer\n\n\nclass MyTrainer(Trainer):\n    pass\n"
 

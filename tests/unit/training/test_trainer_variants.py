@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from nnunet_core.errors import ConfigurationError
-from nnunet_core.training.trainer_variants import known_trainer_names, parse_trainer_name
+from nnunet_core.training.trainer.variants import known_trainer_names, parse_trainer_name
 
 
 @pytest.mark.parametrize(
@@ -60,8 +60,8 @@ def test_unknown_names_fail_with_one_line_listing_the_known_ones(name: str) -> N
 
 def test_the_registry_imports_without_torch() -> None:
     code = (
-        "import sys; from nnunet_core.training import trainer_variants; "
-        "trainer_variants.parse_trainer_name('nnUNetTrainerNoMirroring'); "
+        "import sys; from nnunet_core.training.trainer import variants; "
+        "variants.parse_trainer_name('nnUNetTrainerNoMirroring'); "
         "assert 'torch' not in sys.modules, 'torch was imported'"
     )
     subprocess.run([sys.executable, "-c", code], check=True)

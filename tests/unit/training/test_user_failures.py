@@ -13,9 +13,9 @@ import pytest
 
 from nnunet_core.cluster.exit_codes import OutOfMemoryFailure
 from nnunet_core.errors import ConfigurationError, UserCodeError
-from nnunet_core.training.trainer_lookup import resolve_trainer
-from nnunet_core.training.user_failures import classified, hook_codes, user_hook_error
-from nnunet_core.training.workers import WorkerError
+from nnunet_core.training.data.workers import WorkerError
+from nnunet_core.training.fold.failures import classified, hook_codes, user_hook_error
+from nnunet_core.training.trainer.lookup import resolve_trainer
 
 SOURCE = """\
 from nnunet_core import Trainer

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 from nnunet_core.inference.export import exported_files
-from nnunet_core.training.validation_resume import done_cases
+from nnunet_core.training.fold.validation_resume import done_cases
 
 
 def write(path: Path, when: int) -> None:

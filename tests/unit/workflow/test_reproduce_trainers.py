@@ -55,7 +55,7 @@ def pack_config(config: dict[str, Any], tmp_path: Path) -> Path:
 def test_a_methods_trainer_file_is_packed_and_unpacked_where_the_original_is_gone(
     tmp_path: Path,
 ) -> None:
-    from nnunet_core.training.trainer_lookup import resolve_trainer
+    from nnunet_core.training.trainer.lookup import resolve_trainer
 
     original = write_trainer(tmp_path / "outside", "focal_trainer.py", "FocalTrainer")
     source = original.read_bytes()

@@ -24,7 +24,7 @@ from snakemake import parser as snakemake_parser
 from nnunet_core.cli import build_parser
 from nnunet_core.cluster import slurm
 from nnunet_core.layout.roots import Roots
-from nnunet_core.training.trainer_lookup import consent_flag_for_trainer
+from nnunet_core.training.trainer.lookup import consent_flag_for_trainer
 from nnunet_core.workflow import flags, runs
 from nnunet_core.workflow.pretrained import PretrainedWeights
 from tests.helpers.paths import REPO

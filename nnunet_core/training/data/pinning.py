@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from nnunet_core.training.workers import JOIN_S, POLL_S, WorkerError
+from nnunet_core.training.data.workers import JOIN_S, POLL_S, WorkerError
 
 Batches = Iterator[Any]  # what the training loop reads: a BatchStream, or its pinned copy
 Pin = Callable[[torch.Tensor], torch.Tensor]

@@ -24,10 +24,10 @@ from nnunet_core.training.augmentation import (
     ValidationTransforms,
     training_transforms,
 )
-from nnunet_core.training.case_store import CaseStore
-from nnunet_core.training.data_loader import PatchLoader, validation_loader
+from nnunet_core.training.data.case_store import CaseStore
+from nnunet_core.training.data.patch_loader import PatchLoader, validation_loader
 from nnunet_core.training.distributed import RankBatch
-from nnunet_core.training.fold_setup import FoldSetup
+from nnunet_core.training.fold.setup import FoldSetup
 
 
 def cascade_labels(setup: FoldSetup) -> list[int] | None:

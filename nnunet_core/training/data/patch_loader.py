@@ -1,9 +1,10 @@
 """Batch assembly: sample patches, augment them, and build the training/validation batch.
 
 ``PatchLoader(epoch, iteration)`` is the ``make_batch`` that ``workers.BatchStream`` runs in its
-worker processes. Each sample draws everything from its own generator (``sampling.sample_rng``),
-so a batch is a pure function of ``(seed, fold, epoch, iteration)``. Samples are written into
-preallocated numpy buffers (any strides the transform returns, e.g. mirrored views, are fine)
+worker processes. Each sample draws everything from its own generator
+(``patch_sampling.sample_rng``), so a batch is a pure function of ``(seed, fold, epoch,
+iteration)``. Samples are written into preallocated numpy buffers (any strides the transform
+returns, e.g. mirrored views, are fine)
 that become tensors without a copy.
 """
 
@@ -17,9 +18,8 @@ import torch
 
 from nnunet_core.errors import ConfigurationError
 from nnunet_core.training.augmentation.pipeline import reads_region
-from nnunet_core.training.case_store import Case, CaseStore
-from nnunet_core.training.deep_supervision import downsample_targets
-from nnunet_core.training.sampling import (
+from nnunet_core.training.data.case_store import Case, CaseStore
+from nnunet_core.training.data.patch_sampling import (
     OVERSAMPLE_FOREGROUND_PERCENT,
     TRAIN_STREAM,
     VAL_STREAM,
@@ -31,6 +31,7 @@ from nnunet_core.training.sampling import (
     sampling_patch,
     transform_rng,
 )
+from nnunet_core.training.deep_supervision import downsample_targets
 
 # (data (c, *initial), seg (1, *initial), rng) -> (data (c, *final), seg (k, *final))
 Transform = Callable[[np.ndarray, np.ndarray, np.random.Generator], tuple[Any, Any]]

@@ -14,7 +14,7 @@ import numpy as np
 
 from nnunet_core.errors import ConfigurationError
 from nnunet_core.io.blosc2_store import read_patch
-from nnunet_core.training.case_store import ClassKey
+from nnunet_core.training.data.case_store import ClassKey
 
 TRAIN_STREAM = 0
 VAL_STREAM = 1

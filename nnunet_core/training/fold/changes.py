@@ -1,7 +1,7 @@
 """What changed since a fold was trained, and starting it over when that invalidates it.
 
 A fold's ``provenance.json`` records under ``settings`` the values of the table's settings
-(``training.fold_settings``) it was trained with. A run whose values differ in an invalidating
+(``training.fold.settings_table``) it was trained with. A run whose values differ in an invalidating
 setting must not continue that fold's checkpoint (upstream's ``--c`` would, and the fold would
 then claim settings it was not trained with): the train command sets the old folder aside,
 renamed, never deleted, and trains the fold from the start. A change of a setting that does not
@@ -32,18 +32,18 @@ from nnunet_core.layout.results import (
     FOLD_LOCK_NAME,
     fold_folder_name,
 )
-from nnunet_core.training.fold_fingerprints import (
+from nnunet_core.training.fold.fingerprints import (
     file_sha256,
     plans_sha256,
     splits_sha256,
     trainer_source_sha256,
 )
-from nnunet_core.training.fold_lock import FoldLock
-from nnunet_core.training.fold_settings import BY_KEY, SETTINGS
+from nnunet_core.training.fold.lock import FoldLock
+from nnunet_core.training.fold.settings_table import BY_KEY, SETTINGS
 
 if TYPE_CHECKING:
-    from nnunet_core.training.fold_run import FoldRequest
-    from nnunet_core.training.fold_setup import FoldSetup
+    from nnunet_core.training.fold.run import FoldRequest
+    from nnunet_core.training.fold.setup import FoldSetup
 
 PROVENANCE_JSON = "provenance.json"  # provenance.PROVENANCE_JSON (that module loads torch)
 SETTINGS_KEY = "settings"  # where provenance.json keeps them

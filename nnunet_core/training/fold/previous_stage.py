@@ -1,8 +1,8 @@
 """Where a cascade stage's fold finds its previous stage's segmentations, checked before training.
 
 A cascade stage (``3d_cascade_fullres``) trains and validates on the 3d_lowres folds' validation
-predictions (``training.next_stage``), one file per case. A case without its file would fail in a
-loader worker mid-epoch, so every training and validation case is checked first, and a missing
+predictions (``training.fold.next_stage``), one file per case. A case without its file would fail in
+a loader worker mid-epoch, so every training and validation case is checked first, and a missing
 file is one line naming the case and the 3d_lowres fold whose validation writes it (the fold whose
 validation split in ``splits_final.json`` holds the case).
 """

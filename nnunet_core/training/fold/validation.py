@@ -5,9 +5,9 @@ with the sliding window (step 0.5, Gaussian weighting, mirroring over the traini
 and exported to ``fold_k/validation/{case}{file_ending}`` in the raw image's geometry, plus
 ``{case}.npz``/``{case}.json`` with probabilities when asked (model selection needs them).
 ``summary.json`` compares them with ``$preprocessed/D/gt_segmentations``. A configuration with a
-next stage (3d_lowres) also writes each case for the cascade (``training.next_stage``); a cascade
-stage stacks its previous stage's one-hot onto each case before the sliding window (upstream's
-``perform_actual_validation``).
+next stage (3d_lowres) also writes each case for the cascade (``training.fold.next_stage``); a
+cascade stage stacks its previous stage's one-hot onto each case before the sliding window
+(upstream's ``perform_actual_validation``).
 """
 
 from __future__ import annotations
@@ -42,10 +42,10 @@ from nnunet_core.layout.results import (
     next_stage_file,
 )
 from nnunet_core.training.distributed import barrier
-from nnunet_core.training.fold_setup import FoldSetup
-from nnunet_core.training.next_stage import export_next_stage, exports_next_stage
+from nnunet_core.training.fold.next_stage import export_next_stage, exports_next_stage
+from nnunet_core.training.fold.setup import FoldSetup
+from nnunet_core.training.fold.validation_resume import done_cases
 from nnunet_core.training.optimizer import unwrap
-from nnunet_core.training.validation_resume import done_cases
 
 STEP_SIZE = 0.5
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from nnunet_core.io.atomic import atomic_path
-from nnunet_core.training.progress import ProgressHistory
+from nnunet_core.training.trainer.progress import ProgressHistory
 
 REDRAW_SECONDS = 30.0
 

@@ -8,7 +8,7 @@ from nnunet_core.model import count_parameters
 from nnunet_core.training.distributed import gather_descriptions
 
 if TYPE_CHECKING:
-    from nnunet_core.training.trainer import Trainer
+    from nnunet_core.training.trainer.loop import Trainer
 
 
 def log_start(self: Trainer) -> None:

@@ -47,13 +47,15 @@ from nnunet_core.io.atomic import unwritable_reason
 from nnunet_core.io.removal import remove_file
 from nnunet_core.layout.roots import RESULTS_ENV, Roots, preprocessed_dataset_dir
 from nnunet_core.model import checkpoint as ckpt
-from nnunet_core.training import fold_changes, provenance
 from nnunet_core.training.determinism import configure_kernels
-from nnunet_core.training.fold_lock import FoldLock
-from nnunet_core.training.fold_setup import FoldSetup, copy_model_files, prepare_fold
+from nnunet_core.training.fold import changes as fold_changes
+from nnunet_core.training.fold import provenance
+from nnunet_core.training.fold.lock import FoldLock
+from nnunet_core.training.fold.setup import FoldSetup, copy_model_files, prepare_fold
 from nnunet_core.training.stop_conditions import StopConditions, parse_deadline
-from nnunet_core.training.trainer import STOPPED, Trainer, TrainerSettings
-from nnunet_core.training.trainer_lookup import overridden_hooks, resolve_trainer
+from nnunet_core.training.trainer.lookup import overridden_hooks, resolve_trainer
+from nnunet_core.training.trainer.loop import STOPPED, Trainer
+from nnunet_core.training.trainer.settings import TrainerSettings
 
 FAILED = "failed"
 INTERRUPTED = "interrupted"
@@ -306,7 +308,7 @@ def validate(
     ``keep_exported``: a retry keeps the cases exported after checkpoint_final (``--val`` redoes
     them all)."""
     from nnunet_core.training.distributed import barrier
-    from nnunet_core.training.validation import summarize_validation, validate_fold
+    from nnunet_core.training.fold.validation import summarize_validation, validate_fold
 
     if flags.val_best:
         best = ckpt.load_checkpoint(trainer.setup.output_folder / ckpt.BEST, trainer.device)
@@ -336,7 +338,7 @@ def validate(
 def write_summary(trainer: Trainer, summary: dict[str, Any] | None) -> None:
     """The fold's last file: the workflow counts a fold with ``validation/summary.json`` as done,
     so a kill before it (during clean-up or provenance) leaves the fold to be finished again."""
-    from nnunet_core.training.validation import write_validation_summary
+    from nnunet_core.training.fold.validation import write_validation_summary
 
     if summary is not None:
         write_validation_summary(trainer.setup, summary)

@@ -6,14 +6,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from nnunet_core.errors import ConfigurationError
-from nnunet_core.training.fold_settings import default_of
+from nnunet_core.training.fold.settings_table import default_of
 from nnunet_core.training.optimizer import OptimizerSettings
 
 
 @dataclass(frozen=True)
 class TrainerSettings:
-    """Schedule and run options; the defaults are the settings table's (training.fold_settings):
-    upstream's, except ``save_every`` (10, not 50)."""
+    """Schedule and run options; the defaults are the settings table's
+    (training.fold.settings_table): upstream's, except ``save_every`` (10, not 50)."""
 
     num_epochs: int = default_of("num_epochs")
     num_iterations: int = default_of("num_iterations")

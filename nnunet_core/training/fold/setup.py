@@ -24,7 +24,7 @@ from nnunet_core.layout.raw import DATASET_JSON
 from nnunet_core.layout.results import PLANS_JSON, TrainedModel, fold_dir, trained_model_dir
 from nnunet_core.layout.roots import Roots, preprocessed_dataset_dir, results_dataset_dir
 from nnunet_core.planning.splits import DEFAULT_SEED, kfold_splits
-from nnunet_core.training.previous_stage import check_previous_stage, previous_stage_folder
+from nnunet_core.training.fold.previous_stage import check_previous_stage, previous_stage_folder
 
 
 @dataclass(frozen=True)
@@ -110,7 +110,7 @@ def prepare_fold(
 ) -> FoldSetup:
     """Resolve plans, dataset.json, data folder, split and output folder of one fold; a cascade
     stage's previous-stage files are checked here, before anything is written."""
-    from nnunet_core.training.case_store import list_case_ids
+    from nnunet_core.training.data.case_store import list_case_ids
 
     pre = preprocessed_dataset_dir(roots, dataset_name)
     plans = Plans.load(plans_file(pre, plans_name))

@@ -1,14 +1,14 @@
 """The training loop of one fold: epochs of training and validation iterations, nothing else.
 
-Each concern lives elsewhere: batches come from ``data_loader`` + ``workers`` (a batch is a pure
-function of seed, fold, epoch and iteration), the optimisation recipe from ``optimizer``, the
+Each concern lives elsewhere: batches come from ``data.patch_loader`` + ``data.workers`` (a batch is
+a pure function of seed, fold, epoch and iteration), the optimisation recipe from ``optimizer``, the
 loss from ``loss``, files from ``checkpoint`` and ``progress``. This module wires them together,
 decides when to write which checkpoint, and knows how to save and restore its own state.
 
 Checkpoints: ``checkpoint_best.pth`` whenever the EMA pseudo Dice improves strictly,
 ``checkpoint_latest.pth`` every ``save_every`` epochs (and on a requested stop),
 ``checkpoint_final.pth`` at the end. ``checkpoint_latest`` is removed only by the fold's
-lifecycle (``fold_run.clean_up_finished``), once the final validation has finished.
+lifecycle (``fold.run.clean_up_finished``), once the final validation has finished.
 """
 
 from __future__ import annotations
@@ -32,16 +32,17 @@ from nnunet_core.model import build_network as nnunet_network
 from nnunet_core.model import checkpoint as ckpt
 from nnunet_core.runtime.cpus import default_num_workers
 from nnunet_core.training.augmentation import TrainingTransforms, configure_augmentation
-from nnunet_core.training.data_loader import PatchLoader
+from nnunet_core.training.data.fold_loaders import SlowBatches, fold_loaders
+from nnunet_core.training.data.patch_loader import PatchLoader
+from nnunet_core.training.data.pinning import Batches, pinned_on
+from nnunet_core.training.data.workers import BatchStream
 from nnunet_core.training.deep_supervision import deep_supervision_scales
 from nnunet_core.training.distributed import (
     all_reduce_sum,
     split_batch,
     sum_over_ranks,
 )
-from nnunet_core.training.epoch_timing import EpochTimer, EpochTiming
-from nnunet_core.training.fold_loaders import SlowBatches, fold_loaders
-from nnunet_core.training.fold_setup import FoldSetup
+from nnunet_core.training.fold.setup import FoldSetup
 from nnunet_core.training.loss import build_loss as nnunet_loss
 from nnunet_core.training.optimizer import (
     autocast,
@@ -52,8 +53,9 @@ from nnunet_core.training.optimizer import (
     unwrap,
 )
 from nnunet_core.training.optimizer import build_optimizer as nnunet_optimizer
-from nnunet_core.training.pinning import Batches, pinned_on
-from nnunet_core.training.progress import (
+from nnunet_core.training.trainer.epoch_timing import EpochTimer, EpochTiming
+from nnunet_core.training.trainer.log import log_start
+from nnunet_core.training.trainer.progress import (
     EpochEta,
     ProgressHistory,
     TrainingLog,
@@ -62,11 +64,9 @@ from nnunet_core.training.progress import (
     nanmean,
     pseudo_dice_counts,
 )
-from nnunet_core.training.progress_plot import ProgressPlot
-from nnunet_core.training.trainer_log import log_start
-from nnunet_core.training.trainer_settings import TrainerSettings
-from nnunet_core.training.trainer_variants import DEFAULT_EPOCHS, TrainerVariant, parse_trainer_name
-from nnunet_core.training.workers import BatchStream
+from nnunet_core.training.trainer.progress_plot import ProgressPlot
+from nnunet_core.training.trainer.settings import TrainerSettings
+from nnunet_core.training.trainer.variants import DEFAULT_EPOCHS, TrainerVariant, parse_trainer_name
 
 FINISHED = "finished"
 STOPPED = "stopped"

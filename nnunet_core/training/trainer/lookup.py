@@ -20,10 +20,10 @@ from nnunet_core.extension.trainer_code import (
     load_class,
     parse_trainer_code,
 )
-from nnunet_core.training.trainer_variants import parse_trainer_name
+from nnunet_core.training.trainer.variants import parse_trainer_name
 
 if TYPE_CHECKING:
-    from nnunet_core.training.trainer import Trainer
+    from nnunet_core.training.trainer.loop import Trainer
 
 
 # the hooks of docs/bring-your-own-method.md (with the class attribute deep_supervision)
@@ -41,7 +41,7 @@ HOOKS = (
 
 def overridden_hooks(cls: type) -> list[str]:
     """The hooks a user's trainer class changes (provenance and the report's methods text)."""
-    from nnunet_core.training.trainer import Trainer
+    from nnunet_core.training.trainer.loop import Trainer
 
     below = cls.__mro__[: cls.__mro__.index(Trainer)] if Trainer in cls.__mro__ else ()
     return [h for h in HOOKS if any(h in vars(k) for k in below)]
@@ -78,7 +78,7 @@ def _refuse_builtin_class_name(name: str, class_name: str) -> None:
 
 def resolve_trainer(name: str) -> tuple[type[Trainer], TrainerCode | None]:
     """The class for ``name`` and, for a user's trainer, where its code was found."""
-    from nnunet_core.training.trainer import Trainer
+    from nnunet_core.training.trainer.loop import Trainer
 
     code = check_trainer_name(name)
     if code is None:

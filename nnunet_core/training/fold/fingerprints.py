@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from nnunet_core.extension.trainer_code import trainer_source_path
-from nnunet_core.training.fold_settings import json_sha256
-from nnunet_core.training.trainer_lookup import check_trainer_name
+from nnunet_core.training.fold.settings_table import json_sha256
+from nnunet_core.training.trainer.lookup import check_trainer_name
 
 _HASHED: dict[tuple[str, int, int], str] = {}  # (file, size, mtime) -> sha256
 

@@ -1,7 +1,7 @@
 """Whose failure ended a fold: a user's trainer hook, the memory, or something a retry may fix.
 
 The workflow retries a fold job by its exit status (``nnunet_core.cluster.exit_codes``). An
-exception raised inside a hook that a user's trainer overrides (``trainer_lookup.HOOKS``: its
+exception raised inside a hook that a user's trainer overrides (``trainer.lookup.HOOKS``: its
 ``build_loss``, ``set_learning_rate``, ...; ``training_transform``'s function in the data
 workers) fails the same way every time: it becomes a ``UserCodeError`` (exit 3, not retried)
 naming the hook, the file and line, and the exception. A bug in our own code, raised outside any
@@ -20,8 +20,8 @@ from types import CodeType
 from nnunet_core.cluster.exit_codes import out_of_memory_error
 from nnunet_core.errors import NnunetCoreError, UserCodeError
 from nnunet_core.extension.trainer_code import source_file
-from nnunet_core.training.trainer_lookup import HOOKS, resolve_trainer
-from nnunet_core.training.workers import WorkerError
+from nnunet_core.training.data.workers import WorkerError
+from nnunet_core.training.trainer.lookup import HOOKS, resolve_trainer
 
 TRANSFORM_HOOK = "training_transform"  # its function runs in the data workers
 
@@ -40,7 +40,7 @@ def classified(trainer_name: str) -> Iterator[None]:
 
 def hook_codes(cls: type) -> dict[CodeType, str]:
     """The code objects of the hooks ``cls`` overrides below our ``Trainer`` -> hook name."""
-    from nnunet_core.training.trainer import Trainer
+    from nnunet_core.training.trainer.loop import Trainer
 
     if Trainer not in cls.__mro__:
         return {}

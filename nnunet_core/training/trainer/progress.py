@@ -9,8 +9,8 @@ waiting for data)`` (``; peak GPU memory 5120 MB`` on CUDA) and
 
 The history has upstream's keys (one value per epoch): ``mean_fg_dice``, ``ema_fg_dice``,
 ``dice_per_class_or_region``, ``train_losses``, ``val_losses``, ``lrs``,
-``epoch_start_timestamps``, ``epoch_end_timestamps``; and ours (``training.epoch_timing``): the
-training iterations' ``data_wait_seconds``, ``compute_seconds`` and ``peak_gpu_memory_mb`` (None
+``epoch_start_timestamps``, ``epoch_end_timestamps``; and ours (``training.trainer.epoch_timing``):
+the training iterations' ``data_wait_seconds``, ``compute_seconds`` and ``peak_gpu_memory_mb`` (None
 off CUDA). It holds only floats, None and lists, so it goes into a checkpoint as is and a resumed
 run continues its curves; a checkpoint without our keys (older, or upstream's) gets None for
 them. The pseudo Dice is the "global" Dice of the validation iterations: TP/FP/FN of the argmax
@@ -33,8 +33,8 @@ import torch
 
 from nnunet_core.errors import ConfigurationError
 from nnunet_core.runtime.case_progress import format_duration
-from nnunet_core.training.epoch_timing import EpochTiming
 from nnunet_core.training.loss import regions_one_hot
+from nnunet_core.training.trainer.epoch_timing import EpochTiming
 
 EMA_DECAY = 0.9
 ETA_WINDOW = 5  # recent epochs the ETA averages
