@@ -132,8 +132,8 @@ def start_attempt(
 
     ``start_weights``: what the attempt's weights came from (``continued_start``,
     ``pretrained_start``, ``FRESH_START``); None records a fresh start. ``fold_settings``: the
-    values of the settings table (``training.fold_settings``) this attempt trains with, kept as
-    ``settings`` (``training.fold_changes`` compares the next run's with them)."""
+    values of the settings table (``training.fold.settings_table``) this attempt trains with,
+    kept as ``settings`` (``training.fold.changes`` compares the next run's with them)."""
     path = Path(path)
     record = read_json(path) if path.is_file() else {}
     attempts = list(record.get("attempts", []))
