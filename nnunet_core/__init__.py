@@ -8,7 +8,9 @@ base class of a fold's training, and the other names are the types its hooks tak
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from nnunet_core.runtime.lazy_names import lazy_getattr
 
 __version__ = "0.1.0"
 __all__ = [
@@ -40,10 +42,4 @@ _PUBLIC = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _PUBLIC:
-        msg = f"module 'nnunet_core' has no attribute {name!r}"
-        raise AttributeError(msg)
-    import importlib
-
-    return getattr(importlib.import_module(_PUBLIC[name]), name)
+__getattr__ = lazy_getattr(__name__, _PUBLIC)

@@ -13,7 +13,9 @@ importing ``variants`` or ``lookup`` does not import torch.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from nnunet_core.runtime.lazy_names import lazy_getattr
 
 __all__ = ["FINISHED", "STOPPED", "Trainer", "TrainerSettings"]
 
@@ -30,10 +32,4 @@ _NAMES = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _NAMES:
-        msg = f"module {__name__!r} has no attribute {name!r}"
-        raise AttributeError(msg)
-    import importlib
-
-    return getattr(importlib.import_module(_NAMES[name]), name)
+__getattr__ = lazy_getattr(__name__, _NAMES)
