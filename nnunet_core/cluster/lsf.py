@@ -7,7 +7,7 @@
   early (``training.stop_margin`` covers that), never late. LSF itself sets no per-process rank
   variables (its MPI launchers do: ``nnunet_core.cluster.mpi``), so every topology answer is
   None.
-- submission (``bsub_extra``, ``rule_bsub_extra``): snakemake-executor-plugin-lsf maps no ``gpu``
+- submission (``bsub_extra``, ``rule_lsf_extra``): snakemake-executor-plugin-lsf maps no ``gpu``
   resource: a job gets GPUs only through the ``lsf_extra`` resource, which the plugin appends to
   ``bsub`` as written. A profile cannot read the workflow's config, so a hard-coded
   ``-gpu num=1`` there silently starts ``-num_gpus 4`` on one GPU when
@@ -27,7 +27,7 @@ import datetime as dt
 import json
 import re
 from collections.abc import Callable
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from nnunet_core.cluster import stop_signal as stop_signals
 from nnunet_core.cluster.job_environment import JobEnvironment, command_output
@@ -157,13 +157,15 @@ def bsub_extra(
     return " ".join(options)
 
 
-def rule_bsub_extra(gpus: int, *, resumable: bool) -> Callable[[str | None], str | None]:
-    """A rule's ``lsf_extra`` as a function of the executor's name (known only once jobs are
-    submitted, not while the Snakefile is parsed). ``resumable`` (train) adds the warning action
-    with the configured stop signal, checked now."""
+def rule_lsf_extra(workflow: Any, gpus: int, *, resumable: bool) -> Callable[[Any], str | None]:
+    """A GPU rule's ``lsf_extra`` resource: evaluated per job, once Snakemake has chosen the
+    executor (``workflow.executor_plugin``, unknown while the Snakefile is parsed), so that only
+    LSF jobs carry bsub options. ``resumable`` (train) adds the warning action with the configured
+    stop signal, read when the rule is built."""
     signal_name = stop_signals.configured_name() if resumable else None
 
-    def for_the_executor(executor: str | None) -> str | None:
+    def lsf_extra(_wildcards: Any) -> str | None:
+        executor = getattr(workflow.executor_plugin, "name", None)
         return bsub_extra_for_executor(executor, gpus, signal_name)
 
-    return for_the_executor
+    return lsf_extra

@@ -200,22 +200,6 @@ def training_job_resources():
     return resources
 
 
-def lsf_options(resumable, gpus):
-    """The `lsf_extra` resource of a GPU rule: its bsub options for `gpus` GPUs, from the config,
-    because the LSF plugin maps no `gpu` resource and a profile cannot read gpus_per_job;
-    `resumable` (train) adds LSF's warning action with the configured stop signal. Evaluated per
-    job, once Snakemake has chosen the executor (unknown while the Snakefile is parsed): none but
-    under LSF.
-    """
-    of_the_executor = lsf.rule_bsub_extra(gpus, resumable=resumable)
-
-    def for_the_executor(wildcards):
-        plugin = workflow.executor_plugin
-        return of_the_executor(plugin.name if plugin is not None else None)
-
-    return for_the_executor
-
-
 def chosen_configurations_argument(wildcards):
     return flags.chosen_configurations_argument(planned()[1])
 

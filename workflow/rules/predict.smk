@@ -30,7 +30,7 @@ rule predict:
     threads: PREDICT_THREADS
     resources:
         gpu=prediction_gpu_resource(),
-        lsf_extra=lsf_options(resumable=False, gpus=min(GPUS_PER_JOB, 1)),
+        lsf_extra=lsf.rule_lsf_extra(workflow, min(GPUS_PER_JOB, 1), resumable=False),
     params:
         python=sys.executable,
         predictions=PREDICTIONS,

@@ -85,11 +85,8 @@ rule predict_shard:
     threads: SHARD_THREADS
     resources:
         gpu=SHARD_GPUS,
-        # bsub's GPU options under LSF (its plugin maps no `gpu` resource); the executor is
-        # known only once jobs are submitted
-        lsf_extra=lambda wildcards: lsf.bsub_extra_for_executor(
-            getattr(workflow.executor_plugin, "name", None), SHARD_GPUS, None
-        ),
+        # bsub's GPU options under LSF (its plugin maps no `gpu` resource)
+        lsf_extra=lsf.rule_lsf_extra(workflow, SHARD_GPUS, resumable=False),
     params:
         python=sys.executable,
         run_dir=SCANS.folder,

@@ -83,7 +83,7 @@ rule train:
         **training_job_resources(),
         mem_mb=config["training"]["mem_mb"],
         runtime=config["training"]["runtime"],
-        lsf_extra=lsf_options(resumable=True, gpus=GPUS_PER_JOB),
+        lsf_extra=lsf.rule_lsf_extra(workflow, GPUS_PER_JOB, resumable=True),
     params:
         dataset=DATASET,
         roots=ROOT_FLAGS,

@@ -7,6 +7,8 @@ tests/unit/cluster/test_lsf_profile.py checks the bsub line the plugin builds fr
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
 from nnunet_core.cluster import lsf, stop_signal
@@ -46,9 +48,13 @@ def test_the_lsf_executor_gets_the_options() -> None:
 def test_a_rules_bsub_extra_follows_the_executor_and_the_configured_signal(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    workflow = SimpleNamespace(executor_plugin=None)  # what Snakemake's object carries
     monkeypatch.setenv(stop_signal.ENV_VAR, "USR2")
-    train = lsf.rule_bsub_extra(2, resumable=True)
+    train = lsf.rule_lsf_extra(workflow, 2, resumable=True)
     monkeypatch.setenv(stop_signal.ENV_VAR, "USR1")  # read when the rule is built, not later
-    assert train("lsf") == "-gpu num=2 -wa USR2 -wt 10"
-    assert train("slurm") is None and train(None) is None
-    assert lsf.rule_bsub_extra(1, resumable=False)("lsf") == "-gpu num=1"
+    assert train({}) is None  # a dry run: no executor yet
+    workflow.executor_plugin = SimpleNamespace(name="slurm")
+    assert train({}) is None
+    workflow.executor_plugin = SimpleNamespace(name="lsf")
+    assert train({}) == "-gpu num=2 -wa USR2 -wt 10"
+    assert lsf.rule_lsf_extra(workflow, 1, resumable=False)({}) == "-gpu num=1"
