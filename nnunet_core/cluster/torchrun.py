@@ -109,7 +109,7 @@ def agent_command(nodes: int, nproc_per_node: int, endpoint: str, rdzv_id: str) 
     )
 
 
-# ------------------------------------------------------------------------- the exit status
+# ------------------------------------------------------------------- the ranks per node
 def device_flag(training_args: Sequence[str]) -> str | None:
     """The trainer's ``-device`` value among its arguments (None when not given)."""
     for i, arg in enumerate(training_args):
@@ -138,6 +138,7 @@ def cuda_ranks_per_node(argv: Sequence[str]) -> int | None:
     return int(nproc)
 
 
+# ------------------------------------------------------------------------- the exit status
 def launch(argv: Sequence[str], check: Callable[[Sequence[str]], None] | None = None) -> int:
     """torchrun's ``main(argv)`` after ``check(argv)`` (a ``ConfigurationError``: one line and
     its exit code); a stopped fold exits ``EXIT_STOPPED`` instead of torchrun's 1."""
