@@ -82,7 +82,7 @@ def _section(prog: str, purpose: str, flags: list[Flag]) -> str:
 
 
 def _default(value: object) -> str:
-    if value is None or value is False:
+    if value is None or value is False or value == "":
         return ""
     if isinstance(value, (list, tuple)):
         value = " ".join(str(v) for v in value)
@@ -90,4 +90,7 @@ def _default(value: object) -> str:
 
 
 def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("<", "&lt;")
+    """Help text as a table cell: literal, not markdown (a ``*`` or ``<`` is meant as typed)."""
+    for char, escaped in (("|", "\\|"), ("*", "\\*"), ("<", "&lt;")):
+        text = text.replace(char, escaped)
+    return text
