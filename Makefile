@@ -3,10 +3,10 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 CORES ?= 2
-# CPU build of torch; GPU users: see README ("GPU machines").
+# CPU build of torch; GPU users: see docs/getting-started.md ("GPU machines").
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: install install-slurm install-lsf install-profile demo test test-fast lint format clean
+.PHONY: install install-slurm install-lsf install-docs install-profile demo test test-fast lint docs format clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -37,6 +37,15 @@ install-slurm: install
 # The LSF executor plugin (the [lsf] extra) in the same venv.
 install-lsf: install
 	$(BIN)/pip install -q -e ".[lsf,dev]"
+
+# The docs site's tools (the [docs] extra: mkdocs, mkdocs-material) in the same venv; its stamp
+# goes with the install's (a new install removes it) and with pyproject.toml.
+DOCS_INSTALLED := $(VENV)/.installed-docs
+$(DOCS_INSTALLED): $(INSTALLED)
+	$(BIN)/pip install -q -e ".[docs,dev]"
+	touch $@
+
+install-docs: $(DOCS_INSTALLED)
 
 # `snakemake --profile slurm` from anywhere: links profiles/slurm into Snakemake's user profile
 # folder ($XDG_CONFIG_HOME/snakemake, default ~/.config/snakemake). Refuses to replace a profile
@@ -86,17 +95,25 @@ test-fast: install
 	@$(COMPILE)
 	$(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist loadfile --no-loadscope-reorder -m "not slow and not cluster"
 
-# ruff; the package layers (.importlinter: no two packages import each other); snakefmt; and
-# snakemake --lint, less its one deliberate remark (no per-rule conda env: see config/README.md).
-lint: install
+# ruff; the package layers (.importlinter: no two packages import each other); snakefmt;
+# snakemake --lint, less its one deliberate remark (no per-rule conda env: see docs/development.md);
+# and the docs site, built strictly (a broken link or anchor fails it).
+lint: install install-docs
 	$(BIN)/ruff check nnunet_core tests benchmarks
 	$(BIN)/lint-imports
 	$(BIN)/snakefmt --check Snakefile workflow
 	$(BIN)/python tests/lint_workflow.py
+	$(MKDOCS) build --strict --clean --site-dir $(SITE)
+
+# The docs site (mkdocs.yml) into site/; the reference pages are generated from the code.
+SITE ?= site
+MKDOCS := NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs
+docs: install-docs
+	$(MKDOCS) build --strict --clean --site-dir $(SITE)
 
 format: install
 	$(BIN)/ruff format nnunet_core tests benchmarks
 	$(BIN)/snakefmt Snakefile workflow
 
 clean:
-	rm -rf work .snakemake
+	rm -rf work .snakemake site

@@ -121,6 +121,14 @@ def build_parser(selected: str | None = None) -> argparse.ArgumentParser:
     return _build(selected)[0]
 
 
+def command_parser(name: str) -> argparse.ArgumentParser:
+    """The parser of one command, as ``nnunet-core NAME --help`` prints it (the docs' reference)."""
+    command = _build(name)[1]
+    if command is None:
+        raise KeyError(name)
+    return command
+
+
 def _build(
     selected: str | None,
 ) -> tuple[argparse.ArgumentParser, argparse.ArgumentParser | None]:

@@ -1,10 +1,10 @@
 """`snakemake --lint` without its one deliberate remark; used by `make lint` and the lint test.
 
-Every rule runs the same installed package, so the "Specify a conda environment or container"
-lint is expected (README.md, "Development"). Anything else, or a workflow that does not parse,
-fails. (`snakemake --lint json` prints text in Snakemake 9, so the text is parsed.) The workflow is
-linted with the tests' base scenario, `.test/demo/config.yaml`, in a temporary working directory,
-so nothing is written into the repository.
+Every rule runs the same installed package, so the "Specify a conda environment or container" lint
+is expected (docs/development.md, "Lint and tests"). Anything else, or a workflow that does not
+parse, fails. (`snakemake --lint json` prints text in Snakemake 9, so the text is parsed.) The
+workflow is linted with the tests' base scenario, `.test/demo/config.yaml`, in a temporary working
+directory, so nothing is written into the repository.
 """
 
 from __future__ import annotations

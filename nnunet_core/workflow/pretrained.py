@@ -1,7 +1,7 @@
 """The workflow's ``training.pretrained_weights``: which checkpoint every fold's first attempt
 starts from, found and checked while the Snakefile is parsed (before any job).
 
-Three spellings (config/README.md):
+Three spellings (docs/own-data.md):
 
 - a checkpoint file: ``pretrained_weights: /models/checkpoint_final.pth``;
 - a trained model folder (``Trainer__Plans__Configuration``) and a fold:

@@ -11,7 +11,7 @@ override wins as Snakemake has it, and one line says which value is used. Except
 a fold starts one process per GPU of ``training.gpus_per_job``, so a job given another count by
 ``set-resources`` would start the wrong number; that is refused in one line.
 
-The rules are documented once, in profiles/README.md ("Resources: the config or the profile");
+The rules are documented once, in docs/clusters.md ("Resources: the config or the profile");
 the messages point there.
 """
 
@@ -24,7 +24,7 @@ from typing import Any, TextIO
 
 from nnunet_core.errors import ConfigurationError
 
-WHERE = 'profiles/README.md, "Resources: the config or the profile"'
+WHERE = 'docs/clusters.md, "Resources: the config or the profile"'
 OVERRIDE = "set-resources of a profile or the command line"
 
 

@@ -1,6 +1,6 @@
-"""benchmarks/speed/realscale/ end to end at toy sizes: README's command (plus the hidden
-``--tiny`` sizes and ``--skip-predict``) beside upstream's peer venv, and ``--dataset`` on a user's
-raw dataset without a peer. Real processes, real preprocessing and loaders on both sides."""
+"""benchmarks/speed/realscale/ end to end at toy sizes: docs/benchmarks.md's command (plus the
+hidden ``--tiny`` sizes and ``--skip-predict``) beside upstream's peer venv, and ``--dataset`` on a
+user's raw dataset without a peer. Real processes, real preprocessing and loaders on both sides."""
 
 from __future__ import annotations
 
@@ -49,11 +49,11 @@ def test_readme_command_on_a_users_dataset_writes_both_sides_of_every_stage(
 ):
     if not HAS_PEER:
         pytest.skip("upstream peer venv (~/.cache/nnunet-peer/venv) is absent")
-    match = README_COMMAND.search((REPO / "README.md").read_text())
-    assert match, "README.md shows no `python -m benchmarks.speed.realscale ... --quick` command"
+    match = README_COMMAND.search((REPO / "docs" / "benchmarks.md").read_text())
+    assert match, "docs/benchmarks.md shows no `python -m benchmarks.speed.realscale --quick` line"
     raw = make_raw_dataset(tmp_path / "mine" / "Dataset123_Mine", num_training=2, num_test=0)
     before = sorted(p.relative_to(raw) for p in raw.rglob("*"))
-    # README's addition for your own data, at toy sizes, prediction left to its own tests
+    # the docs' addition for your own data, at toy sizes, prediction left to its own tests
     argv = [*shlex.split(match.group(1)), "--dataset", str(raw), "--tiny", "--skip-predict"]
     # the record names the commit the run started with
     head = subprocess.run(

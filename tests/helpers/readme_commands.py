@@ -1,4 +1,5 @@
-"""The shell commands README.md and config/README.md show, and a checkout in which to run them.
+"""The shell commands README.md and the docs pages (docs/**/*.md) show, and a checkout in which
+to run them.
 
 A command is a line of a ```bash block (a trailing "  # comment" is dropped). The tests run each
 one as printed from a folder that looks like a fresh checkout (`mirror_checkout`): the tracked
@@ -30,7 +31,7 @@ PREDICT_NEW_SCANS_SLURM = (
     'predict="{model: model.zip, input: new_scans, output: segmentations, cases_per_job: 50}"'
 )
 
-DOCUMENTS = (REPO / "README.md", REPO / "config" / "README.md")
+DOCUMENTS = (REPO / "README.md", *sorted((REPO / "docs").rglob("*.md")))
 _FENCE = re.compile(r"^```bash\n(.*?)^```", re.S | re.M)
 _COMMENT = re.compile(r"(^|\s{2,})#.*$")
 

@@ -130,7 +130,7 @@ def test_a_set_resources_for_the_fold_jobs_is_said_once_at_start(tmp_path: Path)
     said = [line for line in result.stderr.splitlines() if line.startswith("rule train: mem_mb")]
     assert said == [
         "rule train: mem_mb 12345 from the set-resources of a profile or the command line is "
-        'used, not training.mem_mb 4000 of the config (profiles/README.md, "Resources: the '
+        'used, not training.mem_mb 4000 of the config (docs/clusters.md, "Resources: the '
         'config or the profile")'
     ], result.stderr
     assert _own_lines(result)[0] == said[0]  # the first line the workflow prints

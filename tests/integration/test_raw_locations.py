@@ -23,7 +23,7 @@ from tests.helpers.workflow import job_counts, snakemake, tiny_config
 
 SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
 HIPPOCAMPUS = "Dataset004_Hippocampus"
-# The README's own-data line (README.md, "Running on your own data"), as a dry run.
+# The README's own-data line (README.md, "Your own data"), as a dry run.
 OWN_DATA = (
     f"{SNAKEMAKE} -n --snakefile {REPO / 'Snakefile'} --cores 2 --config "
     'dataset="{id: 4, name: Hippocampus, raw_root: $nnUNet_raw}"'

@@ -1,6 +1,6 @@
-"""README's first command, `make demo`, and the stage targets config/README.md shows, as printed
-(their own file: the demo's whole run is the suite's longest test, and `make test` hands whole
-files to its workers; the other README commands are in test_readme_commands.py)."""
+"""README's first command, `make demo`, and the stage targets docs/getting-started.md shows, as
+printed (their own file: the demo's whole run is the suite's longest test, and `make test` hands
+whole files to its workers; the other README commands are in test_readme_commands.py)."""
 
 from __future__ import annotations
 
@@ -24,10 +24,10 @@ pytestmark = pytest.mark.slow
 
 
 def test_make_demo_runs_the_demo_workflow_and_the_stage_targets(tmp_path) -> None:
-    """`make demo` runs only `.venv/bin/snakemake --cores 2` on an installed venv; the stage
-    targets config/README.md shows run on the demo: the first for real, the later ones as dry runs
-    (`-n`). Then the demo's whole run (minutes on 2 cores): the report's test Dice, the first
-    number a newcomer reads, shows both classes learned, the small lesion too."""
+    """`make demo` runs only `.venv/bin/snakemake --cores 2` on an installed venv; the stage targets
+    docs/getting-started.md shows run on the demo: the first for real, the later ones as dry runs
+    (`-n`). Then the demo's whole run (minutes on 2 cores): the report's test Dice, the first number
+    a newcomer reads, shows both classes learned, the small lesion too."""
     checkout = mirror_checkout(tmp_path / "checkout")
     env = {k: v for k, v in user_shell(tmp_path / "home").items() if k != "nnUNet_raw"}
     planned = run(with_flags(DEMO, "-n"), checkout, env).stdout.splitlines()

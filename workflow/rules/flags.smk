@@ -37,7 +37,7 @@ if not _DRY_RUN and workflow.is_main_process:
 # and what the augmentation workers leave on GPU jobs (nnunet_core.workflow.threads).
 # The rules also set OMP_WAIT_POLICY=PASSIVE (unless set): torch's threads then sleep instead of
 # spinning while they wait, which on a busy machine (load 12 on 2 cores) kept a 2-thread
-# prediction at the CPU time of 1 thread instead of 3.3 times it (config/README.md).
+# prediction at the CPU time of 1 thread instead of 3.3 times it (docs/clusters.md).
 _CPU_JOBS = GPUS_PER_JOB == 0 or DEVICE == "cpu"
 _GPU_JOBS_AT_ONCE = job_threads.parallel_gpu_jobs(
     workflow_devices.requested_gpus(workflow.global_resources),

@@ -1,8 +1,8 @@
 """The settings table (nnunet_core.training.fold.settings_table) is the one source of every fold
-setting's name and default: the schema's training properties, config/config.yaml, the table in
-config/README.md, the train parser, TrainerSettings and the workflow's train flags agree with it,
-so a knob cannot have two names or two defaults again (issue 46: ``save_every`` was 10 in the
-schema and 1 in argparse)."""
+setting's name and default: the schema's training properties, config/config.yaml, the docs'
+configuration reference (generated from the schema), the train parser, TrainerSettings and the
+workflow's train flags agree with it, so a knob cannot have two names or two defaults again (issue
+46: ``save_every`` was 10 in the schema and 1 in argparse)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from nnunet_core.commands.train_args import configure_parser, settings_from_args
+from nnunet_core.reference.config_keys import config_reference
 from nnunet_core.training.fold import settings_table
 from nnunet_core.training.fold.settings_table import BY_KEY, INVALIDATING, SETTINGS, rerun_trigger
 from nnunet_core.training.trainer.settings import TrainerSettings
@@ -74,8 +75,8 @@ def test_config_yaml_states_the_table_defaults():
     assert stated >= 20
 
 
-def test_config_readme_states_the_table_defaults():
-    text = (REPO / "config" / "README.md").read_text()
+def test_the_configuration_reference_states_the_table_defaults():
+    text = config_reference(SCHEMA)
     stated = {}
     for keys, defaults in re.findall(r"^\| (`[^|]+`) \| (`[^|]+`) \|", text, re.MULTILINE):
         names = re.findall(r"`([^`]+)`", keys)

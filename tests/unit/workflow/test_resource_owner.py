@@ -26,7 +26,7 @@ def _parsed(mapping: dict) -> dict:
 def test_an_override_that_differs_is_one_line_naming_both_values() -> None:
     resources = _parsed({"train": {"mem": "32G", "runtime": "2h", "slurm_partition": "gpu"}})
     lines = override_lines(CONFIG, resources, {})
-    assert [line.split(" (profiles/README.md")[0] for line in lines] == [
+    assert [line.split(" (docs/clusters.md")[0] for line in lines] == [
         "rule train: mem_mb 32000 from the set-resources of a profile or the command line is "
         "used, not training.mem_mb 4000 of the config",
         "rule train: runtime 120 from the set-resources of a profile or the command line is "

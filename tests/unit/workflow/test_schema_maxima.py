@@ -1,6 +1,6 @@
 """Every number of the workflow config has an upper bound (issue 51: ``epochs: 10**30`` and
-``splits.num_folds: 10**12`` passed), the training ones equal ``nnunet-core train``'s, and
-config/README.md lists each bound as the schema has it."""
+``splits.num_folds: 10**12`` passed), the training ones equal ``nnunet-core train``'s, and the
+docs' configuration reference (generated from the schema) shows each bound on its key's row."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Any
 
 import yaml
 
+from nnunet_core.reference.config_keys import config_reference
 from nnunet_core.training import limits
 from nnunet_core.workflow.config import schema_errors
 from tests.helpers.paths import REPO
@@ -64,11 +65,10 @@ def test_the_training_maxima_are_the_train_commands() -> None:
         assert maxima[key] == limits.MAX_SEED, key
 
 
-def test_the_config_readme_lists_each_maximum_as_the_schema_has_it() -> None:
-    text = (REPO / "config" / "README.md").read_text()
-    paragraph = text[text.index("Numbers have upper bounds") :].split("\n\n")[0]
-    listed = {key: int(n) for key, n in re.findall(r"`([a-z_.]+)` <=\s+([0-9]+)", paragraph)}
-    assert listed == schema_maxima()
+def test_the_configuration_reference_shows_each_maximum_as_the_schema_has_it() -> None:
+    rows = dict(re.findall(r"^\| `([a-z_.]+)` \|(.*)$", config_reference(SCHEMA), re.MULTILINE))
+    shown = {key: int(n) for key, row in rows.items() for n in re.findall(r"<= ([0-9]+)", row)[:1]}
+    assert shown == schema_maxima()
 
 
 def test_the_bounds_themselves_are_accepted_and_one_more_is_not() -> None:

@@ -161,8 +161,8 @@ def test_a_later_planner_gives_way_for_the_files_both_planners_write() -> None:
 
 
 def test_the_documented_methods_example_is_a_valid_config_of_eighteen_runs() -> None:
-    text = (REPO / "config" / "README.md").read_text()
-    section = text[text.index("### Methods compared against a baseline") :]
+    text = (REPO / "docs" / "paper-mode.md").read_text()
+    section = text[text.index("## Methods compared against a baseline") :]
     start = section.index("```yaml\n") + len("```yaml\n")
     config = yaml.safe_load(section[start : section.index("```", start)])
     assert schema_errors(config, SCHEMA) == []

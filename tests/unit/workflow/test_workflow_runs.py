@@ -159,8 +159,8 @@ def test_the_paper_table_gets_every_run_and_test_summaries_only_where_labelled(
 
 
 def test_the_documented_example_is_a_valid_config_of_nine_runs() -> None:
-    text = (REPO / "config" / "README.md").read_text()
-    section = text[text.index("### Several datasets and seeds in one run") :]
+    text = (REPO / "docs" / "paper-mode.md").read_text()
+    section = text[text.index("## Several datasets and seeds in one run") :]
     start = section.index("```yaml\n") + len("```yaml\n")
     block = section[start : section.index("```", start)]
     config = yaml.safe_load(block)
