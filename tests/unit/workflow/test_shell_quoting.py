@@ -31,33 +31,35 @@ from tests.helpers.paths import REPO
 
 RULE_FILES = sorted((REPO / "workflow" / "rules").glob("*.smk")) + [REPO / "Snakefile"]
 # Params that are whole flag strings, quoted value by value where they are built: the name the
-# rules bind (a value in flags.smk, a function of flags.smk, or a builder called in the rule)
-# and the builder that makes it (each has a hostile-value case in BUILDER_CASES).
+# rules bind (a value or method of the run context, RUN, or a builder called in the rule) and the
+# builder that makes it (each has a hostile-value case in BUILDER_CASES).
 PRE_QUOTED = {
-    "ROOT_FLAGS": "root_flags",
-    "MODEL_FLAGS": "model_flags",
-    "FOLDS_ARGS": "folds_argument",
-    "SURFACE_FLAGS": "surface_metric_flags",
-    "synthetic_options": "synthetic_options",
-    "planning_options": "planning_options",
-    "training_options": "training_options",
-    "pretrained_weights_flag": "pretrained_weights_flag",
-    "folds_per_gpu_variable": "folds_per_gpu_variable",
+    "RUN.flags.roots": "root_flags",
+    "RUN.flags.model": "model_flags",
+    "RUN.flags.folds": "folds_argument",
+    "RUN.flags.surface": "surface_metric_flags",
+    "RUN.synthetic_options": "synthetic_options",
+    "RUN.planning_options": "planning_options",
+    "RUN.training_options": "training_options",
+    "RUN.pretrained_weights_flag": "pretrained_weights_flag",
+    "RUN.folds_per_gpu_variable": "folds_per_gpu_variable",
+    "RUN.prediction_slot_flags": "prediction_slot_flags",
+    "RUN.training_launcher": "training_launcher",
+    "RUN.test_summary_flag": "report_test_summary_flag",
+    "RUN.test_set_note_flag": "report_test_set_note_flag",
+    "RUN.previous_stage_flag": "previous_stage_flag",
+    "RUN.chosen_configurations_argument": "chosen_configurations_argument",
+    "RUN.flags.model_code_consent": "consent_flag_for_trainer",
     "prediction_slot_flags": "prediction_slot_flags",
-    "training_launcher": "training_launcher",
-    "test_summary_flag": "report_test_summary_flag",
-    "test_set_note_flag": "report_test_set_note_flag",
-    "previous_stage_flag": "previous_stage_flag",
-    "chosen_configurations_argument": "chosen_configurations_argument",
     "slurm.multi_node_guard": "multi_node_guard",
     "paper_table_flags": "paper_table_flags",
     "methods_table_flags": "methods_table_flags",
     "reproduce_run_flags": "reproduce_run_flags",
     "shlex.join": "join",
-    "MODEL_CODE_CONSENT": "consent_flag_for_trainer",
 }
-# Bound in flags.smk (the others are called in the rules themselves).
-BOUND_IN_FLAGS_SMK = [*list(PRE_QUOTED)[:15], "MODEL_CODE_CONSENT"]
+# Bound in the run context (nnunet_core.workflow.run_context; the others are called in the rules).
+RUN_CONTEXT = REPO / "nnunet_core" / "workflow" / "run_context.py"
+BOUND_IN_RUN_CONTEXT = [name for name in PRE_QUOTED if name.startswith("RUN.")]
 
 
 # ------------------------------------------------------------------------------ the checker
@@ -174,8 +176,8 @@ rule bad:
     log:
         "a log.txt",
     params:
-        roots=ROOT_FLAGS,
-        dataset=DATASET,
+        roots=RUN.flags.roots,
+        dataset=RUN.dataset,
         note="two words",
     shell:
         "nnunet-core verify -d {params.dataset} {params.roots} -o {output:q} > {log} 2>&1; "
@@ -210,16 +212,18 @@ def _calls_in(node: ast.AST) -> set[str]:
     }
 
 
-def test_flags_smk_binds_each_pre_quoted_name_to_its_builder() -> None:
-    tree = translated(REPO / "workflow" / "rules" / "flags.smk")
-    built = {}
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
-            built[node.targets[0].id] = _calls_in(node.value)
-        elif isinstance(node, ast.FunctionDef):
-            built[node.name] = _calls_in(node)
-    for name in BOUND_IN_FLAGS_SMK:
-        assert PRE_QUOTED[name] in built.get(name, set()), name
+def test_the_run_context_binds_each_pre_quoted_name_to_its_builder() -> None:
+    """``RUN.flags.roots`` is the field ``roots=`` built by root_flags, ``RUN.training_launcher``
+    the method that calls training_launcher."""
+    tree = ast.parse(RUN_CONTEXT.read_text())
+    built: dict[str, set[str]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef):
+            built.setdefault(node.name, set()).update(_calls_in(node))
+        elif isinstance(node, ast.keyword) and node.arg:
+            built.setdefault(node.arg, set()).update(_calls_in(node.value))
+    for name in BOUND_IN_RUN_CONTEXT:
+        assert PRE_QUOTED[name] in built.get(name.rsplit(".", 1)[-1], set()), name
 
 
 # ------------------------------------------------------------------ the builders, hostile values
