@@ -1,8 +1,8 @@
 """What the workflow's rules need, when it is known only from the plans or the selection.
 
 The rules' input functions (``run_inputs.RunInputs``) are one-line wrappers: they read the
-checkpoint outputs (plans, selection) and pass them here with the run's paths. Everything here takes its inputs as
-arguments (no Snakemake globals), so each input list is unit-tested
+checkpoint outputs (plans, selection) and pass them here with the run's paths. Everything here
+takes its inputs as arguments (no Snakemake globals), so each input list is unit-tested
 (tests/unit/workflow/test_workflow_inputs.py). Path patterns carry Snakemake's wildcards
 (``{configuration}``, ``{fold}``, ``{first}``, ``{second}``) and are filled in with ``fill``.
 """
@@ -24,7 +24,8 @@ from nnunet_core.workflow.config import configurations_of_run
 
 
 def fill(pattern: str | Path, **wildcards: Any) -> str:
-    """A path pattern of ``run_paths.RunPaths`` with its wildcards filled in (``fold`` may be left out)."""
+    """A path pattern of ``run_paths.RunPaths`` with its wildcards filled in (``fold`` may be
+    left out)."""
     return str(pattern).format(**wildcards)
 
 

@@ -31,8 +31,8 @@ from tests.helpers.paths import REPO
 
 RULE_FILES = sorted((REPO / "workflow" / "rules").glob("*.smk")) + [REPO / "Snakefile"]
 # Params that are whole flag strings, quoted value by value where they are built: the name the
-# rules bind (a value or method of the run context, RUN, or a builder called in the rule) and the
-# builder that makes it (each has a hostile-value case in BUILDER_CASES).
+# rules bind (a value or method of a context, RUN or SEGMENT, or a builder called in the rule)
+# and the builder that makes it (each has a hostile-value case in BUILDER_CASES).
 PRE_QUOTED = {
     "RUN.flags.roots": "root_flags",
     "RUN.flags.model": "model_flags",
@@ -50,16 +50,19 @@ PRE_QUOTED = {
     "RUN.previous_stage_flag": "previous_stage_flag",
     "RUN.chosen_configurations_argument": "chosen_configurations_argument",
     "RUN.flags.model_code_consent": "consent_flag_for_trainer",
-    "prediction_slot_flags": "prediction_slot_flags",
+    "SEGMENT.slot_flags": "prediction_slot_flags",
     "slurm.multi_node_guard": "multi_node_guard",
     "paper_table_flags": "paper_table_flags",
     "methods_table_flags": "methods_table_flags",
     "reproduce_run_flags": "reproduce_run_flags",
     "shlex.join": "join",
 }
-# Bound in the run context (nnunet_core.workflow.run_context; the others are called in the rules).
-RUN_CONTEXT = REPO / "nnunet_core" / "workflow" / "run_context.py"
-BOUND_IN_RUN_CONTEXT = [name for name in PRE_QUOTED if name.startswith("RUN.")]
+# Bound in a context of nnunet_core.workflow (the others are called in the rules themselves).
+CONTEXTS = {
+    "RUN": REPO / "nnunet_core" / "workflow" / "run_context.py",
+    "SEGMENT": REPO / "nnunet_core" / "workflow" / "segment_context.py",
+}
+BOUND_IN_CONTEXTS = [name for name in PRE_QUOTED if name.split(".")[0] in CONTEXTS]
 
 
 # ------------------------------------------------------------------------------ the checker
@@ -212,17 +215,23 @@ def _calls_in(node: ast.AST) -> set[str]:
     }
 
 
-def test_the_run_context_binds_each_pre_quoted_name_to_its_builder() -> None:
-    """``RUN.flags.roots`` is the field ``roots=`` built by root_flags, ``RUN.training_launcher``
-    the method that calls training_launcher."""
-    tree = ast.parse(RUN_CONTEXT.read_text())
+def _built_in(path: Path) -> dict[str, set[str]]:
+    """The calls that make each method (by its name) and each keyword value (by its keyword)."""
     built: dict[str, set[str]] = {}
-    for node in ast.walk(tree):
+    for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.FunctionDef):
             built.setdefault(node.name, set()).update(_calls_in(node))
         elif isinstance(node, ast.keyword) and node.arg:
             built.setdefault(node.arg, set()).update(_calls_in(node.value))
-    for name in BOUND_IN_RUN_CONTEXT:
+    return built
+
+
+def test_the_contexts_bind_each_pre_quoted_name_to_its_builder() -> None:
+    """``RUN.flags.roots`` is the field ``roots=`` built by root_flags, ``RUN.training_launcher``
+    the method that calls training_launcher."""
+    assert len(BOUND_IN_CONTEXTS) >= 16
+    for name in BOUND_IN_CONTEXTS:
+        built = _built_in(CONTEXTS[name.split(".")[0]])
         assert PRE_QUOTED[name] in built.get(name.rsplit(".", 1)[-1], set()), name
 
 
