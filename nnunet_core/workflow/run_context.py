@@ -98,7 +98,7 @@ class RunContext:
     gpus_per_job: int
     # training.folds_per_gpu where the GPU slot locks apply (local GPU jobs), else 1
     folds_per_gpu: int
-    # `--resources gpu=K` as given (before count_gpu_slots makes it K*k slots)
+    # `--resources gpu=K` as given (before register_gpu_slots makes it K*k slots)
     requested_gpus: int
     train_threads: int
     predict_threads: int

@@ -19,7 +19,8 @@
 # A cascade fold (3d_cascade_fullres) needs every 3d_lowres fold's predicted_next_stage export,
 # written before that fold's validation summary: the summaries of all lowres folds are inputs.
 # training.folds_per_gpu k (local runs): k folds share a GPU through the slot locks
-# (nnunet_core.cluster.gpu_slots), and `--resources gpu=K` counts K*k slots (RUN.register_gpu_slots).
+# (nnunet_core.cluster.gpu_slots), and `--resources gpu=K` counts K*k slots
+# (RUN.register_gpu_slots).
 
 
 import sys

@@ -57,11 +57,7 @@ PRE_QUOTED = {
     "reproduce_run_flags": "reproduce_run_flags",
     "shlex.join": "join",
 }
-# Bound in a context of nnunet_core.workflow (the others are called in the rules themselves).
-CONTEXTS = {
-    "RUN": REPO / "nnunet_core" / "workflow" / "run_context.py",
-    "SEGMENT": REPO / "nnunet_core" / "workflow" / "segment_context.py",
-}
+CONTEXTS = {"RUN": "run_context.py", "SEGMENT": "segment_context.py"}  # where they are built
 BOUND_IN_CONTEXTS = [name for name in PRE_QUOTED if name.split(".")[0] in CONTEXTS]
 
 
@@ -215,24 +211,19 @@ def _calls_in(node: ast.AST) -> set[str]:
     }
 
 
-def _built_in(path: Path) -> dict[str, set[str]]:
-    """The calls that make each method (by its name) and each keyword value (by its keyword)."""
-    built: dict[str, set[str]] = {}
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.FunctionDef):
-            built.setdefault(node.name, set()).update(_calls_in(node))
-        elif isinstance(node, ast.keyword) and node.arg:
-            built.setdefault(node.arg, set()).update(_calls_in(node.value))
-    return built
-
-
 def test_the_contexts_bind_each_pre_quoted_name_to_its_builder() -> None:
-    """``RUN.flags.roots`` is the field ``roots=`` built by root_flags, ``RUN.training_launcher``
+    """``RUN.flags.roots`` is the keyword ``roots=`` built by root_flags, ``RUN.training_launcher``
     the method that calls training_launcher."""
+    built: dict[tuple[str, str], set[str]] = {}
+    for context, file in CONTEXTS.items():
+        for node in ast.walk(ast.parse((REPO / "nnunet_core" / "workflow" / file).read_text())):
+            if isinstance(node, ast.FunctionDef):
+                built.setdefault((context, node.name), set()).update(_calls_in(node))
+            elif isinstance(node, ast.keyword) and node.arg:
+                built.setdefault((context, node.arg), set()).update(_calls_in(node.value))
+    for name in BOUND_IN_CONTEXTS:  # (the context, the method or keyword)
+        assert PRE_QUOTED[name] in built.get((name.split(".")[0], name.rsplit(".", 1)[-1]), set())
     assert len(BOUND_IN_CONTEXTS) >= 16
-    for name in BOUND_IN_CONTEXTS:
-        built = _built_in(CONTEXTS[name.split(".")[0]])
-        assert PRE_QUOTED[name] in built.get(name.rsplit(".", 1)[-1], set()), name
 
 
 # ------------------------------------------------------------------ the builders, hostile values
