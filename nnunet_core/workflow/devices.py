@@ -47,6 +47,13 @@ def requested_gpus(global_resources: Mapping[str, Any]) -> int:
         return 0
 
 
+def on_cluster(workflow: Any) -> bool:
+    """A cluster executor, or a job inside a cluster allocation. The Snakefile is parsed before
+    the executor is known; ``--jobs`` (the profile's ``jobs:``) is set for cluster executors
+    only (locally Snakemake turns it into --cores), dry runs too."""
+    return bool(workflow.remote_exec or workflow.non_local_exec or workflow.nodes)
+
+
 def gpus_per_fold_job(setting: int | None, *, cluster: bool, requested: int, visible: int) -> int:
     """``training.gpus_per_job``, or for ``null`` one GPU per fold job wherever GPUs exist."""
     if setting is not None:

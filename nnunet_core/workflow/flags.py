@@ -1,7 +1,8 @@
 """The command-line flags and launchers of the ``nnunet-core`` commands the workflow's rules run.
 
 Built from the config (and the run settings derived from it) while the Snakefile is parsed; the
-``.smk`` files only bind them to rule params. Kept here, pure and typed, so that every flag is
+run context (``run_context.RunContext``) calls them, and the rules bind its values and methods
+to their params. Kept here, pure and typed, so that every flag is
 unit-tested (tests/unit/workflow/test_workflow_flags.py) instead of only through whole runs.
 
 Each string goes into a rule's shell as it is (a rule quotes its single values with ``:q``, not
@@ -228,7 +229,7 @@ def gpu_slot_notices(
     folds_per_gpu_setting: int, folds_per_gpu: int, *, cluster: bool, requested_gpus: int
 ) -> list[str]:
     """What the workflow prints once about GPU sharing: the setting ignored on a cluster, and
-    how ``--resources gpu=K`` becomes K*k slots (count_gpu_slots in flags.smk)."""
+    how ``--resources gpu=K`` becomes K*k slots (``RunContext.register_gpu_slots``)."""
     notices = [
         gpu_slots.cluster_notice(folds_per_gpu_setting, cluster=cluster),
         gpu_slots.slot_notice(requested_gpus, folds_per_gpu),

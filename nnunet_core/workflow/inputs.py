@@ -1,8 +1,8 @@
 """What the workflow's rules need, when it is known only from the plans or the selection.
 
-The ``.smk`` input functions are one-line wrappers: they read the checkpoint outputs (plans,
-selection) and pass them here with the run's paths. Everything here takes its inputs as
-arguments (no Snakemake globals), so each input list is unit-tested
+The rules' input functions (``run_inputs.RunInputs``) are one-line wrappers: they read the
+checkpoint outputs (plans, selection) and pass them here with the run's paths. Everything here
+takes its inputs as arguments (no Snakemake globals), so each input list is unit-tested
 (tests/unit/workflow/test_workflow_inputs.py). Path patterns carry Snakemake's wildcards
 (``{configuration}``, ``{fold}``, ``{first}``, ``{second}``) and are filled in with ``fill``.
 """
@@ -24,12 +24,13 @@ from nnunet_core.workflow.config import configurations_of_run
 
 
 def fill(pattern: str | Path, **wildcards: Any) -> str:
-    """A path pattern of paths.smk with its wildcards filled in (``fold`` may be left out)."""
+    """A path pattern of ``run_paths.RunPaths`` with its wildcards filled in (``fold`` may be
+    left out)."""
     return str(pattern).format(**wildcards)
 
 
 def model_path(pattern: str | Path, configuration: str, fold: Any = None) -> str:
-    """A path of MODEL_DIR/FOLD_DIR (paths.smk) for one configuration and fold."""
+    """A path under a fold's folder (``RunPaths.fold_dir``) for one configuration and fold."""
     return fill(pattern, configuration=configuration, fold=fold)
 
 

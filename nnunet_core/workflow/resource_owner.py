@@ -50,16 +50,19 @@ _PRINTED: set[str] = set()
 
 
 def set_resources(workflow: Any) -> dict[str, Any]:
-    """The rules' resources a profile or the command line set (``set-resources``), parsed: rule
-    -> {resource: value}. Snakemake keeps them in a private attribute (no API gives them while
-    the Snakefile is read); this is the one place that reads it. The dict is Snakemake's own:
-    paper.smk adds each run's prefixed rule names to it."""
-    return workflow.resource_settings._parsed_overwrite_resources
+    """The rules' resources a profile or the command line set (``set-resources``): rule ->
+    {resource: value}, parsed as Snakemake parses them (``mem: 32G`` is mem_mb 32000). Read from
+    the public field of Snakemake's resource settings that they fill (``overwrite_resources``)."""
+    from snakemake.resources import Resources
+
+    given = workflow.resource_settings.overwrite_resources
+    return {rule: Resources.from_mapping(values) for rule, values in given.items()}
 
 
 def set_threads(workflow: Any) -> dict[str, Any]:
-    """``set-threads`` as ``set_resources`` gives ``set-resources``: rule -> threads."""
-    return workflow.resource_settings._parsed_overwrite_threads
+    """``set-threads`` as ``set_resources`` gives ``set-resources``: rule -> threads (the public
+    ``overwrite_threads``)."""
+    return dict(workflow.resource_settings.overwrite_threads)
 
 
 def _plain(value: Any) -> Any:

@@ -238,7 +238,7 @@ def _one_plan_rule_per_dataset_json(instances: list[RunInstance]) -> None:
 
 @dataclass(frozen=True)
 class RunTree:
-    """Where one (dataset, seed) run keeps its files (the workflow's paths.smk and paper.smk)."""
+    """Where one (dataset, seed) run keeps its files (``run_paths.RunPaths`` and paper.smk)."""
 
     work: Path
     dataset: str

@@ -1,4 +1,6 @@
 # The raw dataset: the synthetic demo generator and the integrity check.
+from pathlib import Path
+
 from nnunet_core.workflow import dataset_check, run_mode
 
 # A user's dataset is checked here, by the main process, where the verify_dataset job would run
@@ -8,50 +10,50 @@ from nnunet_core.workflow import dataset_check, run_mode
 # that run no job (--unlock, --dag, --lint ...: nnunet_core.workflow.run_mode) write nothing; the
 # synthetic data is made by a job, after this (nnunet_core.workflow.dataset_check).
 if (
-    not SYNTHETIC
+    not RUN.synthetic
     and workflow.is_main_process
     and not workflow.output_settings.dryrun
     and run_mode.runs_jobs()
 ):
     dataset_check.check_before_jobs(
-        ROOTS,
-        DATASET,
-        VERIFY,
-        raw_training_files(None),
-        NUM_PROCESSES,
+        RUN.paths.roots,
+        RUN.dataset,
+        RUN.paths.verify,
+        RUN.inputs.raw_training_files(None),
+        RUN.processes,
         work_dir=Path(config["work_dir"]).absolute(),
     )
 
 
-if SYNTHETIC:
+if RUN.synthetic:
 
     checkpoint synthesize_dataset:
         output:
-            RAW_DATASET_JSON,
+            RUN.paths.raw_dataset_json,
         log:
-            DATASET_LOGS / "synthesize_dataset.log",
+            RUN.paths.dataset_logs / "synthesize_dataset.log",
         params:
-            raw=RAW,
-            options=synthetic_options(),
+            raw=RUN.paths.raw,
+            options=RUN.synthetic_options(),
         message:
-            JOB
+            RUN.messages.job
         shell:
             "nnunet-core synthesize --output {params.raw:q} --force {params.options} > {log:q} 2>&1"
 
 
 rule verify_dataset:
     input:
-        raw_training_files,
+        RUN.inputs.raw_training_files,
     output:
-        VERIFY,
+        RUN.paths.verify,
     log:
-        DATASET_LOGS / "verify_dataset.log",
-    threads: NUM_PROCESSES
+        RUN.paths.dataset_logs / "verify_dataset.log",
+    threads: RUN.processes
     params:
-        dataset=DATASET,
-        roots=ROOT_FLAGS,
+        dataset=RUN.dataset,
+        roots=RUN.flags.roots,
     message:
-        JOB
+        RUN.messages.job
     shell:
         "nnunet-core verify -d {params.dataset:q} {params.roots} -np {threads} "
         "--output {output:q} > {log:q} 2>&1"

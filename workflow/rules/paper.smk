@@ -8,67 +8,49 @@
 import json
 import shlex
 import sys
-from pathlib import Path
 
 from snakemake.utils import validate
 
 from nnunet_core.layout.work import (
     METHODS_COMPARISON,
     METHODS_FIGURE,
-    PAPER_FOLDER,
     REPRODUCE_ARCHIVE,
     WORK_LOGS,
 )
-from nnunet_core.workflow import paper_rules, resource_owner, work_lock
-from nnunet_core.workflow.console import job_message
+from nnunet_core.workflow import paper_rules, work_lock
+from nnunet_core.workflow.paper_context import PaperContext
 from nnunet_core.workflow.runs import (
     methods_table_flags,
     paper_table_flags,
     reproduce_run_flags,
-    run_instances,
 )
 
-PAPER_RUNS = run_instances(config)
-# With methods, the results table across datasets and seeds is the baseline's.
-TABLE_RUNS = [run for run in PAPER_RUNS if run.baseline]
-WITH_METHODS = bool(config.get("methods"))
-# Each job's one console line in a live run (nnunet_core.workflow.console); dry runs: blocks.
-PAPER_JOB = job_message(workflow.output_settings.dryrun)
-PAPER_TARGET_JOB = job_message(workflow.output_settings.dryrun, log=False)
-RUN_SNAKEFILE = Path(workflow.basedir) / "workflow" / "rules" / "run.smk"
-# Rule names of each run's module, to order the rules that make the same files.
-RULES_OF_RUN = {}
+# The runs, their folders and the console messages, built once (each run's module builds its
+# own run context).
+PAPER = PaperContext.of_workflow(config, workflow)
 # A profile's set-resources and set-threads name the rules (train: {slurm_partition: gpu, ...});
-# they hold for every run's rule of that name (Dataset004_Hippocampus_seed1_train), given to
-# Snakemake before the module makes the rule (Snakemake reads them by the rule's own name).
-RESOURCES_BY_RULE = resource_owner.set_resources(workflow)
-THREADS_BY_RULE = resource_owner.set_threads(workflow)
-PROFILE_SETTINGS = [
-    (table, dict(table)) for table in (RESOURCES_BY_RULE, THREADS_BY_RULE)
-]
+# they hold for every run's rule of that name (Dataset004_Hippocampus_seed1_train): handed to
+# Snakemake before the modules make their rules (Snakemake reads them by the rule's own name).
+paper_rules.copy_profile_settings_to_runs(workflow, PAPER.run_prefixes)
 
-for paper_run in PAPER_RUNS:
+for paper_run in PAPER.runs:
     validate(paper_run.config, schema="../schemas/config.schema.yaml")
     run_module = paper_run.name
     run_prefix = f"{paper_run.name}_"
     rules_before = {known.name for known in workflow.rules}
-    for table, by_name in PROFILE_SETTINGS:
-        for rule_name, setting in paper_rules.prefixed_settings(
-            by_name, run_prefix
-        ).items():
-            table.setdefault(rule_name, setting)
 
     module:
         name: run_module
         snakefile:
-            RUN_SNAKEFILE
+            PAPER.run_snakefile
         config:
             paper_run.config
 
     # `snakemake reproduce` packs every run at once (below).
     use rule * from run_module exclude reproduce as run_prefix*
 
-    RULES_OF_RUN[paper_run.name] = paper_rules.rules_added(
+    # Rule names of each run's module, to order the rules that make the same files.
+    PAPER.rules_of_run[paper_run.name] = paper_rules.rules_added(
         rules_before, [added.name for added in workflow.rules], run_prefix
     )
 
@@ -80,91 +62,85 @@ def outputs_of_rule(name):
 
 
 for first, second in paper_rules.shared_rule_order(
-    [run.name for run in PAPER_RUNS], RULES_OF_RUN, outputs_of_rule
+    [run.name for run in PAPER.runs], PAPER.rules_of_run, outputs_of_rule
 ):
     workflow.ruleorder(first, second)
 
 
-# The work_dir of every run (each run's config is complete now, schema defaults filled in).
-WORK = Path(PAPER_RUNS[0].config["work_dir"])
-# A module's `onstart` does not count: the work_dir lock (common.smk's in a plain run) is taken here.
-work_lock.lock_when_started(workflow, WORK)
-PAPER = WORK / PAPER_FOLDER
-PAPER_DATASETS = list(dict.fromkeys(run.dataset for run in PAPER_RUNS))
-# The inputs of one stage rule of every run (`snakemake trained` trains every dataset and seed).
-STAGE_OF_EVERY_RUN = {
-    stage: [getattr(rules, f"{run.name}_{stage}").input for run in PAPER_RUNS]
-    for stage in ("all", "planned", "preprocessed", "trained", "selected")
-}
+# A module's `onstart` does not count: the work_dir lock (common.smk's in a plain run) is taken
+# here, on the work_dir of every run (each run's config is complete now, defaults filled in).
+work_lock.lock_when_started(workflow, PAPER.work)
 
 
 rule all:
     default_target: True
     input:
-        STAGE_OF_EVERY_RUN["all"],
-        PAPER / "results_table.csv",
-        [PAPER / f"{METHODS_COMPARISON}.csv"] if WITH_METHODS else [],
+        PAPER.stage_inputs(rules, "all"),
+        PAPER.folder / "results_table.csv",
+        [PAPER.folder / f"{METHODS_COMPARISON}.csv"] if PAPER.with_methods else [],
     message:
-        PAPER_TARGET_JOB
+        PAPER.messages.target
 
 
 rule planned:
     input:
-        STAGE_OF_EVERY_RUN["planned"],
+        PAPER.stage_inputs(rules, "planned"),
     message:
-        PAPER_TARGET_JOB
+        PAPER.messages.target
 
 
 rule preprocessed:
     input:
-        STAGE_OF_EVERY_RUN["preprocessed"],
+        PAPER.stage_inputs(rules, "preprocessed"),
     message:
-        PAPER_TARGET_JOB
+        PAPER.messages.target
 
 
 rule trained:
     input:
-        STAGE_OF_EVERY_RUN["trained"],
+        PAPER.stage_inputs(rules, "trained"),
     message:
-        PAPER_TARGET_JOB
+        PAPER.messages.target
 
 
 rule selected:
     input:
-        STAGE_OF_EVERY_RUN["selected"],
+        PAPER.stage_inputs(rules, "selected"),
     message:
-        PAPER_TARGET_JOB
+        PAPER.messages.target
 
 
 # The results table over every dataset and seed (mean and sd over seeds, bootstrap intervals
 # over cases, Wilcoxon against the selected model), one per dataset, and each methods paragraph.
 rule paper_tables:
     input:
-        reports=[run.report_page() for run in TABLE_RUNS],
-        test_summaries=[summary for run in TABLE_RUNS for summary in run.test_summary()],
+        reports=[run.report_page() for run in PAPER.table_runs],
+        test_summaries=[
+            summary for run in PAPER.table_runs for summary in run.test_summary()
+        ],
     output:
         table=report(
-            PAPER / "results_table.csv",
+            PAPER.folder / "results_table.csv",
             caption="../report/paper_tables.rst",
             category="Paper",
         ),
-        latex=PAPER / "results_table.tex",
+        latex=PAPER.folder / "results_table.tex",
         # With methods, each methods.md describes every method: methods_table writes it.
         per_dataset=[
-            PAPER / dataset / name
-            for dataset in PAPER_DATASETS
+            PAPER.folder / dataset / name
+            for dataset in PAPER.datasets
             for name in ("results_table.csv", "results_table.tex")
-            + (() if WITH_METHODS else ("methods.md",))
+            + (() if PAPER.with_methods else ("methods.md",))
         ],
     log:
-        WORK / WORK_LOGS / "paper_tables.log",
+        PAPER.work / WORK_LOGS / "paper_tables.log",
     localrule: True
     params:
-        runs=paper_table_flags(TABLE_RUNS),
-        output=PAPER,
-        methods_text="--no-methods-text" if WITH_METHODS else "",
+        runs=paper_table_flags(PAPER.table_runs),
+        output=PAPER.folder,
+        methods_text="--no-methods-text" if PAPER.with_methods else "",
     message:
-        PAPER_JOB
+        PAPER.messages.job
     shell:
         "nnunet-core paper-table {params.runs} {params.methods_text} -o {params.output:q} "
         "> {log:q} 2>&1"
@@ -173,31 +149,33 @@ rule paper_tables:
 # With methods: each method against the baseline per dataset (mean and sd over seeds, the
 # difference with a bootstrap interval over cases, Wilcoxon with Holm's correction across
 # datasets, the mean rank), and a figure of each case's Dice per dataset.
-if WITH_METHODS:
+if PAPER.with_methods:
 
     rule methods_table:
         input:
-            reports=[run.report_page() for run in PAPER_RUNS],
-            test_summaries=[s for run in PAPER_RUNS for s in run.test_summary()],
+            reports=[run.report_page() for run in PAPER.runs],
+            test_summaries=[s for run in PAPER.runs for s in run.test_summary()],
         output:
             table=report(
-                PAPER / f"{METHODS_COMPARISON}.csv",
+                PAPER.folder / f"{METHODS_COMPARISON}.csv",
                 caption="../report/methods_table.rst",
                 category="Paper",
             ),
-            latex=PAPER / f"{METHODS_COMPARISON}.tex",
+            latex=PAPER.folder / f"{METHODS_COMPARISON}.tex",
             figures=[
-                PAPER / dataset / f"{METHODS_FIGURE}.{kind}"
-                for dataset in PAPER_DATASETS
+                PAPER.folder / dataset / f"{METHODS_FIGURE}.{kind}"
+                for dataset in PAPER.datasets
                 for kind in ("png", "pdf", "svg")
             ],
-            methods=[PAPER / dataset / "methods.md" for dataset in PAPER_DATASETS],
+            methods=[
+                PAPER.folder / dataset / "methods.md" for dataset in PAPER.datasets
+            ],
         log:
-            WORK / WORK_LOGS / "methods_table.log",
+            PAPER.work / WORK_LOGS / "methods_table.log",
         localrule: True
         params:
-            runs=methods_table_flags(PAPER_RUNS),
-            output=PAPER,
+            runs=methods_table_flags(PAPER.runs),
+            output=PAPER.folder,
         shell:
             "nnunet-core methods-table {params.runs} -o {params.output:q} > {log:q} 2>&1"
 
@@ -209,20 +187,20 @@ if WITH_METHODS:
 rule reproduce:
     input:
         rules.paper_tables.output,
-        [rules.methods_table.output] if WITH_METHODS else [],
+        [rules.methods_table.output] if PAPER.with_methods else [],
     output:
-        WORK / REPRODUCE_ARCHIVE,
+        PAPER.work / REPRODUCE_ARCHIVE,
     log:
-        WORK / WORK_LOGS / "reproduce.log",
+        PAPER.work / WORK_LOGS / "reproduce.log",
     localrule: True
     params:
         config=json.dumps(config, sort_keys=True),
-        work=WORK,
-        runs=reproduce_run_flags(PAPER_RUNS),
-        methods="--methods" if WITH_METHODS else "",
+        work=PAPER.work,
+        runs=reproduce_run_flags(PAPER.runs),
+        methods="--methods" if PAPER.with_methods else "",
         command=shlex.join(sys.argv),
     message:
-        PAPER_JOB
+        PAPER.messages.job
     shell:
         "nnunet-core reproduce pack --config-json {params.config:q} --work {params.work:q} "
         "{params.runs} --paper {params.methods} --snakemake-command {params.command:q} -o {output:q} "

@@ -3,17 +3,17 @@
 
 rule fingerprint:
     input:
-        verified=VERIFY,
+        verified=RUN.paths.verify,
     output:
-        FINGERPRINT,
+        RUN.paths.fingerprint,
     log:
-        DATASET_LOGS / "fingerprint.log",
-    threads: NUM_PROCESSES
+        RUN.paths.dataset_logs / "fingerprint.log",
+    threads: RUN.processes
     params:
-        dataset=DATASET,
-        roots=ROOT_FLAGS,
+        dataset=RUN.dataset,
+        roots=RUN.flags.roots,
     message:
-        JOB
+        RUN.messages.job
     shell:
         "nnunet-core fingerprint -d {params.dataset:q} {params.roots} -np {threads} "
         "> {log:q} 2>&1"
@@ -21,23 +21,23 @@ rule fingerprint:
 
 checkpoint plan:
     input:
-        fingerprint=FINGERPRINT,
-        dataset_json=RAW_DATASET_JSON,
+        fingerprint=RUN.paths.fingerprint,
+        dataset_json=RUN.paths.raw_dataset_json,
     output:
-        plans=PLANS,
+        plans=RUN.paths.plans,
         # with methods, a planner other than the baseline's writes it too, undeclared: one
         # rule makes a file (nnunet_core.workflow.runs)
-        dataset_json=[PRE_DATASET_JSON] if DECLARES_DATASET_JSON else [],
+        dataset_json=[RUN.paths.pre_dataset_json] if RUN.declares_dataset_json else [],
     log:
-        DATASET_LOGS
-        / ("plan.log" if DECLARES_DATASET_JSON else f"plan_{PLANS_NAME}.log"),
+        RUN.paths.dataset_logs
+        / ("plan.log" if RUN.declares_dataset_json else f"plan_{RUN.plans_name}.log"),
     params:
-        dataset=DATASET,
-        roots=ROOT_FLAGS,
-        options=planning_options(),
-        overrides=plan_overrides(),
+        dataset=RUN.dataset,
+        roots=RUN.flags.roots,
+        options=RUN.planning_options(),
+        overrides=RUN.plan_overrides(),
     message:
-        JOB
+        RUN.messages.job
     shell:
         "nnunet-core plan -d {params.dataset:q} {params.roots} {params.options} "
         "--overrides {params.overrides:q} > {log:q} 2>&1"
@@ -45,19 +45,19 @@ checkpoint plan:
 
 rule splits:
     input:
-        dataset_json=RAW_DATASET_JSON,
-        verified=ancient(VERIFY),
+        dataset_json=RUN.paths.raw_dataset_json,
+        verified=ancient(RUN.paths.verify),
     output:
-        SPLITS,
+        RUN.paths.splits,
     log:
-        DATASET_LOGS / "splits.log",
+        RUN.paths.dataset_logs / "splits.log",
     params:
-        dataset=DATASET,
-        roots=ROOT_FLAGS,
+        dataset=RUN.dataset,
+        roots=RUN.flags.roots,
         folds=config["splits"]["num_folds"],
         seed=config["splits"]["seed"],
     message:
-        JOB
+        RUN.messages.job
     shell:
         "nnunet-core splits -d {params.dataset:q} {params.roots} --folds {params.folds:q} "
         "--seed {params.seed:q} > {log:q} 2>&1"

@@ -8,7 +8,7 @@
 # those added when a checkpoint's dependencies are updated: a folder left half-written by a killed
 # job would count as done on the next run, even with --rerun-incomplete (a test prediction
 # missing, found only by evaluate_test where there are test labels). A killed job's `.partial`
-# folder is removed when the job runs again (`staging_folder` in flags.smk), by
+# folder is removed when the job runs again (`RUN.staging_folder`), by
 # nnunet_core.io.removal, which deletes only inside the run's predictions folder. (Within the
 # folder, predict_from_raw_data_args.json names the `.partial` folder that predict wrote.)
 # A cascade stage (3d_cascade_fullres) reads its previous stage's test predictions, made by this
@@ -16,37 +16,43 @@
 # A prediction job predicts on one device: it asks for one GPU whatever a fold's gpus_per_job.
 # A local prediction job takes a whole GPU through the fold jobs' slot locks (predict --gpu-slot,
 # nnunet_core.cluster.gpu_slots); Snakemake's `gpu` resource only counts.
+import sys
+
+from nnunet_core.cluster import lsf
+from nnunet_core.layout.work import PREDICT_LOG
 
 
 rule predict:
     input:
-        selection=INFERENCE_INFORMATION,
-        folds=fold_summaries,
-        previous_stage=previous_stage_predictions,
+        selection=RUN.paths.inference_information,
+        folds=RUN.inputs.fold_summaries,
+        previous_stage=RUN.inputs.previous_stage_predictions,
     output:
-        directory(CONFIGURATION_PREDICTIONS),
+        directory(RUN.paths.configuration_predictions),
     log:
-        LOGS / PREDICT_LOG,
-    threads: PREDICT_THREADS
+        RUN.paths.logs / PREDICT_LOG,
+    threads: RUN.predict_threads
     resources:
-        gpu=prediction_gpu_resource(),
-        lsf_extra=lsf.rule_lsf_extra(workflow, min(GPUS_PER_JOB, 1), resumable=False),
+        gpu=RUN.prediction_gpu_resource(),
+        lsf_extra=lsf.rule_lsf_extra(
+            workflow, min(RUN.gpus_per_job, 1), resumable=False
+        ),
     params:
         python=sys.executable,
-        predictions=PREDICTIONS,
-        staging=staging_folder,
-        settings=prediction_settings,
-        dataset=DATASET,
-        roots=ROOT_FLAGS,
-        images=TEST_IMAGES,
-        model=MODEL_FLAGS,
-        consent=MODEL_CODE_CONSENT,
-        folds=FOLDS_ARGS,
-        device=DEVICE,
-        previous_stage=previous_stage_flag,
-        slots=prediction_slot_flags(),
+        predictions=RUN.paths.predictions,
+        staging=RUN.staging_folder,
+        settings=RUN.prediction_settings,
+        dataset=RUN.dataset,
+        roots=RUN.flags.roots,
+        images=RUN.paths.test_images,
+        model=RUN.flags.model,
+        consent=RUN.flags.model_code_consent,
+        folds=RUN.flags.folds,
+        device=RUN.device,
+        previous_stage=RUN.previous_stage_flag,
+        slots=RUN.prediction_slot_flags(),
     message:
-        JOB_WITH_WILDCARDS
+        RUN.messages.with_wildcards
     shell:
         "{params.python:q} -m nnunet_core.workflow.resumable_staging prepare --inside "
         "{params.predictions:q} --key {params.settings:q} {params.staging:q} {input:q} "
@@ -64,18 +70,18 @@ rule predict:
 
 rule ensemble_predictions:
     input:
-        selected_prediction_folders,
+        RUN.inputs.selected_prediction_folders,
     output:
-        directory(ENSEMBLE_PREDICTIONS),
+        directory(RUN.paths.ensemble_predictions),
     log:
-        LOGS / "ensemble_predictions.log",
+        RUN.paths.logs / "ensemble_predictions.log",
     params:
         python=sys.executable,
-        predictions=PREDICTIONS,
-        staging=staging_folder,
-        processes=NUM_PROCESSES,
+        predictions=RUN.paths.predictions,
+        staging=RUN.staging_folder,
+        processes=RUN.processes,
     message:
-        JOB
+        RUN.messages.job
     shell:
         "{params.python:q} -m nnunet_core.io.removal --inside {params.predictions:q} "
         "{params.staging:q}\n"
@@ -86,21 +92,21 @@ rule ensemble_predictions:
 
 rule postprocess:
     input:
-        predictions=winner_prediction_folder,
-        selection=INFERENCE_INFORMATION,
+        predictions=RUN.inputs.winner_prediction_folder,
+        selection=RUN.paths.inference_information,
     output:
-        directory(FINAL_PREDICTIONS),
+        directory(RUN.paths.final_predictions),
     log:
-        LOGS / "postprocess.log",
+        RUN.paths.logs / "postprocess.log",
     params:
         python=sys.executable,
-        predictions=PREDICTIONS,
-        staging=staging_folder,
-        steps=postprocessing_file,
-        dataset_json=PRE_DATASET_JSON,
-        processes=NUM_PROCESSES,
+        predictions=RUN.paths.predictions,
+        staging=RUN.staging_folder,
+        steps=RUN.inputs.postprocessing_file,
+        dataset_json=RUN.paths.pre_dataset_json,
+        processes=RUN.processes,
     message:
-        JOB
+        RUN.messages.job
     shell:
         "{params.python:q} -m nnunet_core.io.removal --inside {params.predictions:q} "
         "{params.staging:q}\n"
@@ -112,20 +118,20 @@ rule postprocess:
 
 rule evaluate_test:
     input:
-        predictions=FINAL_PREDICTIONS,
+        predictions=RUN.paths.final_predictions,
         # a copy of the raw dataset.json (verified): every planner of a dataset rewrites it,
         # e.g. a method added with another planner, which must not redo the other tests
-        dataset_json=ancient(PRE_DATASET_JSON),
+        dataset_json=ancient(RUN.paths.pre_dataset_json),
     output:
-        TEST_SUMMARY,
+        RUN.paths.test_summary,
     log:
-        LOGS / "evaluate_test.log",
+        RUN.paths.logs / "evaluate_test.log",
     params:
-        labels=TEST_LABELS,
-        processes=NUM_PROCESSES,
-        surface=SURFACE_FLAGS,
+        labels=RUN.paths.test_labels,
+        processes=RUN.processes,
+        surface=RUN.flags.surface,
     message:
-        JOB
+        RUN.messages.job
     shell:
         "nnunet-core evaluate {params.labels:q} {input.predictions:q} "
         "-djfile {input.dataset_json:q} -o {output:q} -np {params.processes:q} "

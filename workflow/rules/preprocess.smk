@@ -1,25 +1,26 @@
 # blosc2 preprocessing, one job per data identifier (configurations sharing data run once).
 # Before any fold: a preprocess job takes all its `threads`, so behind a running fold job it
 # would wait for a whole free machine while a core idles (and its configuration's folds with it).
+from nnunet_core.layout.preprocessed import preprocess_summary_file
 
 
 rule preprocess:
     input:
-        verified=VERIFY,
-        plans=PLANS,
+        verified=RUN.paths.verify,
+        plans=RUN.paths.plans,
     output:
-        preprocess_summary_file(PRE, "{data_identifier}"),
+        preprocess_summary_file(RUN.paths.pre, "{data_identifier}"),
     log:
-        DATASET_LOGS / "preprocess_{data_identifier}.log",
+        RUN.paths.dataset_logs / "preprocess_{data_identifier}.log",
     priority: 10
-    threads: NUM_PROCESSES
+    threads: RUN.processes
     params:
-        dataset=DATASET,
-        roots=ROOT_FLAGS,
-        plans_name=PLANS_NAME,
-        configuration=configuration_of_identifier,
+        dataset=RUN.dataset,
+        roots=RUN.flags.roots,
+        plans_name=RUN.plans_name,
+        configuration=RUN.inputs.configuration_of_identifier,
     message:
-        JOB_WITH_WILDCARDS
+        RUN.messages.with_wildcards
     shell:
         "nnunet-core preprocess -d {params.dataset:q} {params.roots} "
         "-c {params.configuration:q} --plans-name {params.plans_name:q} -np {threads} "

@@ -1,7 +1,7 @@
 # One dataset and one seed, raw data to report: the stages and their targets. The Snakefile
 # includes it for a plain run; paper.smk loads it as a module once per (dataset, seed).
-# common.smk (first) sets up the process and validates config, then includes paths.smk,
-# inputs.smk and flags.smk.
+# common.smk (first) sets up the process, validates config and builds RUN, the run context
+# every rule reads (nnunet_core.workflow.run_context); it includes paths.smk (the wildcards).
 
 
 include: "common.smk"
@@ -17,35 +17,35 @@ include: "report.smk"
 rule all:
     default_target: True
     input:
-        stage_targets("all"),
+        RUN.inputs.stage_targets("all"),
     message:
-        TARGET_JOB
+        RUN.messages.target
 
 
 # Stage targets: `snakemake preprocessed` (or planned, trained, selected) stops after that stage.
 rule planned:
     input:
-        stage_targets("planned"),
+        RUN.inputs.stage_targets("planned"),
     message:
-        TARGET_JOB
+        RUN.messages.target
 
 
 rule preprocessed:
     input:
-        stage_targets("preprocessed"),
+        RUN.inputs.stage_targets("preprocessed"),
     message:
-        TARGET_JOB
+        RUN.messages.target
 
 
 rule trained:
     input:
-        stage_targets("trained"),
+        RUN.inputs.stage_targets("trained"),
     message:
-        TARGET_JOB
+        RUN.messages.target
 
 
 rule selected:
     input:
-        stage_targets("selected"),
+        RUN.inputs.stage_targets("selected"),
     message:
-        TARGET_JOB
+        RUN.messages.target

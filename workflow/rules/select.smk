@@ -3,19 +3,19 @@
 
 rule crossval:
     input:
-        fold_summaries,
+        RUN.inputs.fold_summaries,
     output:
-        CROSSVAL_SUMMARY,
+        RUN.paths.crossval_summary,
     log:
-        LOGS / "crossval_{configuration}.log",
+        RUN.paths.logs / "crossval_{configuration}.log",
     params:
-        dataset=DATASET,
-        roots=ROOT_FLAGS,
-        model=MODEL_FLAGS,
-        folds=FOLDS_ARGS,
-        surface=SURFACE_FLAGS,
+        dataset=RUN.dataset,
+        roots=RUN.flags.roots,
+        model=RUN.flags.model,
+        folds=RUN.flags.folds,
+        surface=RUN.flags.surface,
     message:
-        JOB_WITH_WILDCARDS
+        RUN.messages.with_wildcards
     shell:
         "nnunet-core crossval -d {params.dataset:q} -c {wildcards.configuration:q} "
         "{params.model} -f {params.folds} {params.surface} {params.roots} > {log:q} 2>&1"
@@ -23,19 +23,19 @@ rule crossval:
 
 rule ensemble_cv:
     input:
-        crossval_summary_of_pair,
+        RUN.inputs.crossval_summary_of_pair,
     output:
-        ENSEMBLE_CV_SUMMARY,
+        RUN.paths.ensemble_cv_summary,
     log:
-        LOGS / "ensemble_cv_{first}_{second}.log",
+        RUN.paths.logs / "ensemble_cv_{first}_{second}.log",
     params:
-        dataset=DATASET,
-        roots=ROOT_FLAGS,
-        model=MODEL_FLAGS,
-        folds=FOLDS_ARGS,
-        surface=SURFACE_FLAGS,
+        dataset=RUN.dataset,
+        roots=RUN.flags.roots,
+        model=RUN.flags.model,
+        folds=RUN.flags.folds,
+        surface=RUN.flags.surface,
     message:
-        JOB_WITH_WILDCARDS
+        RUN.messages.with_wildcards
     shell:
         "nnunet-core ensemble-cv -d {params.dataset:q} "
         "-c {wildcards.first:q} {wildcards.second:q} {params.model} -f {params.folds} "
@@ -44,20 +44,20 @@ rule ensemble_cv:
 
 checkpoint select:
     input:
-        crossval_and_ensemble_summaries,
+        RUN.inputs.crossval_and_ensemble_summaries,
     output:
-        information=INFERENCE_INFORMATION,
-        instructions=INFERENCE_INSTRUCTIONS,
+        information=RUN.paths.inference_information,
+        instructions=RUN.paths.inference_instructions,
     log:
-        LOGS / "select.log",
+        RUN.paths.logs / "select.log",
     params:
-        dataset=DATASET,
-        roots=ROOT_FLAGS,
-        model=MODEL_FLAGS,
-        configurations=chosen_configurations_argument,
-        folds=FOLDS_ARGS,
+        dataset=RUN.dataset,
+        roots=RUN.flags.roots,
+        model=RUN.flags.model,
+        configurations=RUN.chosen_configurations_argument,
+        folds=RUN.flags.folds,
     message:
-        JOB
+        RUN.messages.job
     shell:
         "nnunet-core find-best-config -d {params.dataset:q} -c {params.configurations} "
         "{params.model} -f {params.folds} {params.roots} > {log:q} 2>&1"

@@ -19,45 +19,51 @@
 # A cascade fold (3d_cascade_fullres) needs every 3d_lowres fold's predicted_next_stage export,
 # written before that fold's validation summary: the summaries of all lowres folds are inputs.
 # training.folds_per_gpu k (local runs): k folds share a GPU through the slot locks
-# (nnunet_core.cluster.gpu_slots), and `--resources gpu=K` counts K*k slots (count_gpu_slots).
+# (nnunet_core.cluster.gpu_slots), and `--resources gpu=K` counts K*k slots
+# (RUN.register_gpu_slots).
 
 
-from nnunet_core.cluster import no_retry
+import sys
 
-count_gpu_slots()
+from nnunet_core.cluster import lsf, no_retry, slurm
+from nnunet_core.layout.work import TRAIN_LOG
+from nnunet_core.workflow import fold_weights
+
+# With folds sharing GPUs the `gpu` resource counts slots, k per GPU (RUN.register_gpu_slots).
+RUN.register_gpu_slots(workflow)
 # A trained fold whose recorded settings this run's invalidate: one line each (fold_reuse).
-announce_fold_restarts()
+RUN.announce_fold_restarts()
 
 
 # A fold whose checkpoint_final.pth the user deleted trains again (nnunet_core.workflow.fold_weights).
 if workflow.is_main_process:
     for line in fold_weights.retrain_folds_without_weights(
-        RESULTS, TRAINER, PLANS_NAME, dry_run=_DRY_RUN
+        RUN.paths.results, RUN.trainer, RUN.plans_name, dry_run=RUN.dry_run
     ):
         print(line, file=sys.stderr)
 
 
 # A new run gives every fold a fresh try, after the user fixed what a marker recorded.
-if workflow.is_main_process and not _DRY_RUN:
-    no_retry.clear_markers(RESULTS, TRAINER, PLANS_NAME)
+if workflow.is_main_process and not RUN.dry_run:
+    no_retry.clear_markers(RUN.paths.results, RUN.trainer, RUN.plans_name)
 
 
 # A model zip's checkpoint, extracted once into work_dir/pretrained (written aside, renamed).
-if PRETRAINED is not None and PRETRAINED.archive is not None:
+if RUN.pretrained is not None and RUN.pretrained.archive is not None:
 
     rule extract_pretrained_weights:
         input:
-            PRETRAINED.archive,
+            RUN.pretrained.archive,
         output:
-            PRETRAINED.checkpoint,
+            RUN.pretrained.checkpoint,
         log:
-            LOGS / "extract_pretrained_weights.log",
+            RUN.paths.logs / "extract_pretrained_weights.log",
         localrule: True
         params:
             python=sys.executable,
-            member=PRETRAINED.member,
+            member=RUN.pretrained.member,
         message:
-            JOB
+            RUN.messages.job
         shell:
             "{params.python:q} -m nnunet_core.workflow.pretrained {input:q} {params.member:q} "
             "{output:q} > {log:q} 2>&1"
@@ -65,37 +71,37 @@ if PRETRAINED is not None and PRETRAINED.archive is not None:
 
 rule train:
     input:
-        plans=PLANS,
-        splits=SPLITS,
-        data=preprocessed_data_of_configuration,
-        pretrained=[] if PRETRAINED is None else [PRETRAINED.checkpoint],
-        previous_stage=previous_stage_summaries,
+        plans=RUN.paths.plans,
+        splits=RUN.paths.splits,
+        data=RUN.inputs.preprocessed_data_of_configuration,
+        pretrained=[] if RUN.pretrained is None else [RUN.pretrained.checkpoint],
+        previous_stage=RUN.inputs.previous_stage_summaries,
     output:
-        summary=FOLD_SUMMARY,
+        summary=RUN.paths.fold_summary,
     log:
-        LOGS / TRAIN_LOG,
+        RUN.paths.logs / TRAIN_LOG,
     # On a cluster each attempt is a new job (the main Snakemake resubmits); the Snakemake inside
     # the job must not retry in the same allocation, whose walltime is nearly spent. Locally the
     # retry runner retries, knowing the exit status (see above).
-    retries: config["training"]["retries"] if ON_CLUSTER and not workflow.remote_exec else 0
-    threads: TRAIN_THREADS
+    retries: RUN.train_retries()
+    threads: RUN.train_threads
     resources:
-        **training_job_resources(),
+        **RUN.training_job_resources(),
         mem_mb=config["training"]["mem_mb"],
         runtime=config["training"]["runtime"],
-        lsf_extra=lsf.rule_lsf_extra(workflow, GPUS_PER_JOB, resumable=True),
+        lsf_extra=lsf.rule_lsf_extra(workflow, RUN.gpus_per_job, resumable=True),
     params:
-        dataset=DATASET,
-        roots=ROOT_FLAGS,
-        options=training_options(),
+        dataset=RUN.dataset,
+        roots=RUN.flags.roots,
+        options=RUN.training_options(),
         # reruns a finished fold when a setting that invalidates it changes (fold_reuse)
-        settings=fold_settings_trigger(),
-        pretrained=pretrained_weights_flag(),
-        launcher=training_launcher,
+        settings=RUN.fold_settings_trigger(),
+        pretrained=RUN.pretrained_weights_flag(),
+        launcher=RUN.training_launcher,
         guard=slurm.multi_node_guard(config["training"]["nodes"]),
-        sharing=folds_per_gpu_variable(),
+        sharing=RUN.folds_per_gpu_variable(),
     message:
-        JOB_WITH_WILDCARDS
+        RUN.messages.with_wildcards
     shell:
         "{params.guard}{params.sharing}OMP_NUM_THREADS={threads} OMP_WAIT_POLICY=${{OMP_WAIT_POLICY:-PASSIVE}} {params.launcher} {params.dataset:q} {wildcards.configuration:q} {wildcards.fold:q} "
         "{params.options} --c{params.pretrained} {params.roots} >> {log:q} 2>&1"

@@ -84,7 +84,7 @@ def preprocessed(
 
 def fold_target(config: dict, configuration: str, fold: int) -> str:
     """The train rule's output of one fold (its validation summary), built as
-    workflow/rules/paths.smk does."""
+    nnunet_core.workflow.run_paths does."""
     roots = Roots.in_work_dir(Path(config["work_dir"]), raw=config["dataset"]["raw_root"])
     planning = config["planning"]
     plans_name = planning["plans_name"] or get_preset(planning["planner"]).plans_name

@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from snakemake.cli import parse_set_resources, parse_set_threads
 from snakemake.resources import Resource, Resources
+from snakemake.settings.types import ResourceSettings
 
 from nnunet_core.errors import ConfigurationError
 from nnunet_core.workflow import resource_owner
@@ -59,23 +61,33 @@ def test_a_gpu_count_against_gpus_per_job_is_refused() -> None:
 
 
 class _Workflow:
-    """What ``announce`` reads of Snakemake's workflow: its resource settings."""
+    """What ``announce`` reads of Snakemake's workflow: its resource settings, Snakemake's own
+    (filled as ``--set-resources`` and ``--set-threads`` fill them)."""
 
-    def __init__(self, resources: dict) -> None:
-        self.resource_settings = type(
-            "Settings",
-            (),
-            {"_parsed_overwrite_resources": resources, "_parsed_overwrite_threads": {}},
-        )()
+    def __init__(self, resources: list[str], threads: list[str] = ()) -> None:
+        self.resource_settings = ResourceSettings(
+            overwrite_resources=parse_set_resources(resources),
+            overwrite_threads=parse_set_threads(list(threads)),
+        )
 
 
 def test_each_line_is_printed_once_per_process(monkeypatch) -> None:
     monkeypatch.setattr(resource_owner, "_PRINTED", set())
-    workflow = _Workflow(_parsed({"train": {"mem_mb": 5000}}))
+    workflow = _Workflow(["train:mem_mb=5000"])
     out = io.StringIO()
     assert len(resource_owner.announce(CONFIG, workflow, out)) == 1
     assert resource_owner.announce(CONFIG, workflow, out) == []  # a second run's module
     assert out.getvalue().count("\n") == 1
+
+
+def test_the_settings_are_read_as_snakemake_parses_them() -> None:
+    """From the public fields the command line and a profile fill: ``mem: 32G`` is mem_mb."""
+    workflow = _Workflow(["train:mem=32G", "train:slurm_partition=gpu"], ["train=8"])
+    resources = resource_owner.set_resources(workflow)
+    assert resources["train"]["mem_mb"].value == 32000
+    assert resource_owner.set_threads(workflow)["train"].value == 8
+    lines = override_lines(CONFIG, resources, resource_owner.set_threads(workflow))
+    assert [line.split(" from ")[0] for line in lines] == ["rule train: mem_mb 32000"]
 
 
 @pytest.mark.parametrize("profile", ["slurm", "lsf"])

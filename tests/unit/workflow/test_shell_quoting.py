@@ -31,33 +31,34 @@ from tests.helpers.paths import REPO
 
 RULE_FILES = sorted((REPO / "workflow" / "rules").glob("*.smk")) + [REPO / "Snakefile"]
 # Params that are whole flag strings, quoted value by value where they are built: the name the
-# rules bind (a value in flags.smk, a function of flags.smk, or a builder called in the rule)
+# rules bind (a value or method of a context, RUN or SEGMENT, or a builder called in the rule)
 # and the builder that makes it (each has a hostile-value case in BUILDER_CASES).
 PRE_QUOTED = {
-    "ROOT_FLAGS": "root_flags",
-    "MODEL_FLAGS": "model_flags",
-    "FOLDS_ARGS": "folds_argument",
-    "SURFACE_FLAGS": "surface_metric_flags",
-    "synthetic_options": "synthetic_options",
-    "planning_options": "planning_options",
-    "training_options": "training_options",
-    "pretrained_weights_flag": "pretrained_weights_flag",
-    "folds_per_gpu_variable": "folds_per_gpu_variable",
-    "prediction_slot_flags": "prediction_slot_flags",
-    "training_launcher": "training_launcher",
-    "test_summary_flag": "report_test_summary_flag",
-    "test_set_note_flag": "report_test_set_note_flag",
-    "previous_stage_flag": "previous_stage_flag",
-    "chosen_configurations_argument": "chosen_configurations_argument",
+    "RUN.flags.roots": "root_flags",
+    "RUN.flags.model": "model_flags",
+    "RUN.flags.folds": "folds_argument",
+    "RUN.flags.surface": "surface_metric_flags",
+    "RUN.synthetic_options": "synthetic_options",
+    "RUN.planning_options": "planning_options",
+    "RUN.training_options": "training_options",
+    "RUN.pretrained_weights_flag": "pretrained_weights_flag",
+    "RUN.folds_per_gpu_variable": "folds_per_gpu_variable",
+    "RUN.prediction_slot_flags": "prediction_slot_flags",
+    "RUN.training_launcher": "training_launcher",
+    "RUN.test_summary_flag": "report_test_summary_flag",
+    "RUN.test_set_note_flag": "report_test_set_note_flag",
+    "RUN.previous_stage_flag": "previous_stage_flag",
+    "RUN.chosen_configurations_argument": "chosen_configurations_argument",
+    "RUN.flags.model_code_consent": "consent_flag_for_trainer",
+    "SEGMENT.slot_flags": "prediction_slot_flags",
     "slurm.multi_node_guard": "multi_node_guard",
     "paper_table_flags": "paper_table_flags",
     "methods_table_flags": "methods_table_flags",
     "reproduce_run_flags": "reproduce_run_flags",
     "shlex.join": "join",
-    "MODEL_CODE_CONSENT": "consent_flag_for_trainer",
 }
-# Bound in flags.smk (the others are called in the rules themselves).
-BOUND_IN_FLAGS_SMK = [*list(PRE_QUOTED)[:15], "MODEL_CODE_CONSENT"]
+CONTEXTS = {"RUN": "run_context.py", "SEGMENT": "segment_context.py"}  # where they are built
+BOUND_IN_CONTEXTS = [name for name in PRE_QUOTED if name.split(".")[0] in CONTEXTS]
 
 
 # ------------------------------------------------------------------------------ the checker
@@ -174,8 +175,8 @@ rule bad:
     log:
         "a log.txt",
     params:
-        roots=ROOT_FLAGS,
-        dataset=DATASET,
+        roots=RUN.flags.roots,
+        dataset=RUN.dataset,
         note="two words",
     shell:
         "nnunet-core verify -d {params.dataset} {params.roots} -o {output:q} > {log} 2>&1; "
@@ -210,16 +211,19 @@ def _calls_in(node: ast.AST) -> set[str]:
     }
 
 
-def test_flags_smk_binds_each_pre_quoted_name_to_its_builder() -> None:
-    tree = translated(REPO / "workflow" / "rules" / "flags.smk")
-    built = {}
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
-            built[node.targets[0].id] = _calls_in(node.value)
-        elif isinstance(node, ast.FunctionDef):
-            built[node.name] = _calls_in(node)
-    for name in BOUND_IN_FLAGS_SMK:
-        assert PRE_QUOTED[name] in built.get(name, set()), name
+def test_the_contexts_bind_each_pre_quoted_name_to_its_builder() -> None:
+    """``RUN.flags.roots`` is the keyword ``roots=`` built by root_flags, ``RUN.training_launcher``
+    the method that calls training_launcher."""
+    built: dict[tuple[str, str], set[str]] = {}
+    for context, file in CONTEXTS.items():
+        for node in ast.walk(ast.parse((REPO / "nnunet_core" / "workflow" / file).read_text())):
+            if isinstance(node, ast.FunctionDef):
+                built.setdefault((context, node.name), set()).update(_calls_in(node))
+            elif isinstance(node, ast.keyword) and node.arg:
+                built.setdefault((context, node.arg), set()).update(_calls_in(node.value))
+    for name in BOUND_IN_CONTEXTS:  # (the context, the method or keyword)
+        assert PRE_QUOTED[name] in built.get((name.split(".")[0], name.rsplit(".", 1)[-1]), set())
+    assert len(BOUND_IN_CONTEXTS) >= 16
 
 
 # ------------------------------------------------------------------ the builders, hostile values

@@ -1,5 +1,5 @@
 """What the workflow's input functions ask for (nnunet_core.workflow.inputs), from small plans
-and selection dicts and the path patterns paths.smk declares."""
+and selection dicts and the path patterns run_paths.RunPaths declares."""
 
 from __future__ import annotations
 

@@ -3,6 +3,11 @@ under every run's rule names, and which run's rule makes the files two runs shar
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
+from snakemake.cli import parse_set_resources, parse_set_threads
+from snakemake.settings.types import ResourceSettings
+
 from nnunet_core.workflow import paper_rules
 
 SEED0, SEED1, OTHER = "D4_seed0", "D4_seed1", "D5_seed0"
@@ -14,6 +19,32 @@ def test_profile_settings_follow_the_runs_rule_names() -> None:
         f"{SEED1}_train": {"slurm_partition": "gpu"},
         f"{SEED1}_plan": {"mem_mb": 100},
     }
+
+
+def test_the_profile_settings_reach_snakemake_under_every_runs_rule_names() -> None:
+    """Through the public fields Snakemake makes each rule's resources from; a run's rule named
+    by its full name keeps its own setting."""
+    given = ResourceSettings(
+        cores=4,
+        overwrite_resources=parse_set_resources(
+            ["train:slurm_partition=gpu", f"{SEED1}_train:mem_mb=7"]
+        ),
+        overwrite_threads=parse_set_threads(["train=3"]),
+    )
+    workflow = SimpleNamespace(resource_settings=given)
+    paper_rules.copy_profile_settings_to_runs(workflow, [f"{SEED0}_", f"{SEED1}_"])
+    settings = workflow.resource_settings
+    assert settings.cores == 4
+    assert {"train", f"{SEED0}_train", f"{SEED1}_train"} <= set(settings.overwrite_resources)
+    assert settings.overwrite_resources[f"{SEED0}_train"] is given.overwrite_resources["train"]
+    assert (
+        settings.overwrite_resources[f"{SEED1}_train"]
+        is given.overwrite_resources[f"{SEED1}_train"]
+    )
+    threads = settings.overwrite_threads
+    assert [threads[name].value for name in ("train", f"{SEED0}_train", f"{SEED1}_train")] == [
+        3
+    ] * 3
 
 
 def test_a_runs_rules_are_those_its_module_added() -> None:

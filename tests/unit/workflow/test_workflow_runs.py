@@ -1,5 +1,5 @@
 """Several datasets and seeds in one config: which runs they become, each run's own config, and
-where each run's files go (the workflow's paper.smk and paths.smk use exactly these)."""
+where each run's files go (the workflow's paper.smk and run_paths.py use exactly these)."""
 
 from __future__ import annotations
 
