@@ -63,8 +63,10 @@ install-profile:
 demo: install
 	$(BIN)/snakemake --cores $(CORES)
 
-# Test workers (pytest-xdist): the suite waits on subprocesses more than it computes (about
-# 2,000 CPU seconds against 1,100 s of wall time with 3 workers), so 4 workers share 2 cores.
+# Test workers (pytest-xdist): a test mostly runs one single-threaded process at a time and
+# many wait on another (a job, a signal, a scheduler), so 6 workers share 2 cores: with 4, quiet
+# runs took 19:56-22:52 min and left the cores idle in the gaps; with 6, 16:21 at 100 % busy
+# throughout (December 2026, this machine; the SLURM part beside it both times).
 # --dist loadfile keeps each test file on one worker, in its order: module fixtures (whole
 # workflow runs) are built once, and some tests read what an earlier test of their file left.
 # Files are handed out in collection order (--no-loadscope-reorder: xdist would sort them by
@@ -74,7 +76,7 @@ demo: install
 # own, one after the other: one test cluster, jobs timed against walltimes, mostly waiting on the
 # scheduler. Their output follows the others' (kept in $(CLUSTER_LOG) meanwhile); make test fails
 # if either part fails.
-TEST_JOBS ?= 4
+TEST_JOBS ?= 6
 CLUSTER_LOG ?= .cluster-tests.log
 # The slowest tests are printed at the end of each part, so that a run (CI's included) shows
 # where the suite's time goes.

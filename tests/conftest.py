@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 
-# Idle OpenMP threads sleep instead of spinning: four test workers share two cores, and torch's
+# Idle OpenMP threads sleep instead of spinning: six test workers share two cores, and torch's
 # spinning threads cost about three times the CPU there (the workflow's train and predict jobs
 # get the same setting: workflow/rules/train.smk, predict.smk). Set before anything loads torch.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
@@ -39,7 +39,7 @@ from tests.helpers.workflow import prepared_config, snakemake
 
 pytest_plugins = ["tests.helpers.cpu_log"]
 
-# A test worker's own torch work runs in one thread: four workers share two cores, where a second
+# A test worker's own torch work runs in one thread: six workers share two cores, where a second
 # intra-op thread only adds waiting and hand-overs (about 6 % more CPU for the same unit tests).
 # The processes the tests start choose their own threads, as users' processes do.
 torch.set_num_threads(1)

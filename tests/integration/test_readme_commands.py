@@ -180,7 +180,7 @@ def test_make_test_and_install_slurm_run_what_they_say(checkout, user_env) -> No
     cluster = ".venv/bin/python -m pytest -q -m cluster --durations 25 tests/cluster >"
     assert f"{cluster}.cluster-tests.log" in recipe
     assert (
-        ".venv/bin/python -m pytest -q -n 4 --dist loadfile --no-loadscope-reorder "
+        ".venv/bin/python -m pytest -q -n 6 --dist loadfile --no-loadscope-reorder "
         '-m "not cluster" --durations 25' in recipe
     )
     assert recipe.endswith("test $rest = 0 && test $slurm = 0"), recipe  # either part fails it
@@ -193,7 +193,7 @@ def test_make_test_fast_deselects_the_slow_and_cluster_tests(checkout, user_env)
     assert make_installs(TEST_FAST, checkout, user_env) == [], "venv out of date: run make install"
     planned = run(with_flags(TEST_FAST, "-n"), checkout, user_env).stdout.splitlines()
     assert planned[-1] == (
-        ".venv/bin/python -m pytest -q -n 4 --dist loadfile --no-loadscope-reorder "
+        ".venv/bin/python -m pytest -q -n 6 --dist loadfile --no-loadscope-reorder "
         '-m "not slow and not cluster"'
     )
 

@@ -25,6 +25,7 @@ from typing import Any
 
 import torch
 
+from nnunet_core.cluster.slurm import SlurmEnvironment
 from nnunet_core.io.atomic import read_json, write_json
 from nnunet_core.io.plans import Plans
 
@@ -148,7 +149,7 @@ def start_attempt(
             "pid": os.getpid(),
             "device": device_description(device),
             "argv": list(sys.argv),
-            "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
+            "slurm_job_id": SlurmEnvironment().job_id(),
             "start": now_iso(),
             "end": None,
             "start_epoch": start_epoch,
