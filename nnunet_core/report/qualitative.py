@@ -83,11 +83,13 @@ def _image_files(raw_dir: Path, source: ExampleSource) -> tuple[dict[str, Path],
 def _files_of(example: Example, images: dict[str, Path], images_dir: Path) -> list[Path]:
     """The example's image, reference and prediction files, each checked to exist."""
     case = example.case
-    image = images.get(case.case, images_dir / f"{case.case} (any channel file)")
-    files = [image, case.reference, case.prediction]
+    if case.case not in images:
+        msg = f"case {case.case}: no image in {images_dir}"
+        raise DatasetError(msg)
+    files = [images[case.case], case.reference, case.prediction]
     for path in files:
         if not path.is_file():
-            msg = f"{path} not found"
+            msg = f"case {case.case}: {path} not found"
             raise DatasetError(msg)
     return files
 

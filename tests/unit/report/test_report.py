@@ -25,7 +25,7 @@ from nnunet_core.report.runtimes import snakemake_log_rows
 from nnunet_core.report.tables import per_class_table, to_markdown, write_csv
 from nnunet_core.training.fold import provenance
 from nnunet_core.training.trainer.progress import ProgressHistory, TrainingLog
-from tests.helpers.fake_results import SPLITS, make_tree, one_hot
+from tests.helpers.fake_results import SPLITS, make_tree, one_hot, raw_dir, write_raw_dataset
 from tests.helpers.paths import REPO
 
 CONFIGS = ("3d_fullres", "2d")
@@ -105,9 +105,10 @@ def write_training_records(dirs: DatasetDirs, config: str, fold: int) -> None:
 
 @pytest.fixture(scope="module")
 def tree(tmp_path_factory: pytest.TempPathFactory) -> tuple[DatasetDirs, Path]:
-    """Fake results for two configurations, selection run for real, and a test summary."""
+    """Fake results for two configurations, selection run for real, a test summary, raw data."""
     root = tmp_path_factory.mktemp("report")
     dirs = make_tree(root, {"3d_fullres": stray_voxel, "2d": misses})
+    write_raw_dataset(raw_dir(dirs))
     dataset_json = load_dataset_json(dirs.preprocessed / "dataset.json")
     for config in CONFIGS:
         for fold in range(len(SPLITS)):
@@ -133,8 +134,9 @@ def tree(tmp_path_factory: pytest.TempPathFactory) -> tuple[DatasetDirs, Path]:
 def report(tree: tuple[DatasetDirs, Path]) -> tuple[DatasetDirs, Path, list[Path]]:
     dirs, test_summary = tree
     written = build_report(
-        dirs.results, None, test_summary, test_summary.parent.parent / "snakemake_logs"
-    )
+        dirs.results, None, test_summary, test_summary.parent.parent / "snakemake_logs",
+        raw_dataset_dir=raw_dir(dirs),
+    )  # fmt: skip
     return dirs, test_summary, written
 
 
@@ -151,6 +153,9 @@ def test_report_writes_every_file_with_readable_pngs(report) -> None:
         "training_curves/training_curves_3d_fullres.png",
         "training_curves/training_curves_2d.png",
     }
+    # every test case is exact after postprocessing: the tie goes by case name
+    curves |= {"qualitative/best_case_0.png", "qualitative/median_case_2.png"}
+    curves.add("qualitative/worst_case_5.png")
     expected = curves | {
         "cv_dice.png", "selection.png", "test_dice.png", "run_times.png", "data_wait.png",
         "per_class.csv",
@@ -260,6 +265,8 @@ def test_optional_inputs_are_skipped_with_notes_and_stale_files_removed(tree, tm
     assert "test_dice.png" not in names and not (output / "test_dice.png").exists()
     page = (output / "report.md").read_text()
     assert "no test-set summary given" in page
+    assert "- no raw folder (--raw or nnUNet_raw): qualitative examples skipped" in page
+    assert "## Qualitative examples" not in page and not any((output / "qualitative").iterdir())
     summary = pd.read_csv(output / "summary.csv")
     assert "test_foreground_dice" not in summary.columns
 
@@ -372,20 +379,31 @@ def test_print_versions_are_the_same_bytes_when_rebuilt(report, tmp_path: Path) 
     dirs, test_summary, written = report
     first = dirs.results / "report"
     build_report(
-        dirs.results, tmp_path, test_summary, test_summary.parent.parent / "snakemake_logs"
-    )
+        dirs.results, tmp_path, test_summary, test_summary.parent.parent / "snakemake_logs",
+        raw_dataset_dir=raw_dir(dirs),
+    )  # fmt: skip
     vectors = [p for p in written if p.suffix in (".pdf", ".svg")]
-    assert len(vectors) >= 6
+    assert len(vectors) >= 12 and any(p.parent.name == "qualitative" for p in vectors)
     for path in vectors:
         twin = tmp_path / path.relative_to(first)
         assert path.read_bytes() == twin.read_bytes(), path.name
 
 
 def test_the_workflows_test_set_note_replaces_the_guess(tree, tmp_path: Path) -> None:
-    """The report rule passes why there is no test Dice (issue 36); the report's notes say it."""
+    """The report rule passes why there is no test Dice (issue 36); the report's notes say it.
+    Without a test summary the qualitative examples are the selected model's cross-validation
+    cases, from its postprocessed cross-validation (the stray voxels removed: all exact)."""
     note = "no test images: test prediction and evaluation skipped (/raw/D/imagesTs is empty)"
     out, results = tmp_path / "report", str(tree[0].results.parent)
-    args = ["report", "-d", "Dataset901_Fake", "--results", results, "-o", str(out)]
-    assert cli.main([*args, "--test-set-note", note]) == 0
+    raw = str(raw_dir(tree[0]).parent)
+    args = ["report", "-d", "Dataset901_Fake", "--results", results, "--raw", raw, "-o", str(out)]
+    assert cli.main([*args, "--test-set-note", note, "--no-print-figures"]) == 0
     page = (out / "report.md").read_text()
     assert f"- {note}" in page.splitlines() and "no test labels?" not in page
+    section = page[page.index("## Qualitative examples") :].split("\n## ")[0]
+    assert "cross-validation cases by foreground-mean Dice, since there is no labelled" in section
+    assert "with its postprocessing" in section and "postprocessed/summary.json" in section
+    examples = ["best_case_0.png", "median_case_2.png", "worst_case_5.png"]  # all exact: a tie
+    assert sorted(p.name for p in (out / "qualitative").iterdir()) == examples
+    assert all(f"](qualitative/{name})" in section for name in examples)
+    assert "### Median: case_2 (Dice 1.0000)" in section.splitlines()
