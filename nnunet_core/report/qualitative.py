@@ -11,6 +11,7 @@ prediction gone) skips the page with a note, as every other part of the report.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -136,7 +137,7 @@ def write_examples(
         written.append(
             example_figure(comparison, title, example.case.class_dice, class_names, target)
         )
-    return written, section(examples, source)
+    return written, section(examples, source, _link(source.summary, output_dir))
 
 
 def _rank_words(example: Example) -> str:
@@ -151,8 +152,18 @@ def _which(examples: list[Example]) -> str:
     return "The " + (", ".join(ranks[:-1]) + " and " + ranks[-1])
 
 
-def section(examples: list[Example], source: ExampleSource) -> list[str]:
-    """``report.md``'s lines: what is shown and why, then each example under its heading."""
+def _link(path: Path, page_dir: Path) -> str:
+    """``path`` as the page links it: relative to the page's folder, so the page reads the same
+    wherever the run's folder is (a rerun elsewhere writes the same bytes)."""
+    try:
+        return Path(os.path.relpath(path.resolve(), page_dir.resolve())).as_posix()
+    except ValueError:  # another drive (Windows): no relative path
+        return path.as_posix()
+
+
+def section(examples: list[Example], source: ExampleSource, summary_link: str) -> list[str]:
+    """``report.md``'s lines: what is shown and why, then each example under its heading;
+    ``summary_link``: where the page finds the summary with every case."""
     scope = "with its postprocessing" if source.postprocessed else "before postprocessing"
     if source.kind == TEST_SET:
         what = f"test cases by foreground-mean Dice: the selected model {scope}"
@@ -167,7 +178,7 @@ def section(examples: list[Example], source: ExampleSource) -> list[str]:
         "## Qualitative examples",
         "",
         f"{_which(examples)} {what} (ties go to the earlier case name; every case's Dice is in "
-        f"`{source.summary}`). Each picture "
+        f"[{source.summary.name}]({summary_link})). Each picture "
         "shows one slice, the one with the most reference foreground as `plot-overlay-pngs` "
         "picks it, twice: left under the reference labels, right under the predicted ones, in "
         "`plot-overlay-pngs`'s colours (the legend names them).",

@@ -1,8 +1,9 @@
 """The drawing of one qualitative example: the case's slice under its reference labels (left)
 and under the predicted labels (right), titled with the rank, the case and its Dice.
 
-The two panels are ``plot-overlay-pngs``'s pictures (``visualization.comparison``), drawn pixel
-for pixel (no smoothing when enlarged); the legend below names each class's colour.
+The two panels are ``plot-overlay-pngs``'s pictures (``visualization.comparison``): a small slice
+is enlarged pixel for pixel (no smoothing), a large one reduced with antialiasing (so a thin
+label does not drop out between sampled rows); the legend below names each class's colour.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 import numpy as np
 from matplotlib.patches import Patch
 
-from nnunet_core.report.figures import _figure, _legend_below, _save
+from nnunet_core.report.figures import DPI, _figure, _legend_below, _save
 from nnunet_core.visualization.comparison import Comparison
 from nnunet_core.visualization.overlay import colour_of
 
@@ -51,11 +52,12 @@ def example_figure(
     panel_height = PANEL_INCHES * min(max(height / width, 0.4), 2.0)
     figure = _figure(2 * PANEL_INCHES + 0.4, panel_height + 1.5)
     axes = figure.subplots(1, 2)
+    interpolation = "nearest" if max(height, width) <= PANEL_INCHES * DPI else "antialiased"
     for ax, rgb, label in zip(
         axes, (comparison.reference_rgb, comparison.prediction_rgb), ("reference", "prediction"),
         strict=True,
     ):  # fmt: skip
-        ax.imshow(rgb, interpolation="nearest")
+        ax.imshow(rgb, interpolation=interpolation)
         ax.set_xticks([])
         ax.set_yticks([])
         ax.set_title(label, fontsize=10)

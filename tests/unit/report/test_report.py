@@ -402,7 +402,10 @@ def test_the_workflows_test_set_note_replaces_the_guess(tree, tmp_path: Path) ->
     assert f"- {note}" in page.splitlines() and "no test labels?" not in page
     section = page[page.index("## Qualitative examples") :].split("\n## ")[0]
     assert "cross-validation cases by foreground-mean Dice, since there is no labelled" in section
-    assert "with its postprocessing" in section and "postprocessed/summary.json" in section
+    link = section.split("every case's Dice is in [summary.json](")[1].split(")")[0]
+    crossval = tree[0].model_dir(TrainedModel("3d_fullres")) / "crossval_results_folds_0_1_2_3_4"
+    assert (out / link).resolve() == crossval / "postprocessed" / "summary.json"
+    assert "the selected model with its postprocessing" in section
     examples = ["best_case_0.png", "median_case_2.png", "worst_case_5.png"]  # all exact: a tie
     assert sorted(p.name for p in (out / "qualitative").iterdir()) == examples
     assert all(f"](qualitative/{name})" in section for name in examples)
