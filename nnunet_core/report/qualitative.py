@@ -177,7 +177,7 @@ def section(examples: list[Example], source: ExampleSource, summary_link: str) -
         "",
         "## Qualitative examples",
         "",
-        f"{_which(examples)} {what} (ties go to the earlier case name; every case's Dice is in "
+        f"{_which(examples)} {what} (equal Dice ranked by case name; every case's Dice is in "
         f"[{source.summary.name}]({summary_link})). Each picture "
         "shows one slice, the one with the most reference foreground as `plot-overlay-pngs` "
         "picks it, twice: left under the reference labels, right under the predicted ones, in "
