@@ -1,7 +1,9 @@
 """Write the results report of a dataset: figures, per-class and summary tables, report.md.
 
 Needs ``results/D/inference_information.json`` (``nnunet-core find-best-config``); training
-curves, run times, ensembles and test Dice are included where their files exist. For a paper it
+curves, run times, ensembles and test Dice are included where their files exist, and so are
+qualitative examples (the best, median and worst test case, else cross-validation case, drawn
+from the raw images of ``--raw``/``nnUNet_raw``). For a paper it
 also writes the results table (``results_table.csv`` and booktabs ``.tex``: mean, bootstrap
 interval, Wilcoxon against the selected model; HD95 and NSD where the summaries have them), the
 methods paragraph (``methods.md``) and every figure as PDF and SVG beside the PNG. Writes to
@@ -72,6 +74,7 @@ def run(args: argparse.Namespace) -> int:
             else None
         ),
         print_figures=args.print_figures,
+        raw_dataset_dir=roots.raw / name if roots.raw is not None else None,
     )
     for path in written:
         print(f"wrote {path}")

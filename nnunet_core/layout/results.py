@@ -65,6 +65,8 @@ NEXT_STAGE_SUFFIX = ".b2nd"
 ENSEMBLES_FOLDER = "ensembles"
 REPORT_FOLDER = "report"
 REPORT_PAGE_MD = "report.md"  # the report's page, written last (report/build.py)
+# the report's qualitative examples, <rank>_<case>.png (report/qualitative.py)
+REPORT_EXAMPLES_FOLDER = "qualitative"
 DEFAULT_FOLDS = (0, 1, 2, 3, 4)
 
 _MODEL_SEPARATOR = "__"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from nnunet_core.io.removal import remove_file
 from nnunet_core.layout.results import REPORT_PAGE_MD
-from nnunet_core.report import bottleneck, figures, paper_tables, tables
+from nnunet_core.report import bottleneck, figures, paper_tables, qualitative, tables
 from nnunet_core.report.collect import FOREGROUND, ReportData, ReportInputError, collect
 from nnunet_core.report.methods import methods_paragraph
 from nnunet_core.report.paper_data import Run, run_frame
@@ -30,6 +30,7 @@ AVERAGING_LINE = (
 CURVES_DIR = "training_curves"
 STALE_PATTERNS = (
     f"{CURVES_DIR}/training_curves_*.png",
+    f"{qualitative.QUALITATIVE_DIR}/*.png",
     "cv_dice.png",
     "selection.png",
     "test_dice.png",
@@ -86,9 +87,14 @@ def _winner_label(data: ReportData) -> str:
 
 
 def report_markdown(
-    data: ReportData, written: list[Path], per_class_md: str, methods: str | None = None
+    data: ReportData,
+    written: list[Path],
+    per_class_md: str,
+    methods: str | None = None,
+    examples: list[str] | None = None,
 ) -> str:
-    """The landing page: headline numbers, then every figure and table in reading order."""
+    """The landing page: headline numbers, then every figure and table in reading order;
+    ``examples``: the qualitative examples' section (``qualitative.section``)."""
     names = {p.name for p in written}
     lines = [f"# Results report: {data.dataset}", ""]
     if data.selection is not None:
@@ -116,6 +122,7 @@ def report_markdown(
         lines += ["", "## Selection and postprocessing", "", "![Selection](selection.png)"]
     if "test_dice.png" in names:
         lines += ["", "## Test set", "", "![Test Dice](test_dice.png)"]
+    lines += examples or []
     curve_files = curve_file_names(data)
     if curve_files:
         lines += ["", "## Training curves", ""]
@@ -183,9 +190,15 @@ def write_paper_files(data: ReportData, output_dir: Path, run: Run) -> tuple[lis
     return written, methods
 
 
-def write_report(data: ReportData, output_dir: Path, run: Run | None = None) -> list[Path]:
+def write_report(
+    data: ReportData,
+    output_dir: Path,
+    run: Run | None = None,
+    examples: tuple[Path | None, qualitative.ExampleSource | None] = (None, None),
+) -> list[Path]:
     """Every figure and table ``data`` allows, then ``report.md``; returns the files written.
-    With ``run``, also the paper's results table and methods paragraph."""
+    With ``run``, also the paper's results table and methods paragraph; ``examples``: the raw
+    dataset folder and the summary the qualitative examples come from."""
     output_dir.mkdir(parents=True, exist_ok=True)
     (output_dir / CURVES_DIR).mkdir(exist_ok=True)
     written: list[Path] = []
@@ -205,6 +218,11 @@ def write_report(data: ReportData, output_dir: Path, run: Run | None = None) -> 
                 data.test_dice, data.test_case_dice, reference, label, output_dir / "test_dice.png"
             )
         )
+    raw_dir, source = examples
+    pictures, section = qualitative.write_examples(
+        output_dir, raw_dir, source, data.class_names, data.notes
+    )
+    written += pictures
     written.append(bottleneck.data_wait_figure(data.curves, output_dir / bottleneck.FIGURE))
     if not data.run_times.empty:
         written.append(figures.run_times(data.run_times, output_dir / "run_times.png"))
@@ -223,7 +241,7 @@ def write_report(data: ReportData, output_dir: Path, run: Run | None = None) -> 
             written += paper_files
         except ReportInputError as exc:
             data.notes.append(f"results table and methods paragraph skipped: {exc}")
-    page = report_markdown(data, written, per_class_md, methods)
+    page = report_markdown(data, written, per_class_md, methods, section)
     written.append(tables.write_markdown(page, output_dir / REPORT_PAGE_MD))
     _remove_stale(output_dir, written)
     return written
@@ -238,16 +256,20 @@ def build_report(
     test_set_note: str | None = None,
     job_records: tuple[Path, list[Path]] | None = None,
     print_figures: bool = True,
+    raw_dataset_dir: str | os.PathLike | None = None,
 ) -> list[Path]:
     """Collect ``results/DatasetXXX_Name`` and write its report (default ``<it>/report``);
     ``seed`` is the training seed the results table names, ``test_set_note`` why there is no
     test summary (the report's notes say it); ``job_records``: Snakemake's metadata folder and
     this run's log folders (run times of every job); ``print_figures``: each figure's PDF and
-    SVG too (an earlier report's are removed when off)."""
+    SVG too (an earlier report's are removed when off); ``raw_dataset_dir``: the raw dataset
+    whose images the qualitative examples show (none without it)."""
     results_dataset_dir = Path(results_dataset_dir)
     target = Path(output_dir) if output_dir is not None else results_dataset_dir / REPORT_DIR
     data = collect(results_dataset_dir, test_summary, snakemake_logs, test_set_note, job_records)
     summary = Path(test_summary) if test_summary is not None else None
     run = Run(data.dataset, seed, results_dataset_dir, summary)
+    source = qualitative.example_source(summary, data.selected_cv_summary)
+    raw = Path(raw_dataset_dir) if raw_dataset_dir is not None else None
     with figures.print_figures(print_figures):
-        return write_report(data, target, run)
+        return write_report(data, target, run, (raw, source))

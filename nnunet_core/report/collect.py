@@ -75,6 +75,8 @@ class ReportData:
     test_dice: pd.DataFrame | None  # label_key, name, dice (mean over cases)
     test_case_dice: pd.DataFrame | None  # case, label_key, name, dice
     notes: list[str] = field(default_factory=list)
+    # the selected candidate's cross-validation summary.json (None where the run has none)
+    selected_cv_summary: Path | None = None
 
 
 def model_dirs(results_dir: Path) -> list[Path]:
@@ -163,20 +165,24 @@ def fold_foreground_dice(summary: dict[str, Any], folds_of: dict[str, str]) -> l
 
 def collect_candidates(
     results_dir: Path, info: dict[str, Any], names: dict[str, str], notes: list[str]
-) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """``(candidates, cv_dice per class, per-fold foreground Dice)`` of every candidate."""
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, Path | None]:
+    """``(candidates, cv_dice per class, per-fold foreground Dice)`` of every candidate, and
+    the selected one's cross-validation summary where it exists."""
     folds = [int(f) for f in info.get("folds", DEFAULT_FOLDS)]
     winner = info.get("winner") or info.get("best_model_or_ensemble", {}).get("identifier")
     entries = candidate_entries(info)
     labels = short_names([e["identifier"] for e in entries])
     fold_maps: dict[str, dict[str, str]] = {}
     rows, class_rows, fold_rows = [], [], []
+    selected_summary = None
     for entry in entries:
         identifier = entry["identifier"]
         members = entry.get("members") or ensemble_members(identifier) or [identifier]
         summary_file = candidate_summary_file(results_dir, entry, folds)
         mean, score = entry.get("mean_dice", {}), dice_of(entry.get("foreground_mean_dice"))
         if summary_file.is_file():
+            if identifier == winner:
+                selected_summary = summary_file
             summary = read_json_file(summary_file)
             mean, score = summary.get("mean", mean), dice_of(summary.get("foreground_mean"))
             first = results_dir / members[0]
@@ -204,7 +210,7 @@ def collect_candidates(
     candidates = pd.DataFrame(rows, columns=candidate_columns)
     cv_dice = pd.DataFrame(class_rows, columns=["identifier", "label_key", "name", "dice"])
     cv_folds = pd.DataFrame(fold_rows, columns=["identifier", "fold", "foreground_dice"])
-    return candidates, cv_dice, cv_folds
+    return candidates, cv_dice, cv_folds, selected_summary
 
 
 def collect_folds(
@@ -259,7 +265,9 @@ def collect(
     notes: list[str] = []
     winner = info.get("winner") or info.get("best_model_or_ensemble", {}).get("identifier", "")
     names = class_names(results_dir, ensemble_members(winner) or [winner])
-    candidates, cv_dice, cv_folds = collect_candidates(results_dir, info, names, notes)
+    candidates, cv_dice, cv_folds, selected_summary = collect_candidates(
+        results_dir, info, names, notes
+    )
     selection = collect_selection(info, names, notes)
     curves, fold_dice, time_rows = collect_folds(results_dir, names, notes)
     if snakemake_logs is not None:
@@ -309,4 +317,5 @@ def collect(
         test_dice=test_dice,
         test_case_dice=test_cases,
         notes=notes,
+        selected_cv_summary=selected_summary,
     )

@@ -119,3 +119,27 @@ def make_tree(root: Path, configs: dict[str, Predictor], npz: bool = True) -> Da
 
 def dice(tp: int, fp: int, fn: int) -> float:
     return 2 * tp / (2 * tp + fp + fn)
+
+
+def raw_dir(dirs: DatasetDirs) -> Path:
+    """The tree's raw dataset folder (``raw/D`` beside ``results/D``)."""
+    return dirs.results.parent.parent / "raw" / dirs.name
+
+
+def write_raw_dataset(raw_dir: Path) -> Path:
+    """The raw dataset behind the tree (for the report's qualitative examples): every case as a
+    training case (``imagesTr``, ``labelsTr``) and as a labelled test case (``imagesTs``,
+    ``labelsTs``), its image brighter inside each label box, on the references' grid."""
+    raw_dir.mkdir(parents=True, exist_ok=True)
+    (raw_dir / "dataset.json").write_text(json.dumps(DATASET_JSON))
+    ripple = np.add.outer(np.arange(SHAPE[1]), np.arange(SHAPE[2])) % 3
+    for i, case in enumerate(CASES):
+        seg = reference(i)
+        image = sitk.GetImageFromArray((20.0 + 60.0 * seg + 5.0 * ripple).astype(np.float32))
+        image.SetSpacing(SPACING)
+        image.SetOrigin(ORIGIN)
+        for images, labels in (("imagesTr", "labelsTr"), ("imagesTs", "labelsTs")):
+            (raw_dir / images).mkdir(exist_ok=True)
+            sitk.WriteImage(image, str(raw_dir / images / f"{case}_0000{FILE_ENDING}"))
+            write_seg_file(raw_dir / labels / f"{case}{FILE_ENDING}", seg)
+    return raw_dir

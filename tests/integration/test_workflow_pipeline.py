@@ -260,6 +260,14 @@ def test_report_html_contains_the_figures(pipeline) -> None:
         assert figure in html, figure
     assert "training_curves_3d_fullres.png" in html
     assert "results_table.csv" in html and "methods.md" in html
+    # the qualitative examples: of the 2 test cases the best and the worst, on the page too
+    report = work / "results" / DATASET / "report"
+    examples = sorted(p.name for p in (report / "qualitative").glob("*.png"))
+    assert [name.split("_")[0] for name in examples] == ["best", "worst"], examples
+    page = (report / "report.md").read_text()
+    assert "## Qualitative examples" in page and "The best and worst test cases" in page
+    for name in examples:
+        assert f"(qualitative/{name})" in page and name in html, name
 
 
 @pytest.fixture(scope="module")

@@ -3,6 +3,7 @@ import json
 import shlex
 import sys
 
+from nnunet_core.layout.results import REPORT_EXAMPLES_FOLDER
 from nnunet_core.layout.work import REPRODUCE_ARCHIVE
 
 
@@ -16,6 +17,13 @@ rule report:
             patterns=["training_curves_{model}.png"],
             caption="../report/training_curves.rst",
             category="Training",
+        ),
+        # the best, median and worst test (else cross-validation) case: <rank>_<case>.png
+        examples=report(
+            directory(RUN.paths.report / REPORT_EXAMPLES_FOLDER),
+            patterns=["{rank,best|median|worst|only}_{case}.png"],
+            caption="../report/qualitative.rst",
+            category="Qualitative examples",
         ),
         cv_dice=report(
             RUN.paths.report / "cv_dice.png",

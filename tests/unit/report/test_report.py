@@ -10,26 +10,21 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-import torch
 
 from nnunet_core import cli
 from nnunet_core.evaluation.metrics import compute_metrics_on_folder
 from nnunet_core.evaluation.selection import find_best_configuration
 from nnunet_core.io.dataset_json import load_dataset_json
-from nnunet_core.io.plans import Plans
 from nnunet_core.layout.results import DatasetDirs, TrainedModel
-from nnunet_core.model.checkpoint import save_checkpoint
 from nnunet_core.report import build_report
 from nnunet_core.report.collect import ReportInputError, collect
 from nnunet_core.report.runtimes import snakemake_log_rows
 from nnunet_core.report.tables import per_class_table, to_markdown, write_csv
-from nnunet_core.training.fold import provenance
-from nnunet_core.training.trainer.progress import ProgressHistory, TrainingLog
-from tests.helpers.fake_results import SPLITS, make_tree, one_hot
+from tests.helpers.fake_results import SPLITS, make_tree, one_hot, raw_dir, write_raw_dataset
+from tests.helpers.fake_training_records import EPOCHS, history, write_training_records
 from tests.helpers.paths import REPO
 
 CONFIGS = ("3d_fullres", "2d")
-EPOCHS = 4
 SNAKEMAKE_LOG = """\
 Select jobs to execute...
 [Wed Dec  2 13:16:47 2026]
@@ -64,50 +59,12 @@ def misses(index: int, gt: np.ndarray) -> np.ndarray:
     return one_hot(seg, confidence=0.6)
 
 
-def history(fold: int) -> ProgressHistory:
-    progress = ProgressHistory()
-    for epoch in range(EPOCHS):
-        progress.log("epoch_start_timestamps", 1000.0 + 10 * epoch, epoch)
-        progress.log("lrs", 0.01 * (1 - epoch / EPOCHS), epoch)
-        progress.log("train_losses", -0.1 * epoch - 0.01 * fold, epoch)
-        progress.log("val_losses", -0.08 * epoch, epoch)
-        progress.log("dice_per_class_or_region", [0.5 + 0.1 * epoch, 0.4], epoch)
-        progress.log("mean_fg_dice", 0.45 + 0.05 * epoch, epoch)
-        progress.log("epoch_end_timestamps", 1008.0 + 10 * epoch, epoch)
-    return progress
-
-
-def write_training_records(dirs: DatasetDirs, config: str, fold: int) -> None:
-    """What training leaves in a fold folder: checkpoint (or only a log) and provenance.json."""
-    folder = dirs.model_dir(TrainedModel(config)) / f"fold_{fold}"
-    if config == "2d" and fold == 4:  # trained with --disable_checkpointing: only the log
-        log = TrainingLog(folder, echo=False)
-        for epoch in range(2):
-            log(f"Epoch {epoch}")
-            log(f"Current learning rate: {0.01:.5f}")
-            log("train_loss", -0.2 * epoch)
-            log("val_loss", -0.1 * epoch)
-            log("Pseudo dice", [0.6, float("nan")])
-            log("Epoch time: 3.50 s")
-    else:
-        state = {"network_weights": {}, "logging": history(fold).state_dict(), "current_epoch": 4}
-        save_checkpoint(state, folder / "checkpoint_final.pth")
-    path = folder / provenance.PROVENANCE_JSON
-    for _ in range(2 if fold == 0 else 1):
-        provenance.start_attempt(path, {}, Plans({"configurations": {}}), 0, torch.device("cpu"), 0)
-        provenance.end_attempt(path, "finished", EPOCHS)
-    record = json.loads(path.read_text())
-    for i, attempt in enumerate(record["attempts"]):
-        attempt["start"] = f"2026-01-01T10:{10 * i + fold:02d}:00+00:00"
-        attempt["end"] = f"2026-01-01T10:{10 * i + fold + 3:02d}:30+00:00"
-    path.write_text(json.dumps(record))
-
-
 @pytest.fixture(scope="module")
 def tree(tmp_path_factory: pytest.TempPathFactory) -> tuple[DatasetDirs, Path]:
-    """Fake results for two configurations, selection run for real, and a test summary."""
+    """Fake results for two configurations, selection run for real, a test summary, raw data."""
     root = tmp_path_factory.mktemp("report")
     dirs = make_tree(root, {"3d_fullres": stray_voxel, "2d": misses})
+    write_raw_dataset(raw_dir(dirs))
     dataset_json = load_dataset_json(dirs.preprocessed / "dataset.json")
     for config in CONFIGS:
         for fold in range(len(SPLITS)):
@@ -133,8 +90,9 @@ def tree(tmp_path_factory: pytest.TempPathFactory) -> tuple[DatasetDirs, Path]:
 def report(tree: tuple[DatasetDirs, Path]) -> tuple[DatasetDirs, Path, list[Path]]:
     dirs, test_summary = tree
     written = build_report(
-        dirs.results, None, test_summary, test_summary.parent.parent / "snakemake_logs"
-    )
+        dirs.results, None, test_summary, test_summary.parent.parent / "snakemake_logs",
+        raw_dataset_dir=raw_dir(dirs),
+    )  # fmt: skip
     return dirs, test_summary, written
 
 
@@ -151,6 +109,9 @@ def test_report_writes_every_file_with_readable_pngs(report) -> None:
         "training_curves/training_curves_3d_fullres.png",
         "training_curves/training_curves_2d.png",
     }
+    # every test case is exact after postprocessing: the tie goes by case name
+    curves |= {"qualitative/best_case_0.png", "qualitative/median_case_2.png"}
+    curves.add("qualitative/worst_case_5.png")
     expected = curves | {
         "cv_dice.png", "selection.png", "test_dice.png", "run_times.png", "data_wait.png",
         "per_class.csv",
@@ -260,6 +221,8 @@ def test_optional_inputs_are_skipped_with_notes_and_stale_files_removed(tree, tm
     assert "test_dice.png" not in names and not (output / "test_dice.png").exists()
     page = (output / "report.md").read_text()
     assert "no test-set summary given" in page
+    assert "- no raw folder (--raw or nnUNet_raw): qualitative examples skipped" in page
+    assert "## Qualitative examples" not in page and not any((output / "qualitative").iterdir())
     summary = pd.read_csv(output / "summary.csv")
     assert "test_foreground_dice" not in summary.columns
 
@@ -372,20 +335,34 @@ def test_print_versions_are_the_same_bytes_when_rebuilt(report, tmp_path: Path) 
     dirs, test_summary, written = report
     first = dirs.results / "report"
     build_report(
-        dirs.results, tmp_path, test_summary, test_summary.parent.parent / "snakemake_logs"
-    )
+        dirs.results, tmp_path, test_summary, test_summary.parent.parent / "snakemake_logs",
+        raw_dataset_dir=raw_dir(dirs),
+    )  # fmt: skip
     vectors = [p for p in written if p.suffix in (".pdf", ".svg")]
-    assert len(vectors) >= 6
+    assert len(vectors) >= 12 and any(p.parent.name == "qualitative" for p in vectors)
     for path in vectors:
         twin = tmp_path / path.relative_to(first)
         assert path.read_bytes() == twin.read_bytes(), path.name
 
 
 def test_the_workflows_test_set_note_replaces_the_guess(tree, tmp_path: Path) -> None:
-    """The report rule passes why there is no test Dice (issue 36); the report's notes say it."""
+    """The report rule passes why there is no test Dice (issue 36); the report's notes say it.
+    Without a test summary the qualitative examples are the selected model's cross-validation
+    cases, from its postprocessed cross-validation (the stray voxels removed: all exact)."""
     note = "no test images: test prediction and evaluation skipped (/raw/D/imagesTs is empty)"
     out, results = tmp_path / "report", str(tree[0].results.parent)
-    args = ["report", "-d", "Dataset901_Fake", "--results", results, "-o", str(out)]
-    assert cli.main([*args, "--test-set-note", note]) == 0
+    raw = str(raw_dir(tree[0]).parent)
+    args = ["report", "-d", "Dataset901_Fake", "--results", results, "--raw", raw, "-o", str(out)]
+    assert cli.main([*args, "--test-set-note", note, "--no-print-figures"]) == 0
     page = (out / "report.md").read_text()
     assert f"- {note}" in page.splitlines() and "no test labels?" not in page
+    section = page[page.index("## Qualitative examples") :].split("\n## ")[0]
+    assert "cross-validation cases by foreground-mean Dice, since there is no labelled" in section
+    link = section.split("every case's Dice is in [summary.json](")[1].split(")")[0]
+    crossval = tree[0].model_dir(TrainedModel("3d_fullres")) / "crossval_results_folds_0_1_2_3_4"
+    assert (out / link).resolve() == crossval / "postprocessed" / "summary.json"
+    assert "the selected model with its postprocessing" in section
+    examples = ["best_case_0.png", "median_case_2.png", "worst_case_5.png"]  # all exact: a tie
+    assert sorted(p.name for p in (out / "qualitative").iterdir()) == examples
+    assert all(f"](qualitative/{name})" in section for name in examples)
+    assert "### Median: case_2 (Dice 1.0000)" in section.splitlines()
