@@ -1,0 +1,62 @@
+"""MLflow: one run per fold attempt, in an experiment of the tracking URI's store.
+
+Without a tracking URI the store is embedded: an SQLite file beside the results (no server);
+``mlflow ui --backend-store-uri sqlite:///.../mlflow.db`` shows it. Metrics are logged with the
+epoch as their step; the model folder is a tag (``model_folder``: its ``file://`` URI), nothing
+is uploaded. ``mlflow`` is imported here only, when this back-end is chosen.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from nnunet_core.tracking.flat import flat_settings
+
+BATCH = 100  # MLflow's log_batch takes at most 100 parameters at once
+STATUS = {"finished": "FINISHED", "stopped": "KILLED", "interrupted": "KILLED"}
+
+
+class MlflowTracker:
+    def __init__(self, uri: str, experiment: str | None, tags: Mapping[str, str]) -> None:
+        from mlflow.tracking import MlflowClient
+
+        self.client = MlflowClient(tracking_uri=uri)
+        self.experiment = experiment
+        self.tags = dict(tags)
+        self.run_id: str | None = None
+        self.last_step = 0
+
+    def start_fold(self, name: str, settings: Mapping[str, Any]) -> None:
+        from mlflow.entities import Param
+
+        experiment = self.experiment or str(settings.get("dataset") or "nnunet-core")
+        found = self.client.get_experiment_by_name(experiment)
+        experiment_id = found.experiment_id if found else self.client.create_experiment(experiment)
+        run = self.client.create_run(experiment_id, run_name=name, tags=self.tags)
+        self.run_id = run.info.run_id
+        params = [Param(k, v) for k, v in flat_settings(settings).items()]
+        for start in range(0, len(params), BATCH):
+            self.client.log_batch(self.run_id, params=params[start : start + BATCH])
+
+    def log_epoch(self, epoch: int, metrics: Mapping[str, float]) -> None:
+        self._log(metrics, epoch)
+        self.last_step = epoch
+
+    def end_fold(self, metrics: Mapping[str, float], model_folder: Path, status: str) -> None:
+        if self.run_id is None:
+            return
+        self._log(metrics, self.last_step)
+        self.client.set_tag(self.run_id, "model_folder", model_folder.absolute().as_uri())
+        self.client.set_terminated(self.run_id, STATUS.get(status, "FAILED"))
+
+    def _log(self, metrics: Mapping[str, float], step: int) -> None:
+        from mlflow.entities import Metric
+
+        if self.run_id is None or not metrics:
+            return
+        now = int(time.time() * 1000)
+        batch = [Metric(key, value, now, step) for key, value in metrics.items()]
+        self.client.log_batch(self.run_id, metrics=batch)
