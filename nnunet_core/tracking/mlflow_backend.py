@@ -8,6 +8,7 @@ is uploaded. ``mlflow`` is imported here only, when this back-end is chosen.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -15,12 +16,21 @@ from typing import Any
 
 from nnunet_core.tracking.flat import flat_settings
 
+# A server that cannot be reached: MLflow's own defaults retry for ~4 minutes before the fold
+# may train on; these fail within seconds. A user's MLFLOW_HTTP_REQUEST_* settings win.
+HTTP_DEFAULTS = {
+    "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "3",
+    "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+    "MLFLOW_HTTP_REQUEST_TIMEOUT": "30",
+}
 BATCH = 100  # MLflow's log_batch takes at most 100 parameters at once
 STATUS = {"finished": "FINISHED", "stopped": "KILLED", "interrupted": "KILLED"}
 
 
 class MlflowTracker:
     def __init__(self, uri: str, experiment: str | None, tags: Mapping[str, str]) -> None:
+        for name, value in HTTP_DEFAULTS.items():
+            os.environ.setdefault(name, value)
         from mlflow.tracking import MlflowClient
 
         self.client = MlflowClient(tracking_uri=uri)
