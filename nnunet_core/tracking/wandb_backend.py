@@ -51,3 +51,4 @@ class WandbTracker:
         self.run.summary["model_folder"] = model_folder.absolute().as_uri()
         self.run.summary["status"] = status
         self.run.finish(exit_code=0 if status == "finished" else 1)
+        self.wandb.teardown()  # waits until W&B's service has written the run (offline: all of it)

@@ -29,13 +29,16 @@ def without_wandb(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "wandb", None)
 
 
+without_wandb_package = pytest.mark.usefixtures("without_wandb")
+
+
 def tracking_flags(tracking: dict, work_dir: str = "/w") -> dict[str, list[str]]:
     """The train flags of config ``tracking``, split as the job's shell splits them."""
     words = shlex.split(
         " ".join(flags.tracking_flags({"work_dir": work_dir, "tracking": tracking}))
     )
     parsed: dict[str, list[str]] = {}
-    for flag, value in zip(words[::2], words[1::2]):
+    for flag, value in zip(words[::2], words[1::2], strict=True):
         parsed.setdefault(flag, []).append(value)
     return parsed
 
@@ -83,14 +86,14 @@ def test_paper_mode_tags_each_run_with_dataset_seed_and_method() -> None:
     assert config["tracking"]["tags"] == {"lab": "x"}  # the shared config is left alone
 
 
-def test_a_missing_package_names_the_extra(without_wandb: None) -> None:
+@without_wandb_package
+def test_a_missing_package_names_the_extra() -> None:
     assert missing_package_line("wandb") == MISSING
     assert missing_package_line("none") is None
 
 
-def test_the_workflow_refuses_a_missing_package_before_any_job(
-    without_wandb: None, tmp_path: Path
-) -> None:
+@without_wandb_package
+def test_the_workflow_refuses_a_missing_package_before_any_job(tmp_path: Path) -> None:
     config = {
         "work_dir": str(tmp_path / "work"),
         "dataset": {"id": 900, "name": "Synth", "synthetic": {"enabled": True}},
@@ -101,8 +104,9 @@ def test_the_workflow_refuses_a_missing_package_before_any_job(
     assert str(raised.value) == f"config tracking.backend: {MISSING}"
 
 
+@without_wandb_package
 def test_the_train_command_refuses_a_missing_package_first(
-    without_wandb: None, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("nnUNet_wandb_enabled", "1")  # upstream's switch, no --tracking
     status = cli.main(["train", "999", "3d_fullres", "0"])  # no such dataset: not reached
