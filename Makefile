@@ -28,7 +28,13 @@ $(INSTALLED): $(BIN)/python pyproject.toml
 	rm -f $(VENV)/.installed*
 	touch $@
 
+# Optional extras in the same venv: `make install EXTRAS=mlflow` (experiment tracking: mlflow,
+# wandb; several: EXTRAS=mlflow,wandb). Without EXTRAS, install adds nothing to the stamp's.
+EXTRAS ?=
 install: $(INSTALLED)
+ifneq ($(strip $(EXTRAS)),)
+	$(BIN)/pip install -q -e ".[$(EXTRAS),dev]"
+endif
 
 # The SLURM executor plugins (the [slurm] extra) in the same venv.
 install-slurm: install

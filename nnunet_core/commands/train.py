@@ -13,7 +13,12 @@ import argparse
 from typing import TYPE_CHECKING
 
 from nnunet_core.commands.common import roots_from_args
-from nnunet_core.commands.train_args import check_flags, configure_parser, settings_from_args
+from nnunet_core.commands.train_args import (
+    check_flags,
+    configure_parser,
+    settings_from_args,
+    tracking_choice,
+)
 from nnunet_core.layout.results import parse_fold
 from nnunet_core.layout.roots import resolve_dataset_name
 from nnunet_core.runtime.devices import resolve_device
@@ -69,6 +74,7 @@ def run(args: argparse.Namespace) -> int:
     user_stop.for_trainer()  # in a workflow's job, Ctrl-C stops after the epoch (exit 130)
     check_flags(args)
     if getattr(args, "_topology", None) is None:  # once, before any DDP rank starts
+        tracking_choice(args)  # a back-end without its package: one line, before torch loads
         from nnunet_core.extension.trainer_syntax import check_trainer_source
         from nnunet_core.training.trainer.lookup import check_trainer_name, resolve_trainer
 
@@ -114,4 +120,5 @@ def fold_request(args: argparse.Namespace) -> FoldRequest:
         flags=flags,
         topology=topology,
         arguments={k: v for k, v in vars(args).items() if not k.startswith("_")},
+        tracking=tracking_choice(args),
     )

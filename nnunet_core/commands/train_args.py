@@ -12,6 +12,7 @@ from nnunet_core.commands.common import add_root_flags
 from nnunet_core.errors import ConfigurationError
 from nnunet_core.layout.preprocessed import DEFAULT_PLANS_NAME, SPLITS_JSON
 from nnunet_core.layout.results import CHECKPOINT_BEST, DEFAULT_TRAINER, parse_fold
+from nnunet_core.tracking import BACKENDS, TrackingChoice, check_installed
 from nnunet_core.training.fold.settings_table import flag_help, setting
 from nnunet_core.training.limits import (
     MAX_EPOCHS,
@@ -95,7 +96,53 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     )
     add_setting_flag(parser, "training.stop_margin")
     parser.add_argument("--deterministic", action="store_true", help=setting("deterministic").help)
+    add_tracking_flags(parser)
     add_root_flags(parser)
+
+
+def add_tracking_flags(parser: argparse.ArgumentParser) -> None:
+    """Experiment tracking (docs/tracking.md); the workflow passes config ``tracking`` here."""
+    parser.add_argument(
+        "--tracking",
+        choices=BACKENDS,
+        help="track the fold's epochs and results in MLflow or Weights & Biases (default none; "
+        "nnUNet_wandb_enabled=1 as upstream's: wandb); needs the extra of that name",
+    )
+    parser.add_argument(
+        "--tracking-uri",
+        help="MLflow tracking URI, e.g. a lab's server (default: sqlite:///<results>/mlflow.db)",
+    )
+    parser.add_argument(
+        "--tracking-experiment",
+        help="MLflow experiment or W&B project (default: the dataset; W&B: "
+        "$nnUNet_wandb_project, else nnunet)",
+    )
+    parser.add_argument(
+        "--tracking-mode", choices=("online", "offline"), help="W&B mode (default $WANDB_MODE)"
+    )
+    parser.add_argument(
+        "--tracking-tag",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a tag of the run (repeatable), e.g. method=baseline",
+    )
+
+
+def tracking_choice(args: argparse.Namespace) -> TrackingChoice:
+    """The ``--tracking*`` flags (else upstream's W&B switches); a missing package is one line."""
+    tags = {}
+    for tag in args.tracking_tag:
+        key, sep, value = tag.partition("=")
+        if not sep or not key:
+            msg = f"--tracking-tag {tag}: expected KEY=VALUE"
+            raise ConfigurationError(msg)
+        tags[key] = value
+    choice = TrackingChoice.of_command(
+        args.tracking, args.tracking_uri, args.tracking_experiment, args.tracking_mode, tags
+    )
+    check_installed(choice.backend)
+    return choice
 
 
 def add_setting_flag(parser: argparse.ArgumentParser, key: str) -> None:

@@ -24,6 +24,7 @@ from nnunet_core.layout.predictions import PREDICTIONS_FOLDER, RESERVED_FOLDERS
 from nnunet_core.layout.preprocessed import SPLITS_JSON
 from nnunet_core.layout.roots import Roots, dataset_folder_name, raw_dataset_dir
 from nnunet_core.layout.work import DEFAULT_WORK_DIR, WORK_LOGS, WORK_PREPROCESSED, WORK_RESULTS
+from nnunet_core.tracking import missing_package_line
 from nnunet_core.training.trainer.lookup import check_trainer_name
 from nnunet_core.workflow.path_values import check_shell_paths
 from nnunet_core.workflow.pretrained import resolve_pretrained_weights
@@ -214,6 +215,9 @@ def check_config(config: dict[str, Any], execution: Execution | None = None) -> 
     resolve_pretrained_weights(
         training.get("pretrained_weights"), config.get("work_dir", DEFAULT_WORK_DIR)
     )
+    missing = missing_package_line((config.get("tracking") or {}).get("backend", "none"))
+    if missing is not None:  # before any job, as the train command's own check would in each
+        raise ConfigurationError(f"config tracking.backend: {missing}")
     nodes = training.get("nodes", 1)
     if nodes > 1 and execution is not None and execution.jobs_run_here:
         raise ConfigurationError(slurm.multi_node_refusal(nodes))

@@ -23,6 +23,7 @@ from typing import Any
 from nnunet_core.cluster import gpu_slots, local, retry, slurm
 from nnunet_core.layout.roots import Roots
 from nnunet_core.runtime.cpus import MAX_DEFAULT_WORKERS
+from nnunet_core.tracking.choice import MLFLOW_DB
 from nnunet_core.training.fold import settings_table
 from nnunet_core.workflow.pretrained import PretrainedWeights
 
@@ -149,7 +150,29 @@ def training_options(config: Mapping[str, Any], plans_name: str, device: str) ->
         flags.append("--npz")
     if training.get("gpu_lock_dir"):
         flags.append(gpu_lock_dir_flag(training))
-    return " ".join(flags)
+    return " ".join(flags + tracking_flags(config))
+
+
+def tracking_flags(config: Mapping[str, Any]) -> list[str]:
+    """``--tracking*`` of config ``tracking``; none for ``backend: none`` (upstream's
+    ``nnUNet_wandb_enabled`` still applies then, as to the command). MLflow without ``uri``:
+    the embedded store ``work_dir/mlflow.db`` (absolute: the jobs run in the fold's folder)."""
+    tracking = config.get("tracking") or {}
+    backend = tracking.get("backend", "none")
+    if backend == "none":
+        return []
+    uri = tracking.get("uri")
+    if backend == "mlflow" and not uri:
+        uri = f"sqlite:///{Path(config['work_dir']).absolute() / MLFLOW_DB}"
+    values = {
+        "--tracking": backend,
+        "--tracking-uri": uri,
+        "--tracking-experiment": tracking.get("experiment"),
+        "--tracking-mode": tracking.get("mode"),
+    }
+    flags = [option(flag, value) for flag, value in values.items() if value]
+    flags += [option("--tracking-tag", f"{k}={v}") for k, v in (tracking.get("tags") or {}).items()]
+    return flags
 
 
 def gpu_lock_dir_flag(training: Mapping[str, Any]) -> str:

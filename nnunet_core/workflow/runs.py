@@ -212,10 +212,12 @@ def run_instances(config: dict[str, Any]) -> list[RunInstance]:
             name = re.sub(r"\W", "_", f"{folder}_seed{seed}")
             if not methods:
                 run = _run_config(config, entry, seed, seeds)
+                _tag_tracked_runs(run, folder, seed)
                 instances.append(RunInstance(name, folder, seed, run))
             for method in methods:
                 run = _run_config(config, entry, seed, seeds)
                 apply_method(run, method)
+                _tag_tracked_runs(run, folder, seed, method.name)
                 instances.append(
                     RunInstance(
                         f"{name}_{method.name}", folder, seed, run, method.name, method.baseline
@@ -223,6 +225,14 @@ def run_instances(config: dict[str, Any]) -> list[RunInstance]:
                 )
     _one_plan_rule_per_dataset_json(instances)
     return instances
+
+
+def _tag_tracked_runs(run: dict[str, Any], dataset: str, seed: int, method: str = "") -> None:
+    """The tracking tags of a paper-mode run's folds (config ``tracking.tags``): dataset, seed
+    and method, so that an MLflow or W&B view groups and compares them."""
+    tracking = run.setdefault("tracking", {})
+    tags = {"dataset": dataset, "seed": str(seed), **({"method": method} if method else {})}
+    tracking["tags"] = {**tracking.get("tags", {}), **tags}
 
 
 def _one_plan_rule_per_dataset_json(instances: list[RunInstance]) -> None:

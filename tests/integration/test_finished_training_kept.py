@@ -6,10 +6,15 @@ output (the validation summary only), so checkpoint_final.pth stays: the rerun t
 (one line per epoch in the fold's training logs, the same checkpoint file), validates and ends
 with the outputs of an uninterrupted run (CPU, deterministic). A test prediction job killed
 after some cases keeps them: the rerun predicts only the others.
+
+The uninterrupted run also tracks its fold in MLflow (``tracking.backend: mlflow``, the embedded
+store in work_dir) where the extra is installed: its per-epoch metrics are read back with
+``mlflow.search_runs`` (issue 49's acceptance, on a run the file makes anyway).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -22,6 +27,7 @@ from pathlib import Path
 import pytest
 
 from nnunet_core.layout.results import CHECKPOINT_FINAL, SUMMARY_JSON, VALIDATION_FOLDER
+from tests.helpers.tracking import require_tracking_package
 from tests.helpers.workflow import (
     DATASET,
     command_below,
@@ -82,8 +88,29 @@ def freeze_when_training_finished(run: subprocess.Popen, folder: Path) -> int:
 @pytest.fixture(scope="module")
 def uninterrupted(prepared_work: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     work = copy_prepared(prepared_work, tmp_path_factory.mktemp("whole") / "work")
-    snakemake(work, config_for(work), summary_target(work))
+    config = config_for(work)
+    if importlib.util.find_spec("mlflow") is not None:  # else its test skips (or fails in CI)
+        config["tracking"] = {"backend": "mlflow", "tags": {"method": "baseline"}}
+    snakemake(work, config, summary_target(work))
     return work
+
+
+def test_the_workflow_tracks_its_fold_in_mlflow(uninterrupted: Path) -> None:
+    require_tracking_package("mlflow")
+    import mlflow
+
+    mlflow.set_tracking_uri(f"sqlite:///{uninterrupted / 'mlflow.db'}")
+    (run_id,) = mlflow.search_runs(experiment_names=[DATASET])["run_id"]
+    run = mlflow.get_run(run_id)
+    assert run.info.status == "FINISHED"
+    assert run.data.tags["method"] == "baseline"
+    assert run.data.tags["model_folder"] == fold(uninterrupted).parent.absolute().as_uri()
+    assert run.data.params["training.epochs"] == "2" and run.data.params["deterministic"] == "true"
+    assert 0 <= run.data.metrics["val_dice"] <= 1
+    client = mlflow.MlflowClient()
+    for name in ("train_loss", "val_loss", "pseudo_dice_1", "learning_rate", "data_wait_share"):
+        steps = [m.step for m in client.get_metric_history(run_id, name)]
+        assert steps == [0, 1], (name, steps)
 
 
 def test_a_kill_during_final_validation_costs_no_epoch(

@@ -47,11 +47,13 @@ from nnunet_core.io.atomic import unwritable_reason
 from nnunet_core.io.removal import remove_file
 from nnunet_core.layout.roots import RESULTS_ENV, Roots, preprocessed_dataset_dir
 from nnunet_core.model import checkpoint as ckpt
+from nnunet_core.tracking import TrackingChoice
 from nnunet_core.training.determinism import configure_kernels
 from nnunet_core.training.fold import changes as fold_changes
 from nnunet_core.training.fold import provenance
 from nnunet_core.training.fold.lock import FoldLock
 from nnunet_core.training.fold.setup import FoldSetup, copy_model_files, prepare_fold
+from nnunet_core.training.fold.tracking import end_tracking, start_tracking
 from nnunet_core.training.stop_conditions import StopConditions, parse_deadline
 from nnunet_core.training.trainer.lookup import overridden_hooks, resolve_trainer
 from nnunet_core.training.trainer.loop import STOPPED, Trainer
@@ -89,6 +91,7 @@ class FoldRequest:
     flags: FoldFlags = field(default_factory=FoldFlags)
     topology: Topology = SINGLE_PROCESS
     arguments: dict[str, Any] = field(default_factory=dict)  # the command line, for provenance
+    tracking: TrackingChoice = field(default_factory=TrackingChoice)  # --tracking*: off
 
 
 def run_fold(request: FoldRequest) -> int:
@@ -271,6 +274,7 @@ def train_and_finish(
     stop = stop_conditions(request.flags)
     trainer.log(device_line(request.device))
     trainer.log(stop.describe())
+    tracker = start_tracking(request, trainer)  # never raises: a failure turns tracking off
     try:
         stop.start()
         status = trainer.fit(should_stop=stop)
@@ -284,6 +288,7 @@ def train_and_finish(
         status = INTERRUPTED
         raise
     finally:
+        end_tracking(tracker, trainer, summary, status)
         if main:
             try:
                 provenance.end_attempt(path, status, trainer.current_epoch)

@@ -31,6 +31,7 @@ from nnunet_core.layout.results import PROGRESS_PNG
 from nnunet_core.model import build_network as nnunet_network
 from nnunet_core.model import checkpoint as ckpt
 from nnunet_core.runtime.cpus import default_num_workers
+from nnunet_core.tracking import NO_TRACKER, Tracker, epoch_metrics
 from nnunet_core.training.augmentation import TrainingTransforms, configure_augmentation
 from nnunet_core.training.data.fold_loaders import SlowBatches, fold_loaders
 from nnunet_core.training.data.patch_loader import PatchLoader
@@ -86,6 +87,7 @@ class Trainer:
     """
 
     deep_supervision: bool | None = None  # None: the trainer name's variant decides (on)
+    tracker: Tracker = NO_TRACKER  # the fold's experiment tracker (training.fold.tracking)
 
     def __init__(
         self,
@@ -383,6 +385,7 @@ class Trainer:
     def _end_epoch(self, epoch: int, timing: EpochTiming) -> None:
         values = self.history.values
         log_epoch_end(self.log, self.history, self.eta, epoch, timing)
+        self.tracker.log_epoch(epoch, epoch_metrics(values))
         self.current_epoch = epoch + 1
         last = epoch == self.settings.num_epochs - 1
         ema = values["ema_fg_dice"][-1]
