@@ -20,7 +20,7 @@ from typing import Any
 from nnunet_core.cluster import gpu_slots, slurm, torchrun
 from nnunet_core.layout.results import NO_RETRY_MARKER
 from nnunet_core.layout.work import staging_folder_of
-from nnunet_core.planning.presets import get_preset
+from nnunet_core.planning.user_planner import default_plans_name
 from nnunet_core.runtime.cpus import default_num_workers
 from nnunet_core.training.trainer.lookup import consent_flag_for_trainer
 from nnunet_core.workflow import devices, flags, fold_reuse, inputs
@@ -118,9 +118,8 @@ class RunContext:
 
         training = config["training"]
         trainer, folds = training["trainer"], training["folds"]
-        plans_name = (
-            config["planning"]["plans_name"] or get_preset(config["planning"]["planner"]).plans_name
-        )
+        planning = config["planning"]
+        plans_name = planning["plans_name"] or default_plans_name(planning["planner"])
         paths = RunPaths.of_config(config, plans_name, trainer, folds)
         on_cluster = devices.on_cluster(workflow)
         visible = devices.visible_gpu_count()
