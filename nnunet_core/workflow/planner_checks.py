@@ -1,5 +1,6 @@
 """The planners a config names, checked before any job: each one found and a ``Planner``, and
-no two planners of a dataset writing the same plans file.
+no two planners of a dataset writing the same plans file; and the data folders a run's planner
+names (each run's preprocess rule makes only those).
 
 A user's planner is imported here, at parse time (``planning.user_planner``): its plans name
 names the files of the plan, preprocess and train rules.
@@ -7,10 +8,12 @@ names the files of the plan, preprocess and train rules.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import re
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from nnunet_core.errors import ConfigurationError
+from nnunet_core.planning.base import FULLRES, LOWRES
 from nnunet_core.planning.user_planner import resolve_planner
 
 
@@ -49,3 +52,20 @@ def check_one_planner_per_plans(runs: Iterable[tuple[str, str, str, str]]) -> No
                 "one planner another plans name (its class attribute plans_name)"
             )
             raise ConfigurationError(msg)
+
+
+def data_identifier_pattern(planning: Mapping[str, Any], plans_name: str) -> str:
+    """A regex of exactly the data folders the run's plans can name: its planner's
+    ``data_identifier`` of each configuration and the overrides' own ``data_identifier``.
+
+    Every run of a dataset (its seeds, its methods) has a preprocess rule whose output pattern is
+    the same; the earlier run's rule wins where several could make a folder. A method whose
+    planner names data of its own (a user's planner: ``BigPatchPlans_2d``) must make that data
+    with its own rule and plans, so each rule is limited to its own planner's folders.
+    """
+    planner = resolve_planner(planning["planner"])(plans_name=plans_name)
+    names = [planner.data_identifier(c) for c in ("2d", FULLRES, LOWRES)]
+    for override in (planning.get("overrides") or {}).values():
+        if isinstance(override.get("data_identifier"), str):
+            names.append(override["data_identifier"])
+    return "|".join(re.escape(name) for name in dict.fromkeys(names))

@@ -27,6 +27,7 @@ from nnunet_core.workflow import devices, flags, fold_reuse, inputs
 from nnunet_core.workflow import threads as job_threads
 from nnunet_core.workflow.config import fold_count
 from nnunet_core.workflow.console import calm_console, job_message
+from nnunet_core.workflow.planner_checks import data_identifier_pattern
 from nnunet_core.workflow.pretrained import PretrainedWeights, resolve_pretrained_weights
 from nnunet_core.workflow.run_inputs import RunInputs
 from nnunet_core.workflow.run_paths import RunPaths
@@ -261,6 +262,10 @@ class RunContext:
 
     def plan_overrides(self) -> str:
         return flags.plan_overrides(self.config["planning"])
+
+    def data_identifier_pattern(self) -> str:
+        """The preprocess rule's ``data_identifier``: only its own planner's data folders."""
+        return data_identifier_pattern(self.config["planning"], self.plans_name)
 
     def training_options(self) -> Callable[[Any, Any], str]:
         """The train command's flags, as a param Snakemake does not compare between runs: a

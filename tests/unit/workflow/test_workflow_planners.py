@@ -75,3 +75,18 @@ def test_two_planners_writing_one_plans_file_are_refused(tmp_path: Path) -> None
         r"\(ExperimentPlanner, BigPatchPlanner\) into the same plans SharedPlans"
     )):  # fmt: skip
         run_instances(config)
+
+
+def test_each_runs_preprocess_rule_makes_only_its_own_planners_data(tmp_path: Path) -> None:
+    """The runs of a dataset share the preprocess rule's output pattern; a method's own data
+    (its planner's folders) must not be claimed by the baseline's rule, whose plans lack it."""
+    from nnunet_core.workflow.planner_checks import data_identifier_pattern
+
+    overrides = {"3d_small": {"inherits_from": "3d_fullres", "data_identifier": "small_data"}}
+    default = data_identifier_pattern({"planner": "default", "overrides": overrides}, "nnUNetPlans")
+    assert default == ("nnUNetPlans_2d|nnUNetPlans_3d_fullres|nnUNetPlans_3d_lowres|small_data")
+    # ResEncM preprocesses 2d and 3d_fullres as the default planner, as upstream's
+    resenc = data_identifier_pattern({"planner": "ResEncM"}, "nnUNetResEncUNetMPlans")
+    assert resenc.split("|")[:2] == ["nnUNetPlans_2d", "nnUNetPlans_3d_fullres"]
+    mine = data_identifier_pattern({"planner": write_planner(tmp_path)}, PLANS_NAME)
+    assert mine.split("|")[0] == f"{PLANS_NAME}_2d" and "nnUNetPlans" not in mine
