@@ -20,7 +20,7 @@ from nnunet_core.errors import ConfigurationError
 from nnunet_core.planning.planner import plan_experiment
 from nnunet_core.planning.presets import ExperimentPlanner, nnUNetPlannerResEncM
 from nnunet_core.planning.user_planner import EXT_PLANNER_ENV, resolve_planner
-from tests.helpers.paths import TEST_DATA
+from tests.helpers.paths import REPO, TEST_DATA
 from tests.helpers.training import DATASET
 from tests.helpers.user_planners import PATCH_EDGE, PLANNER_CLASS, PLANS_NAME, write_planner
 
@@ -34,17 +34,24 @@ def _scenario_plan(planner: Any, **kwargs: Any) -> dict[str, Any]:
     return plan_experiment(fingerprint, dataset_json, name, planner=planner, **kwargs)
 
 
+def plan_tiny_dataset(template: Path, tmp_path: Path, planner: str) -> Path:
+    """``nnunet-core plan -pl planner`` (in-process) on a copy of the tiny dataset's fingerprint;
+    returns the preprocessed root."""
+    pre = tmp_path / "pre"
+    shutil.copytree(template / "preprocessed" / DATASET, pre / DATASET,
+                    ignore=shutil.ignore_patterns("nnUNetPlans_*"))  # fmt: skip
+    roots = ["--raw", str(template / "raw"), "--preprocessed", str(pre)]
+    assert cli.main(["plan", "-d", DATASET, *roots, "-pl", planner]) == 0
+    return pre
+
+
 def test_a_planner_file_plans_through_the_plan_command(
     tiny_training_template: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """``plan -pl /outside/file.py:Class`` on the tiny dataset: its patch, its plans name, and a
     record of the planner (name, class, file, sha256)."""
     name = write_planner(tmp_path / "my_planners")
-    pre = tmp_path / "pre"
-    shutil.copytree(tiny_training_template / "preprocessed" / DATASET, pre / DATASET,
-                    ignore=shutil.ignore_patterns("nnUNetPlans_*"))  # fmt: skip
-    roots = ["--raw", str(tiny_training_template / "raw"), "--preprocessed", str(pre)]
-    assert cli.main(["plan", "-d", DATASET, *roots, "-pl", name]) == 0
+    pre = plan_tiny_dataset(tiny_training_template, tmp_path, name)
     assert f"{PLANS_NAME} ({PLANNER_CLASS})" in capsys.readouterr().out
     plans = json.loads((pre / DATASET / f"{PLANS_NAME}.json").read_text())
     assert plans["plans_name"] == PLANS_NAME
@@ -65,6 +72,22 @@ def test_a_planner_file_plans_through_the_plan_command(
     default = json.loads((pre / DATASET / "nnUNetPlans.json").read_text())
     assert default["configurations"]["3d_fullres"]["patch_size"] != [PATCH_EDGE] * 3
     assert "planner_source" not in default
+
+
+def test_the_isotropic_planner_example_plans_isotropic_voxels(
+    tiny_training_template: Path, tmp_path: Path
+) -> None:
+    """examples/isotropic_planner, copied outside the repository as a user has it."""
+    file = tmp_path / "isotropic_planner.py"
+    shutil.copy(REPO / "examples" / "isotropic_planner" / file.name, file)
+    pre = plan_tiny_dataset(tiny_training_template, tmp_path, f"{file}:IsotropicPlanner")
+    plans = json.loads((pre / DATASET / "IsotropicPlans.json").read_text())
+    default = json.loads((pre / DATASET / "nnUNetPlans.json").read_text())
+    spacing = plans["configurations"]["3d_fullres"]["spacing"]
+    assert len(set(spacing)) == 1 and spacing[0] == min(
+        default["configurations"]["3d_fullres"]["spacing"]
+    )
+    assert max(default["configurations"]["3d_fullres"]["spacing"]) > spacing[0]  # anisotropic data
 
 
 @pytest.mark.parametrize(
