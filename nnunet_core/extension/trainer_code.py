@@ -19,6 +19,7 @@ import hashlib
 import importlib
 import importlib.machinery
 import importlib.util
+import inspect
 import os
 import re
 import sys
@@ -255,6 +256,14 @@ def _code_error(named: str, exc: BaseException, file: Path | None) -> UserCodeEr
     where = f"{frame.filename}:{frame.lineno}" if frame is not None else str(file)
     detail = str(exc).splitlines()[0] if str(exc) else ""
     return UserCodeError(f"{named}: {where}: {type(exc).__name__}: {detail}")
+
+
+def class_location(cls: type, code: TrainerCode) -> str:
+    """``file:line`` where ``cls`` is defined (the code's file or module where unknown)."""
+    try:
+        return f"{inspect.getsourcefile(cls)}:{inspect.getsourcelines(cls)[1]}"
+    except (OSError, TypeError):
+        return f"{code.file or code.module}:1"
 
 
 def source_file(cls: type) -> Path | None:

@@ -42,25 +42,19 @@ class ResEncUNetPlanner(Planner):
         return super().data_identifier(configuration)
 
 
+# The presets by size: (3-D, 2-D) feature-map references for the GPU memory in GB.
 class nnUNetPlannerResEncM(ResEncUNetPlanner):  # noqa: N801 - upstream's class name
-    plans_name: ClassVar[str | None] = "nnUNetResEncUNetMPlans"
-    max_dataset_covered: ClassVar[float] = 1
+    plans_name, max_dataset_covered = "nnUNetResEncUNetMPlans", 1
 
 
 class nnUNetPlannerResEncL(ResEncUNetPlanner):  # noqa: N801 - upstream's class name
-    plans_name: ClassVar[str | None] = "nnUNetResEncUNetLPlans"
-    reference_3d: ClassVar[int] = 2_100_000_000
-    reference_2d: ClassVar[int] = 380_000_000
-    reference_gb: ClassVar[float] = 24
-    max_dataset_covered: ClassVar[float] = 1
+    plans_name, max_dataset_covered = "nnUNetResEncUNetLPlans", 1
+    reference_3d, reference_2d, reference_gb = 2_100_000_000, 380_000_000, 24
 
 
 class nnUNetPlannerResEncXL(ResEncUNetPlanner):  # noqa: N801 - upstream's class name
-    plans_name: ClassVar[str | None] = "nnUNetResEncUNetXLPlans"
-    reference_3d: ClassVar[int] = 3_600_000_000
-    reference_2d: ClassVar[int] = 560_000_000
-    reference_gb: ClassVar[float] = 40
-    max_dataset_covered: ClassVar[float] = 1
+    plans_name, max_dataset_covered = "nnUNetResEncUNetXLPlans", 1
+    reference_3d, reference_2d, reference_gb = 3_600_000_000, 560_000_000, 40
 
 
 # our short name -> upstream's class

@@ -14,19 +14,12 @@ runs the planner.
 
 from __future__ import annotations
 
-import inspect
 from typing import Any
 
 from nnunet_core.errors import ConfigurationError
+from nnunet_core.extension import trainer_code as user_code
 from nnunet_core.extension.consent import file_sha256
-from nnunet_core.extension.trainer_code import (
-    TrainerCode,
-    ext_folders,
-    is_user_trainer_name,
-    load_class,
-    parse_trainer_code,
-    trainer_source_path,
-)
+from nnunet_core.extension.trainer_code import TrainerCode
 from nnunet_core.planning.base import Planner
 from nnunet_core.planning.presets import find_preset, preset_names
 
@@ -40,13 +33,13 @@ def user_planner_code(name: str) -> TrainerCode | None:
     ConfigurationError for a name that is neither."""
     if find_preset(name) is not None:
         return None
-    if not is_user_trainer_name(name) and not ext_folders(EXT_PLANNER_ENV):
+    if not user_code.is_user_trainer_name(name) and not user_code.ext_folders(EXT_PLANNER_ENV):
         msg = (
             f"unknown planner {name!r}; choose one of {preset_names()}, or name your own as "
             f"/path/file.py:Class or package.module:Class"
         )
         raise ConfigurationError(msg)
-    return parse_trainer_code(name, kind=KIND, env=EXT_PLANNER_ENV)
+    return user_code.parse_trainer_code(name, kind=KIND, env=EXT_PLANNER_ENV)
 
 
 def resolve_planner(name: str) -> type[Planner]:
@@ -56,15 +49,11 @@ def resolve_planner(name: str) -> type[Planner]:
         preset = find_preset(name)
         assert preset is not None
         return preset
-    cls = load_class(code)
+    cls = user_code.load_class(code)
     if not issubclass(cls, Planner):
-        try:
-            file, line = inspect.getsourcefile(cls), inspect.getsourcelines(cls)[1]
-        except (OSError, TypeError):
-            file, line = str(code.file or code.module), 1
         msg = (
-            f"planner {name!r}: {file}:{line}: {cls.__name__} is no nnunet_core.Planner; derive "
-            "it from `from nnunet_core import Planner`"
+            f"planner {name!r}: {user_code.class_location(cls, code)}: {cls.__name__} is no "
+            "nnunet_core.Planner; derive it from `from nnunet_core import Planner`"
         )
         raise ConfigurationError(msg)
     return cls
@@ -81,7 +70,7 @@ def planner_record(name: str) -> dict[str, Any] | None:
     code = user_planner_code(name)
     if code is None:
         return None
-    source = trainer_source_path(code)
+    source = user_code.trainer_source_path(code)
     return {
         "name": name,
         "class": code.class_name,
