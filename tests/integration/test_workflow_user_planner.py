@@ -1,19 +1,29 @@
 """A user's planner through the real workflow, as dry runs (a second each, no job runs): named by
 ``planning.planner``, its plan job runs it and writes its plans; in paper mode a method with
 another planner gets plans of its own beside it; a planner file that is not there stops the
-workflow at parse time in one line, exit 2. (Planning itself through ``nnunet-core plan``:
+workflow at parse time in one line, exit 2; a preset method sharing the default planner's data
+(ResEncM) leaves making it to the baseline's rule. (Planning itself through ``nnunet-core plan``:
 tests/unit/planning/test_user_planner.py; a real run of a method with it, preprocessing,
 training and predicting: the third method of test_workflow_methods.py.)"""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
+from nnunet_core.planning.planner import plan_experiment
 from tests.helpers.user_planners import PLANS_NAME, write_planner
-from tests.helpers.workflow import job_counts, snakemake, tiny_config
+from tests.helpers.workflow import (
+    copy_prepared,
+    job_counts,
+    prepared_config,
+    snakemake,
+    tiny_config,
+)
 
 DATASET = "Dataset900_Synth"
+PLAN_INPUTS = ("dataset_fingerprint.json", "dataset.json")
 
 
 def plan_commands(output: str) -> list[str]:
@@ -64,3 +74,24 @@ def test_a_missing_planner_file_stops_the_workflow_before_any_job(tmp_path: Path
         for line in lines
     ), lines
     assert not (tmp_path / "work").exists()
+
+
+def test_a_preset_sharing_the_default_planners_data_leaves_it_to_the_baseline(
+    prepared_work: Path, tmp_path: Path
+) -> None:
+    """ResEncM preprocesses 2d and 3d_fullres as the default planner (upstream's data
+    identifiers): both methods' preprocess rules can make nnUNetPlans_3d_fullres, and the
+    baseline's does (the rules are ordered though their wildcard constraints differ)."""
+    work = copy_prepared(prepared_work, tmp_path / "work")
+    config = prepared_config(work)
+    pre = work / "preprocessed" / DATASET  # ResEncM's plans, as its checkpoint writes them
+    fingerprint, dataset_json = (json.loads((pre / f).read_text()) for f in PLAN_INPUTS)
+    plans = plan_experiment(fingerprint, dataset_json, DATASET, planner="ResEncM")
+    (pre / "nnUNetResEncUNetMPlans.json").write_text(json.dumps(plans))
+    config["methods"] = [
+        {"name": "nnunet", "trainer": "nnUNetTrainer", "baseline": True},
+        {"name": "resenc", "trainer": "nnUNetTrainer", "planner": "ResEncM"},
+    ]
+    result = snakemake(tmp_path, config, "-n", "preprocessed")
+    output = result.stdout + result.stderr
+    assert "Nothing to be done" in output, output
