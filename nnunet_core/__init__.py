@@ -1,9 +1,10 @@
 """nnunet_core: nnU-Net v2's self-configuring segmentation method, driven by Snakemake.
 
 The public API is what this module exports: ``from nnunet_core import Trainer`` is the stable
-base class of a fold's training, and the other names are the types its hooks take and return
-(docs/bring-your-own-method.md). They are loaded on first use, so that ``import nnunet_core``
-(and every light command such as ``nnunet-core verify``) does not pay for importing torch.
+base class of a fold's training, ``Planner`` that of an experiment planner, and the other names
+are the types the trainer's hooks take and return (docs/bring-your-own-method.md). They are
+loaded on first use, so that ``import nnunet_core`` (and every light command such as
+``nnunet-core verify``) does not pay for importing torch.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Configuration",
     "FoldSetup",
+    "Planner",
     "Trainer",
     "TrainerSettings",
     "TrainerVariant",
@@ -25,6 +27,7 @@ __all__ = [
 
 if TYPE_CHECKING:
     from nnunet_core.io.plans_configuration import Configuration
+    from nnunet_core.planning.base import Planner
     from nnunet_core.training.augmentation.pipeline import TrainingTransforms
     from nnunet_core.training.fold.setup import FoldSetup
     from nnunet_core.training.trainer.loop import Trainer
@@ -35,6 +38,7 @@ if TYPE_CHECKING:
 _PUBLIC = {
     "Configuration": "nnunet_core.io.plans_configuration",
     "FoldSetup": "nnunet_core.training.fold.setup",
+    "Planner": "nnunet_core.planning.base",
     "Trainer": "nnunet_core.training.trainer.loop",
     "TrainerSettings": "nnunet_core.training.trainer.settings",
     "TrainerVariant": "nnunet_core.training.trainer.variants",

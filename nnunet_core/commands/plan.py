@@ -33,7 +33,8 @@ from nnunet_core.layout.raw import DATASET_JSON, images_tr_dir
 from nnunet_core.layout.roots import Roots, preprocessed_dataset_dir, raw_dataset_dir
 from nnunet_core.planning.overrides import apply_overrides
 from nnunet_core.planning.planner import PREPROCESSOR_NAME, plan_experiment
-from nnunet_core.planning.presets import PRESETS, get_preset
+from nnunet_core.planning.presets import PRESETS
+from nnunet_core.planning.user_planner import resolve_planner
 
 
 def add_planning_flags(parser: argparse.ArgumentParser) -> None:
@@ -52,14 +53,15 @@ def add_planning_flags(parser: argparse.ArgumentParser) -> None:
         "-pl",
         "--planner",
         default="default",
-        help=f"planner: {', '.join(PRESETS)} or upstream's class name "
-        f"({', '.join(p.planner_name for p in PRESETS.values())})",
+        help=f"planner: {', '.join(PRESETS)}, upstream's class name "
+        f"({', '.join(p.__name__ for p in PRESETS.values())}), or your own: "
+        "/path/file.py:Class, package.module:Class, or a class in nnUNet_extPlanner's folders",
     )
     parser.add_argument("--overrides", help="extra configurations: a JSON file or inline JSON")
     parser.add_argument(
         "--plans-name",
         "-overwrite_plans_name",
-        help="plans file name (default: the planner's, e.g. nnUNetPlans)",
+        help="plans file name (default: the planner's, e.g. nnUNetPlans; MyPlanner's: MyPlans)",
     )
     parser.add_argument(
         "--overwrite-target-spacing",
@@ -123,7 +125,7 @@ def summary(plans: Plans) -> str:
 
 def plan_one(roots: Roots, name: str, args: argparse.Namespace) -> str:
     """Plan one dataset from the ``add_planning_flags`` values; returns the plans name."""
-    preset = get_preset(args.planner)
+    planner = resolve_planner(args.planner)
     # the fingerprint came from the raw data: refuse it if that data is not verified as it is now
     # (planning from a fingerprint alone, with no raw images at hand, stays possible as upstream)
     if images_tr_dir(raw_dataset_dir(roots, name)).is_dir():
@@ -135,7 +137,7 @@ def plan_one(roots: Roots, name: str, args: argparse.Namespace) -> str:
     if not fingerprint_path.is_file():
         msg = f"{fingerprint_path} not found: run `nnunet-core fingerprint -d {name}` first"
         raise ConfigurationError(msg)
-    plans_name = args.plans_name or preset.plans_name
+    plans_name = args.plans_name or planner.default_plans_name()
     plans = plan_experiment(
         read_json(fingerprint_path),
         dataset_json.raw,
@@ -157,7 +159,7 @@ def plan_one(roots: Roots, name: str, args: argparse.Namespace) -> str:
 
 def check_planning_args(args: argparse.Namespace) -> None:
     """Fail on a bad planner or preprocessor before any dataset is touched."""
-    get_preset(args.planner)
+    resolve_planner(args.planner)
     require_default_class("-preprocessor_name", args.preprocessor_name, PREPROCESSOR_NAME)
 
 

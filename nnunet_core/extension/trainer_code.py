@@ -19,6 +19,7 @@ import hashlib
 import importlib
 import importlib.machinery
 import importlib.util
+import inspect
 import os
 import re
 import sys
@@ -48,6 +49,7 @@ class TrainerCode:
     found_by: str  # FOUND_BY_MODULE, FOUND_BY_FILE or FOUND_BY_EXT
     module: str | None = None  # the dotted module (FOUND_BY_MODULE)
     file: Path | None = None  # the file (FOUND_BY_FILE, FOUND_BY_EXT)
+    kind: str = "trainer"  # what the code is, for messages: "trainer" or "planner"
 
 
 def is_user_trainer_name(name: str) -> bool:
@@ -60,30 +62,34 @@ def trainer_class_name(name: str) -> str:
     return name.rsplit(":", 1)[-1]
 
 
-def parse_trainer_code(name: str) -> TrainerCode:
-    """Where ``module:Class``, ``file.py:Class`` or (external) ``Class`` is; nothing imported."""
+def parse_trainer_code(
+    name: str, *, kind: str = "trainer", env: str = EXT_TRAINER_ENV
+) -> TrainerCode:
+    """Where ``module:Class``, ``file.py:Class`` or (external, in the folders of ``env``)
+    ``Class`` is; nothing imported. ``kind`` names the code in messages (a user's planner is
+    named as a trainer is: ``planning.user_planner``)."""
     if not is_user_trainer_name(name):
-        file = find_in_ext_folders(name)
+        file = find_in_ext_folders(name, env)
         if file is None:
-            folders = os.environ.get(EXT_TRAINER_ENV, "")
-            where = f"{EXT_TRAINER_ENV}={folders}" if folders else f"{EXT_TRAINER_ENV} is unset"
-            msg = f"trainer {name!r}: no file defines class {name} ({where})"
+            folders = os.environ.get(env, "")
+            where = f"{env}={folders}" if folders else f"{env} is unset"
+            msg = f"{kind} {name!r}: no file defines class {name} ({where})"
             raise ConfigurationError(msg)
-        return TrainerCode(name, name, FOUND_BY_EXT, file=file)
+        return TrainerCode(name, name, env, file=file, kind=kind)
     location, class_name = name.rsplit(":", 1)
     if not _CLASS_RE.match(class_name):
-        msg = f"trainer {name!r}: {class_name!r} after the colon is not a class name"
+        msg = f"{kind} {name!r}: {class_name!r} after the colon is not a class name"
         raise ConfigurationError(msg)
     if location.endswith(".py") or os.sep in location or "/" in location:
         file = Path(location).expanduser().absolute()
         if not file.is_file():
-            msg = f"trainer {name!r}: {file}: file not found"
+            msg = f"{kind} {name!r}: {file}: file not found"
             raise ConfigurationError(msg)
-        return TrainerCode(name, class_name, FOUND_BY_FILE, file=file)
+        return TrainerCode(name, class_name, FOUND_BY_FILE, file=file, kind=kind)
     if not _MODULE_RE.match(location):
-        msg = f"trainer {name!r}: {location!r} is neither a module (a.b.c) nor a .py file"
+        msg = f"{kind} {name!r}: {location!r} is neither a module (a.b.c) nor a .py file"
         raise ConfigurationError(msg)
-    return TrainerCode(name, class_name, FOUND_BY_MODULE, module=location)
+    return TrainerCode(name, class_name, FOUND_BY_MODULE, module=location, kind=kind)
 
 
 def trainer_source_path(code: TrainerCode) -> Path:
@@ -94,7 +100,7 @@ def trainer_source_path(code: TrainerCode) -> Path:
     assert code.module is not None
     file = module_file(code.module)
     if file is None:
-        msg = f"trainer {code.name!r}: no .py file of module {code.module!r} found on sys.path"
+        msg = f"{code.kind} {code.name!r}: no .py file of module {code.module!r} found on sys.path"
         raise ConfigurationError(msg)
     return file
 
@@ -128,17 +134,17 @@ def _find_spec(name: str, path: list[str] | None) -> importlib.machinery.ModuleS
     return None
 
 
-def ext_folders() -> list[Path]:
-    """The existing folders listed in ``nnUNet_extTrainer``."""
-    value = os.environ.get(EXT_TRAINER_ENV, "")
+def ext_folders(env: str = EXT_TRAINER_ENV) -> list[Path]:
+    """The folders listed in ``nnUNet_extTrainer`` (or the variable ``env``)."""
+    value = os.environ.get(env, "")
     return [Path(p).expanduser() for p in value.split(os.pathsep) if p.strip()]
 
 
-def find_in_ext_folders(class_name: str) -> Path | None:
+def find_in_ext_folders(class_name: str, env: str = EXT_TRAINER_ENV) -> Path | None:
     """The first ``.py`` file (folders in order, files sorted) whose text defines the class;
     found by reading, so that no unrelated module is imported."""
     pattern = re.compile(rf"^class\s+{re.escape(class_name)}\b", re.MULTILINE)
-    for folder in ext_folders():
+    for folder in ext_folders(env):
         for path in sorted(folder.rglob("*.py")) if folder.is_dir() else []:
             try:
                 if pattern.search(path.read_text(encoding="utf-8", errors="replace")):
@@ -156,7 +162,7 @@ def load_class(code: TrainerCode, file: Path | None = None, *, sha256: str | Non
     """
     file = file or code.file
     if file is not None:
-        module = load_file(code.name, file, sha256=sha256)
+        module = load_file(code.name, file, sha256=sha256, kind=code.kind)
         where = str(file)
     else:
         module = _import_module(code)
@@ -165,7 +171,7 @@ def load_class(code: TrainerCode, file: Path | None = None, *, sha256: str | Non
     if not isinstance(found, type):
         classes = ", ".join(f"{n} at line {line}" for n, line in _classes_in(Path(where)))
         msg = (
-            f"trainer {code.name!r}: {where}:1: defines no class {code.class_name} "
+            f"{code.kind} {code.name!r}: {where}:1: defines no class {code.class_name} "
             f"(its classes: {classes or 'none'})"
         )
         raise UserCodeError(msg)
@@ -181,15 +187,17 @@ def _classes_in(file: Path) -> list[tuple[str, int]]:
     return [(n.name, n.lineno) for n in tree.body if isinstance(n, ast.ClassDef)]
 
 
-def load_file(name: str, file: Path, *, sha256: str | None = None) -> ModuleType:
+def load_file(
+    name: str, file: Path, *, sha256: str | None = None, kind: str = "trainer"
+) -> ModuleType:
     """Execute ``file`` as a module registered under a name of its own (so it pickles into the
     forked data workers); a failure is one line with the file and line. With ``sha256`` the file
     is read once, its digest checked, and those bytes executed (no window in which the file could
     change between the check and the run)."""
     if not file.is_file():
-        msg = f"trainer {name!r}: {file}: file not found"
+        msg = f"{kind} {name!r}: {file}: file not found"
         raise ConfigurationError(msg)
-    checked = None if sha256 is None else _checked_bytes(name, file, sha256)
+    checked = None if sha256 is None else _checked_bytes(f"{kind} {name!r}", file, sha256)
     digest = hashlib.sha256(str(file).encode()).hexdigest()[:12]
     stem = re.sub(r"\W", "_", file.stem)
     module_name = f"{_LOADED_PREFIX}{stem}_{digest}"
@@ -197,7 +205,7 @@ def load_file(name: str, file: Path, *, sha256: str | None = None) -> ModuleType
         return sys.modules[module_name]
     spec = importlib.util.spec_from_file_location(module_name, file)
     if spec is None or spec.loader is None:
-        msg = f"trainer {name!r}: {file}: cannot be loaded as Python"
+        msg = f"{kind} {name!r}: {file}: cannot be loaded as Python"
         raise ConfigurationError(msg)
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module  # before exec: dataclasses and pickling look it up
@@ -208,16 +216,16 @@ def load_file(name: str, file: Path, *, sha256: str | None = None) -> ModuleType
             exec(compile(checked, str(file), "exec"), module.__dict__)  # noqa: S102
     except Exception as exc:
         del sys.modules[module_name]
-        raise _code_error(name, exc, file) from None
+        raise _code_error(f"{kind} {name!r}", exc, file) from None
     return module
 
 
-def _checked_bytes(name: str, file: Path, sha256: str) -> bytes:
+def _checked_bytes(named: str, file: Path, sha256: str) -> bytes:
     """The bytes of ``file`` if their sha256 is ``sha256``; else a one-line refusal."""
     data = file.read_bytes()
     actual = hashlib.sha256(data).hexdigest()
     if actual != sha256.lower():
-        msg = f"trainer {name!r}: {file} has sha256 {actual}, not the checked {sha256}; not run"
+        msg = f"{named}: {file} has sha256 {actual}, not the checked {sha256}; not run"
         raise ConfigurationError(msg)
     return data
 
@@ -228,25 +236,34 @@ def _import_module(code: TrainerCode) -> ModuleType:
         return importlib.import_module(code.module)
     except ModuleNotFoundError as exc:
         if exc.name is not None and code.module.startswith(exc.name):
-            msg = f"trainer {code.name!r}: no module {exc.name!r} (install it or add to PYTHONPATH)"
+            named = f"{code.kind} {code.name!r}"
+            msg = f"{named}: no module {exc.name!r} (install it or add to PYTHONPATH)"
             raise ConfigurationError(msg) from None
-        raise _code_error(code.name, exc, None) from None
+        raise _code_error(f"{code.kind} {code.name!r}", exc, None) from None
     except Exception as exc:
-        raise _code_error(code.name, exc, None) from None
+        raise _code_error(f"{code.kind} {code.name!r}", exc, None) from None
 
 
-def _code_error(name: str, exc: BaseException, file: Path | None) -> UserCodeError:
+def _code_error(named: str, exc: BaseException, file: Path | None) -> UserCodeError:
     """``trainer 'x': <file>:<line>: <ExceptionType>: <message>`` for a failing import."""
     if isinstance(exc, SyntaxError) and exc.filename:
         where = f"{exc.filename}:{exc.lineno}"
-        return UserCodeError(f"trainer {name!r}: {where}: SyntaxError: {exc.msg}")
+        return UserCodeError(f"{named}: {where}: SyntaxError: {exc.msg}")
     frames = traceback.extract_tb(exc.__traceback__)
     own = [f for f in frames if file is not None and Path(f.filename) == file]
     outside = [f for f in frames if "importlib" not in f.filename]
     frame = (own or outside or frames or [None])[-1]
     where = f"{frame.filename}:{frame.lineno}" if frame is not None else str(file)
     detail = str(exc).splitlines()[0] if str(exc) else ""
-    return UserCodeError(f"trainer {name!r}: {where}: {type(exc).__name__}: {detail}")
+    return UserCodeError(f"{named}: {where}: {type(exc).__name__}: {detail}")
+
+
+def class_location(cls: type, code: TrainerCode) -> str:
+    """``file:line`` where ``cls`` is defined (the code's file or module where unknown)."""
+    try:
+        return f"{inspect.getsourcefile(cls)}:{inspect.getsourcelines(cls)[1]}"
+    except (OSError, TypeError):
+        return f"{code.file or code.module}:1"
 
 
 def source_file(cls: type) -> Path | None:

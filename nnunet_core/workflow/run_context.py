@@ -20,13 +20,14 @@ from typing import Any
 from nnunet_core.cluster import gpu_slots, slurm, torchrun
 from nnunet_core.layout.results import NO_RETRY_MARKER
 from nnunet_core.layout.work import staging_folder_of
-from nnunet_core.planning.presets import get_preset
+from nnunet_core.planning.user_planner import default_plans_name
 from nnunet_core.runtime.cpus import default_num_workers
 from nnunet_core.training.trainer.lookup import consent_flag_for_trainer
 from nnunet_core.workflow import devices, flags, fold_reuse, inputs
 from nnunet_core.workflow import threads as job_threads
 from nnunet_core.workflow.config import fold_count
 from nnunet_core.workflow.console import calm_console, job_message
+from nnunet_core.workflow.planner_checks import data_identifier_pattern
 from nnunet_core.workflow.pretrained import PretrainedWeights, resolve_pretrained_weights
 from nnunet_core.workflow.run_inputs import RunInputs
 from nnunet_core.workflow.run_paths import RunPaths
@@ -118,9 +119,8 @@ class RunContext:
 
         training = config["training"]
         trainer, folds = training["trainer"], training["folds"]
-        plans_name = (
-            config["planning"]["plans_name"] or get_preset(config["planning"]["planner"]).plans_name
-        )
+        planning = config["planning"]
+        plans_name = planning["plans_name"] or default_plans_name(planning["planner"])
         paths = RunPaths.of_config(config, plans_name, trainer, folds)
         on_cluster = devices.on_cluster(workflow)
         visible = devices.visible_gpu_count()
@@ -262,6 +262,10 @@ class RunContext:
 
     def plan_overrides(self) -> str:
         return flags.plan_overrides(self.config["planning"])
+
+    def data_identifier_pattern(self) -> str:
+        """The preprocess rule's ``data_identifier``: only its own planner's data folders."""
+        return data_identifier_pattern(self.config["planning"], self.plans_name)
 
     def training_options(self) -> Callable[[Any, Any], str]:
         """The train command's flags, as a param Snakemake does not compare between runs: a

@@ -41,6 +41,7 @@ from nnunet_core.layout.work import (
     seed_folder_name,
 )
 from nnunet_core.workflow.methods import apply_method, methods_of
+from nnunet_core.workflow.planner_checks import check_one_planner_per_plans, check_planners
 
 
 def check_run_keys(config: dict[str, Any]) -> None:
@@ -69,6 +70,7 @@ def check_run_keys(config: dict[str, Any]) -> None:
         msg = "config: method is set per run from methods:, not by hand; list the methods there"
         raise ConfigurationError(msg)
     methods_of(config)
+    check_planners(config)
     ids = [entry["id"] for entry in config.get("datasets") or []]
     twice = sorted({i for i in ids if ids.count(i) > 1})
     if twice:
@@ -159,13 +161,12 @@ class RunInstance:
         return report_dir(self.tree.results_dir) / REPORT_PAGE_MD
 
     def plans_name(self) -> str:
-        """``planning.plans_name``, else the planner's (nnUNetPlans, nnUNetResEncUNetMPlans)."""
-        from nnunet_core.planning.presets import get_preset
+        """``planning.plans_name``, else the planner's (nnUNetPlans, nnUNetResEncUNetMPlans, a
+        user's planner's ``default_plans_name()``)."""
+        from nnunet_core.planning.user_planner import default_plans_name
 
         planning = self.config["planning"]
-        return (
-            planning.get("plans_name") or get_preset(planning.get("planner", "default")).plans_name
-        )
+        return planning.get("plans_name") or default_plans_name(planning.get("planner", "default"))
 
 
 def _dataset_and_planning(
@@ -223,6 +224,11 @@ def run_instances(config: dict[str, Any]) -> list[RunInstance]:
                         f"{name}_{method.name}", folder, seed, run, method.name, method.baseline
                     )
                 )
+    check_one_planner_per_plans(
+        (r.dataset, str(r.method), r.config["planning"].get("planner", "default"), r.plans_name())
+        for r in instances
+        if r.method
+    )
     _one_plan_rule_per_dataset_json(instances)
     return instances
 

@@ -8,8 +8,9 @@ seed, method) being a run of its own, tests/unit/workflow/test_workflow_methods.
 seeds through the workflow, test_workflow_paper.py.) Each dataset is planned and preprocessed
 once for both methods; each method trains in its own tree (of one seed: results/<method>/<D>);
 the comparison table (CSV, LaTeX) and a figure per dataset are written. Adding a third method to the
-config (one with its own planner) and rerunning plans and trains only that method's jobs and
-redoes the comparison, nothing of the other two. `snakemake reproduce` packs every method (a
+config (one with its own planner: a user's planner file, a fixed patch larger than the images)
+and rerunning plans, preprocesses, trains and predicts only that method's jobs and redoes the
+comparison, nothing of the other two. `snakemake reproduce` packs every method (a
 reader's rerun from an archive, byte for byte, is tested on the single run of
 test_workflow_pipeline.py, where it is the fault campaign's chain).
 """
@@ -23,6 +24,7 @@ import pandas as pd
 import pytest
 
 from tests.helpers.paper import assert_latex_compiles
+from tests.helpers.user_planners import PATCH_EDGE, PLANNER_CLASS, PLANS_NAME, write_planner
 from tests.helpers.workflow import job_counts, snakemake, tiny_config
 
 pytestmark = pytest.mark.slow
@@ -31,8 +33,8 @@ LABELLED, UNLABELLED = "Dataset911_Alpha", "Dataset912_Beta"
 SEEDS = (0,)
 BASELINE = {"name": "nnunet", "trainer": "nnUNetTrainer", "baseline": True}
 NO_MIRRORING = {"name": "nomirror", "trainer": "nnUNetTrainerNoMirroring"}
-# its own planner: its own plans, beside the others'
-THIRD = {"name": "resenc", "trainer": "nnUNetTrainerNoDeepSupervision", "planner": "ResEncM"}
+# its own planner, a user's file (tests/helpers/user_planners.py): its own plans and data
+THIRD = {"name": "bigpatch", "trainer": "nnUNetTrainerNoDeepSupervision"}
 STAGES = ("train", "crossval", "select", "report")
 
 
@@ -139,23 +141,32 @@ def test_adding_a_method_trains_only_its_jobs_and_redoes_the_comparison(methods_
         / "nnUNetTrainerNoMirroring__nnUNetPlans__2d" / "fold_0" / "checkpoint_final.pth"
     )  # fmt: skip
     before = checkpoint.stat().st_mtime_ns
-    more = {**config, "methods": [BASELINE, THIRD, NO_MIRRORING]}
+    third = {**THIRD, "planner": write_planner(workdir / "my_planners")}
+    more = {**config, "methods": [BASELINE, third, NO_MIRRORING]}
     result = snakemake(workdir, more, "all")
     counts = job_counts(result.stdout + result.stderr)
     assert counts.pop("methods_table") == 1 and counts.pop("all") == 1, counts
     assert counts, "the new method trained nothing"
-    assert all("_resenc_" in rule for rule in counts), counts
+    assert all("_bigpatch_" in rule for rule in counts), counts
     for dataset in (LABELLED, UNLABELLED):
-        assert counts[f"{dataset}_seed0_resenc_plan"] == 1  # its own plans
-        # ResEncM preprocesses as the default planner (upstream's data identifier
-        # nnUNetPlans_2d): its runs use the data already there
-        assert f"{dataset}_seed0_resenc_preprocess" not in counts
+        # its own plans and, named after them, its own data
+        assert counts[f"{dataset}_seed0_bigpatch_plan"] == 1
+        assert counts[f"{dataset}_seed0_bigpatch_preprocess"] == 1
         for seed in SEEDS:
-            assert counts[f"{dataset}_seed{seed}_resenc_train"] == 1
-        assert (work / "logs" / dataset / "plan_nnUNetResEncUNetMPlans.log").is_file()
-        assert (work / "preprocessed" / dataset / "nnUNetResEncUNetMPlans.json").is_file()
+            assert counts[f"{dataset}_seed{seed}_bigpatch_train"] == 1
+        assert (work / "logs" / dataset / f"plan_{PLANS_NAME}.log").is_file()
+        plans = json.loads((work / "preprocessed" / dataset / f"{PLANS_NAME}.json").read_text())
+        assert plans["experiment_planner_used"] == PLANNER_CLASS
+        assert plans["planner_source"]["class"] == PLANNER_CLASS
+        assert plans["configurations"]["2d"]["patch_size"] == [PATCH_EDGE] * 2
+        model = work / "results" / "bigpatch" / dataset / f"{THIRD['trainer']}__{PLANS_NAME}__2d"
+        assert (
+            json.loads((model / "plans.json").read_text())["planner_source"]
+            == plans["planner_source"]
+        )  # the model's own copy of the plans records the planner
+    assert (work / "predictions" / "bigpatch" / LABELLED / "test_summary.json").is_file()
     assert checkpoint.stat().st_mtime_ns == before
     assert (work / "paper" / "results_table.csv").read_bytes() == baseline_table
-    assert list(dict.fromkeys(pd.read_csv(table)["method"])) == ["nnunet", "resenc", "nomirror"]
+    assert list(dict.fromkeys(pd.read_csv(table)["method"])) == ["nnunet", "bigpatch", "nomirror"]
     again = snakemake(workdir, more, "all")
     assert "Nothing to be done" in again.stdout + again.stderr

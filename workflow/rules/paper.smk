@@ -9,6 +9,7 @@ import json
 import shlex
 import sys
 
+from snakemake.io import strip_wildcard_constraints
 from snakemake.utils import validate
 
 from nnunet_core.layout.work import (
@@ -57,8 +58,10 @@ for paper_run in PAPER.runs:
 
 # The rules of a later run that make the same files as an earlier run's (a dataset's checks,
 # plans and preprocessing, shared by its seeds) give way to the earlier run's.
+# (the patterns without their wildcard constraints: each run's preprocess rule makes only its
+# own planner's data, yet two planners may share some, as ResEncM shares nnUNetPlans_2d)
 def outputs_of_rule(name):
-    return [str(f) for f in workflow.get_rule(name).output]
+    return [strip_wildcard_constraints(str(f)) for f in workflow.get_rule(name).output]
 
 
 for first, second in paper_rules.shared_rule_order(

@@ -12,6 +12,9 @@ rule preprocess:
         preprocess_summary_file(RUN.paths.pre, "{data_identifier}"),
     log:
         RUN.paths.dataset_logs / "preprocess_{data_identifier}.log",
+    # the data of this run's planner only: a method with another planner preprocesses its own
+    wildcard_constraints:
+        data_identifier=RUN.data_identifier_pattern(),
     priority: 10
     threads: RUN.processes
     params:

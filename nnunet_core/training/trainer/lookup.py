@@ -8,13 +8,13 @@ command line call it); ``resolve_trainer`` imports the code.
 
 from __future__ import annotations
 
-import inspect
 from typing import TYPE_CHECKING
 
 from nnunet_core.errors import ConfigurationError, UserCodeError
 from nnunet_core.extension.consent import TRUST_FLAG
 from nnunet_core.extension.trainer_code import (
     TrainerCode,
+    class_location,
     ext_folders,
     is_user_trainer_name,
     load_class,
@@ -85,11 +85,8 @@ def resolve_trainer(name: str) -> tuple[type[Trainer], TrainerCode | None]:
         return Trainer, None
     cls = load_class(code)
     if not issubclass(cls, Trainer):
-        try:
-            file, line = inspect.getsourcefile(cls), inspect.getsourcelines(cls)[1]
-        except (OSError, TypeError):
-            file, line = str(code.file or code.module), 0
-        msg = f"trainer {name!r}: {file}:{line}: {cls.__name__} is no nnunet_core.Trainer"
+        where = class_location(cls, code)
+        msg = f"trainer {name!r}: {where}: {cls.__name__} is no nnunet_core.Trainer"
         raise UserCodeError(msg)
     return cls, code
 

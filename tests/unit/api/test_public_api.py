@@ -19,6 +19,15 @@ def test_trainer_is_importable_from_the_package_root() -> None:
     assert "Trainer" in nnunet_core.__all__
 
 
+def test_planner_is_importable_from_the_package_root_and_upstreams_planners_are_planners() -> None:
+    from nnunet_core import Planner
+    from nnunet_core.planning import Planner as PlanningPlanner
+    from nnunet_core.planning.presets import PRESETS
+
+    assert Planner is PlanningPlanner and "Planner" in nnunet_core.__all__
+    assert all(issubclass(cls, Planner) for cls in PRESETS.values())
+
+
 def test_importing_the_package_does_not_import_torch() -> None:
     """Light commands (verify, fingerprint's help) start without torch's seconds of import."""
     code = "import sys, nnunet_core; print('torch' in sys.modules)"
