@@ -26,6 +26,7 @@ from nnunet_core.layout.roots import Roots, dataset_folder_name, raw_dataset_dir
 from nnunet_core.layout.work import DEFAULT_WORK_DIR, WORK_LOGS, WORK_PREPROCESSED, WORK_RESULTS
 from nnunet_core.tracking import missing_package_line
 from nnunet_core.training.trainer.lookup import check_trainer_name
+from nnunet_core.workflow.msd_source import check_msd_task, msd_task_of
 from nnunet_core.workflow.path_values import check_shell_paths
 from nnunet_core.workflow.pretrained import resolve_pretrained_weights
 from nnunet_core.workflow.runs import check_raw_dataset
@@ -197,7 +198,9 @@ def check_config(config: dict[str, Any], execution: Execution | None = None) -> 
         if config["dataset"].get("raw_root") is not None:
             msg = "config dataset: raw_root is set but synthetic.enabled is true; choose one"
             raise ConfigurationError(msg)
-    else:
+    if msd_task_of(config["dataset"]) is not None:
+        check_msd_task(config["dataset"])
+    elif not synthetic.get("enabled"):
         check_raw_dataset(config)
     training = config.get("training", {})
     trainer = training.get("trainer")

@@ -87,6 +87,8 @@ class RunContext:
     processes: int
     device: str
     synthetic: bool
+    # dataset.msd: the MSD task the first job (convert_msd) converts into the raw root, or None
+    msd_task: str | None
     # with methods, a planner other than the baseline's writes dataset.json undeclared
     declares_dataset_json: bool
     paths: RunPaths
@@ -148,6 +150,7 @@ class RunContext:
             processes=config["processes"]["default"],
             device=training["device"],
             synthetic=config["dataset"]["synthetic"].get("enabled", False),
+            msd_task=config["dataset"].get("msd"),
             declares_dataset_json=config.get("method", {}).get("writes_dataset_json", True),
             paths=paths,
             # from a model zip it is extracted into work_dir/pretrained (checked by check_config)

@@ -43,6 +43,8 @@ class RunInputs:
         """Every raw training file (after the synthetic data exists, when it is synthesized)."""
         if self.synthetic:
             self.checkpoints.synthesize_dataset.get()
+        elif self.config["dataset"].get("msd") is not None:
+            self.checkpoints.convert_msd.get()
         return inputs.raw_training_files(self.paths.raw, self.paths.raw_dataset_json)
 
     def planned(self) -> tuple[dict[str, Any], list[str]]:

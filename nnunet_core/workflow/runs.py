@@ -24,7 +24,7 @@ from typing import Any
 
 from nnunet_core.errors import ConfigurationError
 from nnunet_core.layout.predictions import PREDICTIONS_FOLDER, TEST_SUMMARY_JSON
-from nnunet_core.layout.raw import images_ts_dir, labels_ts_dir
+from nnunet_core.layout.raw import labels_ts_dir
 from nnunet_core.layout.results import REPORT_PAGE_MD, report_dir
 from nnunet_core.layout.roots import (
     DATASET_NAME_RE,
@@ -40,6 +40,7 @@ from nnunet_core.layout.work import (
     method_folder_name,
     seed_folder_name,
 )
+from nnunet_core.workflow import msd_source
 from nnunet_core.workflow.methods import apply_method, methods_of
 from nnunet_core.workflow.planner_checks import check_one_planner_per_plans, check_planners
 
@@ -85,6 +86,9 @@ def raw_root_of(dataset: dict[str, Any], work_dir: str | Path) -> Path:
     key and the value, never a folder the user did not choose."""
     raw_root = dataset.get("raw_root")
     if dataset.get("synthetic", {}).get("enabled", False):
+        return Path(work_dir) / WORK_RAW
+    # an MSD task is converted into it by the run's first job
+    if raw_root is None and msd_source.msd_task_of(dataset) is not None:
         return Path(work_dir) / WORK_RAW
     if raw_root is None or not str(raw_root).strip():
         shown = "null" if raw_root is None else repr(raw_root)
@@ -321,7 +325,7 @@ def test_set_of(config: dict[str, Any], raw_dir: Path) -> tuple[bool, bool]:
     if dataset.get("synthetic", {}).get("enabled", False):
         has_test = dataset["synthetic"]["num_test"] > 0
         return has_test, has_test
-    has_test = _has_files(images_ts_dir(raw_dir))
+    has_test = _has_files(msd_source.test_images_folder(dataset, raw_dir))
     return has_test, has_test and labels_ts_dir(raw_dir).is_dir()
 
 
@@ -332,7 +336,8 @@ def incomplete_test_set_notice(config: dict[str, Any], raw_dir: Path) -> str | N
     """The line a run prints at its start (and its report keeps) when the test set is not
     complete: no test images, or images without labels; None for a complete one."""
     has_images, has_labels = test_set_of(config, raw_dir)
-    images, labels = images_ts_dir(raw_dir), labels_ts_dir(raw_dir)
+    images = msd_source.test_images_folder(config["dataset"], raw_dir)
+    labels = labels_ts_dir(raw_dir)
     if not has_images:
         if config["dataset"].get("synthetic", {}).get("enabled", False):
             why = "dataset.synthetic.num_test is 0"

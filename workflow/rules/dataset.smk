@@ -1,4 +1,4 @@
-# The raw dataset: the synthetic demo generator and the integrity check.
+# The raw dataset: the synthetic demo generator, an MSD task's conversion and the integrity check.
 from pathlib import Path
 
 from nnunet_core.workflow import dataset_check, run_mode
@@ -11,6 +11,7 @@ from nnunet_core.workflow import dataset_check, run_mode
 # synthetic data is made by a job, after this (nnunet_core.workflow.dataset_check).
 if (
     not RUN.synthetic
+    and RUN.msd_task is None
     and workflow.is_main_process
     and not workflow.output_settings.dryrun
     and run_mode.runs_jobs()
@@ -39,6 +40,25 @@ if RUN.synthetic:
             RUN.messages.job
         shell:
             "nnunet-core synthesize --output {params.raw:q} --force {params.options} > {log:q} 2>&1"
+
+
+if RUN.msd_task is not None:
+
+    checkpoint convert_msd:
+        output:
+            RUN.paths.raw_dataset_json,
+        log:
+            RUN.paths.dataset_logs / "convert_msd.log",
+        threads: RUN.processes
+        params:
+            task=RUN.msd_task,
+            id=config["dataset"]["id"],
+            roots=RUN.flags.roots,
+        message:
+            RUN.messages.job
+        shell:
+            "nnunet-core convert-msd -i {params.task:q} -overwrite_id {params.id} "
+            "{params.roots} -np {threads} > {log:q} 2>&1"
 
 
 rule verify_dataset:
