@@ -57,7 +57,7 @@ if RUN.msd_task is not None:
         message:
             RUN.messages.job
         shell:
-            "nnunet-core convert-msd -i {params.task:q} -overwrite_id {params.id} "
+            "nnunet-core convert-msd -i {params.task:q} -overwrite_id {params.id:q} "
             "{params.roots} -np {threads} > {log:q} 2>&1"
 
 
