@@ -60,7 +60,13 @@ class TrackingChoice:
 
     def mlflow_uri(self, results: Path) -> str:
         """The tracking URI; None means the embedded SQLite store in ``results``."""
-        return self.uri or f"sqlite:///{(results / MLFLOW_DB).absolute()}"
+        return self.uri or embedded_mlflow_uri(results)
+
+
+def embedded_mlflow_uri(folder: Path) -> str:
+    """MLflow's embedded store, no server: the SQLite file ``MLFLOW_DB`` in ``folder``, absolute
+    (jobs run in other folders)."""
+    return f"sqlite:///{(Path(folder) / MLFLOW_DB).absolute()}"
 
 
 def missing_package_line(backend: str) -> str | None:

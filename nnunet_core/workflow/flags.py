@@ -23,7 +23,7 @@ from typing import Any
 from nnunet_core.cluster import gpu_slots, local, retry, slurm
 from nnunet_core.layout.roots import Roots
 from nnunet_core.runtime.cpus import MAX_DEFAULT_WORKERS
-from nnunet_core.tracking.choice import MLFLOW_DB
+from nnunet_core.tracking.choice import embedded_mlflow_uri
 from nnunet_core.training.fold import settings_table
 from nnunet_core.workflow.pretrained import PretrainedWeights
 
@@ -163,7 +163,7 @@ def tracking_flags(config: Mapping[str, Any]) -> list[str]:
         return []
     uri = tracking.get("uri")
     if backend == "mlflow" and not uri:
-        uri = f"sqlite:///{Path(config['work_dir']).absolute() / MLFLOW_DB}"
+        uri = embedded_mlflow_uri(Path(config["work_dir"]))
     values = {
         "--tracking": backend,
         "--tracking-uri": uri,
